@@ -1,0 +1,95 @@
+// @ts-check
+import nx from '@nx/eslint-plugin';
+import tseslint from 'typescript-eslint';
+import prettier from 'eslint-config-prettier';
+
+/**
+ * Module boundaries. Scopes keep each service's code to itself; types keep layers honest:
+ * domain code may use only plain utilities (no transports, drivers or generated contracts),
+ * adapters translate between the domain and the outside world, apps only compose.
+ */
+const typeConstraints = [
+  { sourceTag: 'type:util', onlyDependOnLibsWithTags: ['type:util'] },
+  { sourceTag: 'type:contract', onlyDependOnLibsWithTags: [] },
+  { sourceTag: 'type:domain', onlyDependOnLibsWithTags: ['type:util'] },
+  { sourceTag: 'type:transport', onlyDependOnLibsWithTags: ['type:util', 'type:contract'] },
+  { sourceTag: 'type:driver', onlyDependOnLibsWithTags: ['type:util'] },
+  {
+    sourceTag: 'type:adapter',
+    onlyDependOnLibsWithTags: ['type:domain', 'type:util', 'type:contract', 'type:transport', 'type:driver'],
+  },
+  {
+    sourceTag: 'type:testing',
+    onlyDependOnLibsWithTags: ['type:util', 'type:contract', 'type:transport', 'type:driver', 'type:testing'],
+  },
+  {
+    sourceTag: 'type:app',
+    onlyDependOnLibsWithTags: [
+      'type:adapter',
+      'type:domain',
+      'type:util',
+      'type:contract',
+      'type:transport',
+      'type:driver',
+      'type:testing',
+    ],
+  },
+];
+const scopeConstraints = [
+  { sourceTag: 'scope:shared', onlyDependOnLibsWithTags: ['scope:shared'] },
+  { sourceTag: 'scope:gateway', onlyDependOnLibsWithTags: ['scope:gateway', 'scope:shared'] },
+  { sourceTag: 'scope:identity', onlyDependOnLibsWithTags: ['scope:identity', 'scope:shared'] },
+  { sourceTag: 'scope:notification', onlyDependOnLibsWithTags: ['scope:notification', 'scope:shared'] },
+  { sourceTag: 'scope:billing', onlyDependOnLibsWithTags: ['scope:billing', 'scope:shared'] },
+  { sourceTag: 'scope:dev', onlyDependOnLibsWithTags: ['scope:dev', 'scope:shared'] },
+];
+// Tests may additionally use the testing libraries; production code may not.
+const withTesting = (constraints) =>
+  constraints.map((c) =>
+    c.sourceTag.startsWith('type:') && c.sourceTag !== 'type:contract'
+      ? { ...c, onlyDependOnLibsWithTags: [...new Set([...c.onlyDependOnLibsWithTags, 'type:testing', 'type:transport', 'type:driver', 'type:contract'])] }
+      : c,
+  );
+const testFiles = ['**/*.spec.ts', '**/*.int-spec.ts', '**/*.e2e-spec.ts', '**/test/**/*.ts'];
+
+export default tseslint.config(
+  { ignores: ['**/node_modules/**', '**/dist/**', 'libs/proto/src/gen/**', '.nx/**', '.dev/**', 'tmp/**'] },
+  ...nx.configs['flat/base'],
+  ...tseslint.configs.recommendedTypeChecked,
+  prettier,
+  {
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/consistent-type-imports': 'error',
+      'no-console': 'error',
+      '@nx/enforce-module-boundaries': [
+        'error',
+        {
+          enforceBuildableLibDependency: false,
+          banTransitiveDependencies: false,
+          depConstraints: [...typeConstraints, ...scopeConstraints],
+        },
+      ],
+    },
+  },
+  {
+    files: testFiles,
+    rules: {
+      '@typescript-eslint/unbound-method': 'off',
+      '@nx/enforce-module-boundaries': [
+        'error',
+        { depConstraints: [...withTesting(typeConstraints), ...scopeConstraints] },
+      ],
+    },
+  },
+  {
+    // Command-line programs and benchmarks talk to a terminal.
+    files: ['apps/dev-idp/src/cli.ts', 'bench/**/*.ts', 'scripts/**/*.ts', 'apps/*/src/main.ts'],
+    rules: { 'no-console': 'off' },
+  },
+  { files: ['**/*.mjs', '**/*.js', '**/*.cjs'], ...tseslint.configs.disableTypeChecked },
+);

@@ -1,0 +1,44 @@
+// Three tiers, as in immich: unit (*.spec.ts, no I/O), integration (*.int-spec.ts: real PostgreSQL,
+// NATS and ClickHouse, isolated per file) and end-to-end (*.e2e-spec.ts: real services over HTTP).
+const { compilerOptions } = require('./tsconfig.base.json');
+
+// '@sts/errors/*' -> '<rootDir>/libs/errors/src/*'
+const moduleNameMapper = Object.fromEntries(
+  Object.entries(compilerOptions.paths).map(([alias, [target]]) => [
+    `^${alias.replace('/*', '/(.*)$')}`,
+    `<rootDir>/${target.replace('*', '$1')}`,
+  ]),
+);
+
+const swc = [
+  '@swc/jest',
+  { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'commonjs' } },
+];
+
+const common = {
+  rootDir: __dirname,
+  testEnvironment: 'node',
+  moduleNameMapper,
+  // jose is published as ESM only; swc turns it into CommonJS for jest's module system.
+  transform: { '^.+\\.(t|j)s$': swc },
+  transformIgnorePatterns: ['/node_modules/(?!(jose)/)'],
+  testPathIgnorePatterns: ['/node_modules/', '/dist/'],
+};
+
+module.exports = {
+  projects: [
+    { ...common, displayName: 'unit', testMatch: ['<rootDir>/{apps,libs}/**/*.spec.ts'] },
+    {
+      ...common,
+      displayName: 'integration',
+      testMatch: ['<rootDir>/{apps,libs}/**/*.int-spec.ts'],
+      testTimeout: 30_000,
+    },
+    {
+      ...common,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/{apps,libs}/**/*.e2e-spec.ts'],
+      testTimeout: 60_000,
+    },
+  ],
+};

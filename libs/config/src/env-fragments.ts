@@ -1,0 +1,84 @@
+import { z } from 'zod';
+
+/**
+ * Environment variables shared by several apps, each defined once. An app composes the fragments it
+ * needs: `loadConfig(z.object({ ...commonEnv, ...postgresEnv }))`. Names listed in DESIGN.md
+ * section 5 are relied on by tooling outside the project and must not change.
+ */
+
+const url = (protocols: string[]) =>
+  z.string().refine((value) => {
+    try {
+      return protocols.includes(new URL(value).protocol);
+    } catch {
+      return false;
+    }
+  }, `must be a URL with scheme ${protocols.join(' or ')}`);
+
+const port = z.coerce.number().int().min(0).max(65535);
+
+export const commonEnv = {
+  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+};
+
+export const postgresEnv = {
+  DATABASE_URL: url(['postgres:', 'postgresql:']).default('postgresql://postgres@127.0.0.1:5432/sts'),
+};
+
+export const natsEnv = {
+  NATS_URL: url(['nats:', 'tls:']).default('nats://127.0.0.1:4222'),
+  /** Prefix of stream names and subjects, so that test runs (or tenants of one NATS) stay apart. */
+  NATS_NAMESPACE: z
+    .string()
+    .regex(/^[a-z][a-z0-9_]{0,31}$/, 'lowercase letters, digits and _, starting with a letter')
+    .default('sts'),
+};
+
+export const grpcServerEnv = {
+  GRPC_HOST: z.string().default('127.0.0.1'),
+  GRPC_PORT: port,
+};
+
+/** Addresses of the gRPC services, `host:port`. */
+export const grpcClientsEnv = {
+  IDENTITY_GRPC_ADDRESS: z.string().default('127.0.0.1:50051'),
+  NOTIFICATION_GRPC_ADDRESS: z.string().default('127.0.0.1:50052'),
+  BILLING_GRPC_ADDRESS: z.string().default('127.0.0.1:50053'),
+  GRPC_DEADLINE_MS: z.coerce.number().int().min(50).max(60_000).default(5_000),
+};
+
+export const oidcEnv = {
+  OIDC_ISSUER: url(['https:', 'http:']),
+  OIDC_AUDIENCE: z.string().min(1),
+  /** Defaults to `${OIDC_ISSUER}/.well-known/jwks.json`. */
+  OIDC_JWKS_URL: url(['https:', 'http:']).optional(),
+  /** Claim that names the organization of a client-credentials token. */
+  OIDC_ORG_CLAIM: z.string().min(1).default('org_id'),
+  /** Claim that names the role of a client-credentials token (least privilege when absent). */
+  OIDC_ROLE_CLAIM: z.string().min(1).default('role'),
+  OIDC_ALGORITHMS: z
+    .string()
+    .default('RS256,ES256,PS256,EdDSA')
+    .transform((value) => value.split(',').map((alg) => alg.trim()).filter(Boolean)),
+};
+
+export const smtpEnv = {
+  SMTP_URL: url(['smtp:', 'smtps:']).default('smtp://127.0.0.1:1025'),
+  MAIL_FROM: z.string().min(3).default('Security Telemetry <no-reply@localhost>'),
+};
+
+/**
+ * 32-byte key (base64) that seals secrets which must travel to be e-mailed (invite tokens,
+ * enrollment codes) while they sit in an outbox or a stream. Shared by producers and the notifier.
+ */
+export const sealingEnv = {
+  SECRET_SEALING_KEY: z
+    .string()
+    .refine((value) => Buffer.from(value, 'base64').length === 32, 'must be 32 bytes, base64-encoded'),
+};
+
+/** Where people open links from e-mails (the dashboard). */
+export const publicUrlEnv = {
+  PUBLIC_APP_URL: url(['https:', 'http:']).default('http://localhost:8080'),
+};

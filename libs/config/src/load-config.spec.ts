@@ -1,0 +1,36 @@
+import { z } from 'zod';
+import { commonEnv, oidcEnv, sealingEnv } from './env-fragments';
+import { ConfigError, loadConfig } from './load-config';
+
+describe('loadConfig', () => {
+  const schema = z.object({ ...commonEnv, ...oidcEnv, ...sealingEnv });
+  const valid = {
+    OIDC_ISSUER: 'https://idp.example.com/',
+    OIDC_AUDIENCE: 'https://api.example.com',
+    SECRET_SEALING_KEY: Buffer.alloc(32, 7).toString('base64'),
+  };
+
+  it('applies defaults and transforms', () => {
+    const config = loadConfig(schema, valid);
+    expect(config.NODE_ENV).toBe('development');
+    expect(config.OIDC_ORG_CLAIM).toBe('org_id');
+    expect(config.OIDC_ALGORITHMS).toEqual(['RS256', 'ES256', 'PS256', 'EdDSA']);
+  });
+
+  it('names every invalid variable in one error', () => {
+    expect(() => loadConfig(schema, { OIDC_ISSUER: 'not a url', SECRET_SEALING_KEY: 'short' })).toThrow(ConfigError);
+    try {
+      loadConfig(schema, { OIDC_ISSUER: 'not a url', SECRET_SEALING_KEY: 'short' });
+    } catch (error) {
+      const message = (error as Error).message;
+      expect(message).toContain('OIDC_ISSUER');
+      expect(message).toContain('OIDC_AUDIENCE');
+      expect(message).toContain('SECRET_SEALING_KEY');
+    }
+  });
+
+  it('treats empty strings as unset', () => {
+    const config = loadConfig(schema, { ...valid, LOG_LEVEL: '' });
+    expect(config.LOG_LEVEL).toBe('info');
+  });
+});

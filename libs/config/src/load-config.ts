@@ -1,0 +1,26 @@
+import { z } from 'zod';
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+/**
+ * Parses environment variables with a zod object schema. On failure it throws one error that
+ * names every bad variable, so a misconfigured service stops at start with a message a person can act on.
+ */
+export function loadConfig<Shape extends z.ZodRawShape>(
+  schema: z.ZodObject<Shape>,
+  env: Record<string, string | undefined> = process.env,
+): z.infer<z.ZodObject<Shape>> {
+  // Empty strings mean "not set": shells and compose files produce them for unset variables.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
+  const result = schema.safeParse(cleaned);
+  if (!result.success) {
+    const lines = result.error.issues.map((issue) => `  - ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  return result.data;
+}

@@ -1,0 +1,85 @@
+import type { ErrorCode } from './error-code';
+import { GrpcStatus } from './grpc-status';
+
+export interface ErrorDefinition {
+  readonly httpStatus: number;
+  readonly grpcStatus: GrpcStatus;
+  /** Short, human-readable summary; the same for every occurrence (RFC 9457 `title`). */
+  readonly title: string;
+}
+
+/** The one mapping of every error code to its gRPC and HTTP status. `Record` makes it exhaustive. */
+export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
+  VALIDATION_FAILED: { httpStatus: 400, grpcStatus: GrpcStatus.INVALID_ARGUMENT, title: 'Request validation failed' },
+  MALFORMED_REQUEST: { httpStatus: 400, grpcStatus: GrpcStatus.INVALID_ARGUMENT, title: 'Malformed request' },
+  UNSUPPORTED_MEDIA_TYPE: {
+    httpStatus: 415,
+    grpcStatus: GrpcStatus.INVALID_ARGUMENT,
+    title: 'Unsupported media type',
+  },
+  PAYLOAD_TOO_LARGE: { httpStatus: 413, grpcStatus: GrpcStatus.OUT_OF_RANGE, title: 'Payload too large' },
+  ROUTE_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.UNIMPLEMENTED, title: 'Route not found' },
+  RATE_LIMITED: { httpStatus: 429, grpcStatus: GrpcStatus.RESOURCE_EXHAUSTED, title: 'Too many requests' },
+  UNAUTHENTICATED: { httpStatus: 401, grpcStatus: GrpcStatus.UNAUTHENTICATED, title: 'Authentication required' },
+  FORBIDDEN: { httpStatus: 403, grpcStatus: GrpcStatus.PERMISSION_DENIED, title: 'Not allowed for this role' },
+  DASHBOARD_ACCESS_DENIED: {
+    httpStatus: 403,
+    grpcStatus: GrpcStatus.PERMISSION_DENIED,
+    title: 'Dashboard access is disabled for this member',
+  },
+  ORGANIZATION_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.NOT_FOUND, title: 'Organization not found' },
+  MEMBER_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.NOT_FOUND, title: 'Member not found' },
+  LAST_ADMIN: {
+    httpStatus: 409,
+    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
+    title: 'The organization must keep at least one ORG_ADMIN',
+  },
+  ALREADY_MEMBER: {
+    httpStatus: 409,
+    grpcStatus: GrpcStatus.ALREADY_EXISTS,
+    title: 'Already a member of this organization',
+  },
+  INVITE_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.NOT_FOUND, title: 'Invite not found' },
+  INVITE_ALREADY_PENDING: {
+    httpStatus: 409,
+    grpcStatus: GrpcStatus.ALREADY_EXISTS,
+    title: 'An invite for this e-mail is already pending',
+  },
+  INVITE_TOKEN_INVALID: {
+    httpStatus: 400,
+    grpcStatus: GrpcStatus.INVALID_ARGUMENT,
+    title: 'Invite token is invalid, expired or already used',
+  },
+  NOTIFICATION_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.NOT_FOUND, title: 'Notification not found' },
+  DEADLINE_EXCEEDED: { httpStatus: 504, grpcStatus: GrpcStatus.DEADLINE_EXCEEDED, title: 'Upstream timed out' },
+  SERVICE_UNAVAILABLE: {
+    httpStatus: 503,
+    grpcStatus: GrpcStatus.UNAVAILABLE,
+    title: 'Service temporarily unavailable',
+  },
+  INTERNAL: { httpStatus: 500, grpcStatus: GrpcStatus.INTERNAL, title: 'Internal error' },
+};
+
+/**
+ * For gRPC failures that carry no application code (a peer that is down, a deadline that passed,
+ * a bug in a handler), the code that best describes them to an HTTP client.
+ */
+export function errorCodeForGrpcStatus(status: number): ErrorCode {
+  switch (status) {
+    case GrpcStatus.DEADLINE_EXCEEDED:
+      return 'DEADLINE_EXCEEDED';
+    case GrpcStatus.UNAVAILABLE:
+    case GrpcStatus.CANCELLED:
+      return 'SERVICE_UNAVAILABLE';
+    case GrpcStatus.UNAUTHENTICATED:
+      return 'UNAUTHENTICATED';
+    case GrpcStatus.PERMISSION_DENIED:
+      return 'FORBIDDEN';
+    case GrpcStatus.INVALID_ARGUMENT:
+      return 'VALIDATION_FAILED';
+    case GrpcStatus.RESOURCE_EXHAUSTED:
+      return 'RATE_LIMITED';
+    default:
+      return 'INTERNAL';
+  }
+}

@@ -1,0 +1,53 @@
+import { z } from 'zod';
+import type { EventEnvelope } from './event-envelope';
+
+/**
+ * The catalogue of domain events: one entry per type, with the zod schema of its `data`. Producers
+ * validate before writing to their outbox; consumers validate before handling. Adding a field is
+ * compatible; renaming or removing one needs a new event type.
+ */
+const role = z.enum(['ORG_ADMIN', 'ANALYST', 'APP_USER']);
+
+export const EVENT_CATALOGUE = {
+  'org.created': z.object({
+    org_id: z.string(),
+    name: z.string(),
+    domain: z.string().nullable(),
+    created_at: z.iso.datetime(),
+  }),
+  'member.joined': z.object({
+    org_id: z.string(),
+    member_id: z.string(),
+    user_id: z.string(),
+    email: z.string(),
+    name: z.string(),
+    role,
+    joined_at: z.iso.datetime(),
+  }),
+  'invite.created': z.object({
+    org_id: z.string(),
+    org_name: z.string(),
+    invite_id: z.string(),
+    email: z.string(),
+    role,
+    invited_by_name: z.string(),
+    expires_at: z.iso.datetime(),
+    /** The invite token sealed with SECRET_SEALING_KEY (context `invite.created`); never plain text. */
+    token_sealed: z.string(),
+  }),
+} as const;
+
+export type EventType = keyof typeof EVENT_CATALOGUE;
+export type EventData<Type extends EventType> = z.infer<(typeof EVENT_CATALOGUE)[Type]>;
+export type DomainEvent<Type extends EventType = EventType> = EventEnvelope<Type, EventData<Type>>;
+
+export const EVENT_TYPES = Object.keys(EVENT_CATALOGUE) as EventType[];
+
+export function isEventType(value: string): value is EventType {
+  return Object.prototype.hasOwnProperty.call(EVENT_CATALOGUE, value);
+}
+
+/** Validates the data of an event of a known type; throws a ZodError on mismatch. */
+export function parseEventData<Type extends EventType>(type: Type, data: unknown): EventData<Type> {
+  return EVENT_CATALOGUE[type].parse(data) as EventData<Type>;
+}
