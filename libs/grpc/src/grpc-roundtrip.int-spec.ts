@@ -1,0 +1,80 @@
+import { AppError } from '@sts/errors/app-error';
+import { createLogger } from '@sts/logger/create-logger';
+import {
+  BillingServiceClient,
+  BillingServiceService,
+  BillingCycle,
+  LicenseStatus,
+  Plan,
+} from '@sts/proto/gen/billing/v1/billing';
+import { createPromiseClient } from './grpc-client';
+import { registerService, startGrpcServer, type RunningGrpcServer } from './grpc-server';
+
+describe('gRPC plumbing', () => {
+  const logger = createLogger('grpc-test', 'silent');
+  let server: RunningGrpcServer;
+  let client: ReturnType<typeof createPromiseClient<typeof BillingServiceService>>;
+
+  beforeAll(async () => {
+    const service = registerService(
+      'billing.v1.BillingService',
+      BillingServiceService,
+      {
+        getLicense: async (request) => {
+          if (request.orgId === 'missing') throw new AppError('ORGANIZATION_NOT_FOUND', 'no such org', { fields: [{ path: 'org_id', message: 'unknown' }] });
+          if (request.orgId === 'bug') throw new Error('secret internal detail');
+          if (request.orgId === 'slow') await new Promise((resolve) => setTimeout(resolve, 500));
+          return {
+            license: {
+              orgId: request.orgId,
+              plan: Plan.PLAN_NONE,
+              status: LicenseStatus.LICENSE_STATUS_PENDING,
+              billingCycle: BillingCycle.BILLING_CYCLE_MONTHLY,
+              expiresAt: new Date('2030-01-01T00:00:00Z'),
+            },
+          };
+        },
+      },
+      logger,
+    );
+    server = await startGrpcServer({ host: '127.0.0.1', port: 0, services: [service], logger });
+    client = createPromiseClient(BillingServiceService, BillingServiceClient, `127.0.0.1:${server.port}`, 2_000);
+  });
+
+  afterAll(async () => {
+    client.close();
+    await server.shutdown();
+  });
+
+  it('round-trips a request', async () => {
+    const response = await client.getLicense({ orgId: 'o1' });
+    expect(response.license?.orgId).toBe('o1');
+    expect(response.license?.expiresAt?.toISOString()).toBe('2030-01-01T00:00:00.000Z');
+  });
+
+  it('carries the application error code and fields across', async () => {
+    const error = await client.getLicense({ orgId: 'missing' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).code).toBe('ORGANIZATION_NOT_FOUND');
+    expect((error as AppError).detail).toBe('no such org');
+    expect((error as AppError).fields).toEqual([{ path: 'org_id', message: 'unknown' }]);
+  });
+
+  it('hides unexpected errors behind INTERNAL', async () => {
+    const error = (await client.getLicense({ orgId: 'bug' }).catch((e: unknown) => e)) as AppError;
+    expect(error.code).toBe('INTERNAL');
+    expect(error.detail).not.toContain('secret');
+  });
+
+  it('enforces deadlines', async () => {
+    const error = (await client.getLicense({ orgId: 'slow' }, { deadlineMs: 100 }).catch((e: unknown) => e)) as AppError;
+    expect(error.code).toBe('DEADLINE_EXCEEDED');
+  });
+
+  it('maps an unreachable peer to SERVICE_UNAVAILABLE', async () => {
+    const dead = createPromiseClient(BillingServiceService, BillingServiceClient, '127.0.0.1:1', 500);
+    const error = (await dead.getLicense({ orgId: 'x' }).catch((e: unknown) => e)) as AppError;
+    dead.close();
+    expect(['SERVICE_UNAVAILABLE', 'DEADLINE_EXCEEDED']).toContain(error.code);
+  });
+});

@@ -1,0 +1,42 @@
+import type { Metadata } from '@grpc/grpc-js';
+
+/**
+ * Types derived from a ts-proto service definition (`IdentityServiceService` etc.), so handlers and
+ * clients are typed from the generated contract without hand-written interfaces.
+ */
+interface UnaryMethodDefinition<Request, Response> {
+  requestStream: false;
+  responseStream: false;
+  requestDeserialize: (buffer: Buffer) => Request;
+  responseSerialize: (value: Response) => Buffer;
+}
+
+export type RequestOf<Method> = Method extends UnaryMethodDefinition<infer Request, unknown> ? Request : never;
+export type ResponseOf<Method> = Method extends UnaryMethodDefinition<unknown, infer Response> ? Response : never;
+
+export interface CallContext {
+  readonly metadata: Metadata;
+  /** Correlates logs across the gateway and services (`x-request-id`). */
+  readonly requestId: string;
+}
+
+/** What a service implements: one async function per RPC. */
+export type AsyncHandlers<Definition> = {
+  [Name in keyof Definition]: (
+    request: RequestOf<Definition[Name]>,
+    context: CallContext,
+  ) => Promise<ResponseOf<Definition[Name]>>;
+};
+
+export interface CallOptions {
+  deadlineMs?: number;
+  requestId?: string;
+}
+
+/** What a caller gets: one promise-returning function per RPC, with deadlines and mapped errors. */
+export type PromiseClient<Definition> = {
+  [Name in keyof Definition]: (
+    request: RequestOf<Definition[Name]>,
+    options?: CallOptions,
+  ) => Promise<ResponseOf<Definition[Name]>>;
+};
