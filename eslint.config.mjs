@@ -22,6 +22,7 @@ const typeConstraints = [
     sourceTag: 'type:testing',
     onlyDependOnLibsWithTags: ['type:util', 'type:contract', 'type:transport', 'type:driver', 'type:testing'],
   },
+  { sourceTag: 'type:e2e', onlyDependOnLibsWithTags: ['*'] },
   {
     sourceTag: 'type:app',
     onlyDependOnLibsWithTags: [
@@ -42,6 +43,8 @@ const scopeConstraints = [
   { sourceTag: 'scope:notification', onlyDependOnLibsWithTags: ['scope:notification', 'scope:shared'] },
   { sourceTag: 'scope:billing', onlyDependOnLibsWithTags: ['scope:billing', 'scope:shared'] },
   { sourceTag: 'scope:dev', onlyDependOnLibsWithTags: ['scope:dev', 'scope:shared'] },
+  // End-to-end tests start every service in one process, so they may reach every scope.
+  { sourceTag: 'scope:e2e', onlyDependOnLibsWithTags: ['*'] },
 ];
 // Tests may additionally use the testing libraries; production code may not.
 const withTesting = (constraints) =>

@@ -1,0 +1,28 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+
+/**
+ * DDL of the per-service ledger of handled events. Include it in the service's first migration.
+ * Consumers record the event id in the same transaction as the effect, so a redelivered event
+ * is recognised and skipped (JetStream delivers at least once).
+ */
+export function processedEventsTableSql(schema: string): string {
+  return `create table if not exists "${schema}"."processed_events" (
+    "event_id" uuid not null primary key,
+    "event_type" text not null,
+    "processed_at" timestamptz not null default now()
+  );`;
+}
+
+/** Returns true the first time an event id is seen (the caller then applies the effect), false after. */
+export async function recordEventOnce(em: EntityManager, eventId: string, eventType: string): Promise<boolean> {
+  const schema = em.config.get('schema');
+  const rows: unknown[] = await em
+    .getConnection()
+    .execute(
+      `insert into "${schema}"."processed_events" (event_id, event_type) values (?, ?) on conflict do nothing returning event_id`,
+      [eventId, eventType],
+      'all',
+      em.getTransactionContext(),
+    );
+  return rows.length === 1;
+}

@@ -1,0 +1,54 @@
+import { MikroORM, type EntitySchema, type LoggerNamespace } from '@mikro-orm/postgresql';
+import { Migrator, type Migration } from '@mikro-orm/migrations';
+import type { Logger } from '@sts/logger/create-logger';
+
+export type ServiceOrm = MikroORM;
+
+export interface MigrationEntry {
+  /** Sortable and never renamed once shipped, e.g. `0001_initial`. */
+  name: string;
+  class: new (...args: ConstructorParameters<typeof Migration>) => Migration;
+}
+
+export interface ServiceOrmOptions {
+  databaseUrl: string;
+  /** The PostgreSQL schema this service owns; no other service touches it. */
+  schema: string;
+  entities: EntitySchema[];
+  migrations: MigrationEntry[];
+  logger: Logger;
+  poolMax?: number;
+}
+
+/**
+ * One MikroORM instance per service, bound to the service's own schema. Migrations are listed
+ * explicitly (no file-system discovery), so the same code runs from sources and from bundles.
+ */
+export async function createServiceOrm(options: ServiceOrmOptions): Promise<ServiceOrm> {
+  const debug: LoggerNamespace[] = options.logger.isLevelEnabled('trace') ? ['query'] : [];
+  return MikroORM.init({
+    clientUrl: options.databaseUrl,
+    schema: options.schema,
+    entities: options.entities,
+    extensions: [Migrator],
+    discovery: { warnWhenNoEntities: false },
+    // Every unit of work gets its own forked EntityManager; the global one is a bug waiting to happen.
+    allowGlobalContext: false,
+    debug,
+    logger: (message) => options.logger.trace(message),
+    pool: { min: 0, max: options.poolMax ?? 10 },
+    migrations: {
+      tableName: 'schema_migrations',
+      migrationsList: options.migrations,
+      transactional: true,
+      allOrNothing: true,
+      snapshot: false,
+    },
+  });
+}
+
+/** Applies pending migrations of the service's schema; safe to run on every start. */
+export async function migrateToLatest(orm: ServiceOrm, logger: Logger): Promise<void> {
+  const applied = await orm.getMigrator().up();
+  if (applied.length > 0) logger.info({ migrations: applied.map((m) => m.name) }, 'migrations applied');
+}

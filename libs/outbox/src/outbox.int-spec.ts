@@ -1,0 +1,94 @@
+import { Migration } from '@mikro-orm/migrations';
+import { createServiceOrm, migrateToLatest, type ServiceOrm } from '@sts/db/service-orm';
+import { processedEventsTableSql, recordEventOnce } from '@sts/db/processed-events';
+import type { EventEnvelope } from '@sts/events/event-envelope';
+import { createLogger } from '@sts/logger/create-logger';
+import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
+import { enqueueEvent, outboxTableSql } from './outbox';
+import { OutboxRelay } from './outbox-relay';
+
+class InitialMigration extends Migration {
+  override up(): void {
+    this.addSql(outboxTableSql('outbox_test'));
+    this.addSql(processedEventsTableSql('outbox_test'));
+    this.addSql('create table "outbox_test"."things" (id text primary key);');
+  }
+}
+
+const orgCreated = (id: string) => ({ org_id: id, name: 'Acme', domain: null, created_at: new Date().toISOString() });
+
+describe('transactional outbox', () => {
+  const logger = createLogger('outbox-test', 'silent');
+  let database: TestDatabase;
+  let orm: ServiceOrm;
+
+  beforeAll(async () => {
+    database = await createTestDatabase('outbox');
+    orm = await createServiceOrm({
+      databaseUrl: database.url,
+      schema: 'outbox_test',
+      entities: [],
+      migrations: [{ name: '0001_initial', class: InitialMigration }],
+      logger,
+    });
+    await migrateToLatest(orm, logger);
+    await migrateToLatest(orm, logger); // idempotent
+  });
+
+  afterAll(async () => {
+    await orm.close(true);
+    await database.drop();
+  });
+
+  it('publishes events of committed transactions only, in order, once', async () => {
+    const em = orm.em.fork();
+    await em.transactional(async (tx) => {
+      await tx.getConnection().execute(`insert into outbox_test.things values ('a')`, [], 'run', tx.getTransactionContext());
+      await enqueueEvent(tx, 'org.created', orgCreated('o1'));
+      await enqueueEvent(tx, 'org.created', orgCreated('o2'));
+    });
+    await expect(
+      em.transactional(async (tx) => {
+        await enqueueEvent(tx, 'org.created', orgCreated('rolled-back'));
+        throw new Error('abort');
+      }),
+    ).rejects.toThrow('abort');
+
+    const published: EventEnvelope[] = [];
+    const relay = new OutboxRelay(orm, async (envelope) => {
+      published.push(envelope);
+    }, logger);
+    expect(await relay.drain()).toBe(2);
+    expect(published.map((e) => (e.data as { org_id: string }).org_id)).toEqual(['o1', 'o2']);
+    expect(await relay.drain()).toBe(0);
+  });
+
+  it('rejects event data that does not match the catalogue', async () => {
+    const em = orm.em.fork();
+    await expect(
+      em.transactional((tx) => enqueueEvent(tx, 'org.created', { org_id: 1 } as never)),
+    ).rejects.toThrow();
+  });
+
+  it('keeps a row whose publish failed and retries it later', async () => {
+    const em = orm.em.fork();
+    await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('retry')));
+    let fail = true;
+    const published: EventEnvelope[] = [];
+    const relay = new OutboxRelay(orm, async (envelope) => {
+      if (fail) throw new Error('nats down');
+      published.push(envelope);
+    }, logger);
+    expect(await relay.drain()).toBe(0);
+    fail = false;
+    expect(await relay.drain()).toBe(1);
+    expect(published).toHaveLength(1);
+  });
+
+  it('records each event id once', async () => {
+    const em = orm.em.fork();
+    const id = '9f1c2f8e-4e0b-4a8e-9b1a-7d3f2a1b0c9d';
+    expect(await em.transactional((tx) => recordEventOnce(tx, id, 'org.created'))).toBe(true);
+    expect(await em.transactional((tx) => recordEventOnce(tx, id, 'org.created'))).toBe(false);
+  });
+});

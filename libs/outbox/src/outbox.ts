@@ -1,0 +1,39 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { parseEventData, type DomainEvent, type EventType } from '@sts/events/event-catalogue';
+import { newEnvelope } from '@sts/events/event-envelope';
+
+/** DDL of the per-service outbox. Include it in the service's first migration. */
+export function outboxTableSql(schema: string): string {
+  return `create table if not exists "${schema}"."outbox" (
+    "id" uuid not null primary key,
+    "type" text not null,
+    "envelope" jsonb not null,
+    "created_at" timestamptz not null default clock_timestamp(),
+    "published_at" timestamptz null,
+    "attempts" integer not null default 0,
+    "last_error" text null
+  );
+  create index if not exists "outbox_unpublished_idx" on "${schema}"."outbox" ("created_at") where "published_at" is null;`;
+}
+
+/**
+ * Writes an event to the outbox inside the caller's transaction: the event exists if and only if
+ * the change that caused it was committed. Data is validated against the catalogue first.
+ */
+export async function enqueueEvent<Type extends EventType>(
+  em: EntityManager,
+  type: Type,
+  data: DomainEvent<Type>['data'],
+): Promise<DomainEvent<Type>> {
+  const envelope = newEnvelope(type, parseEventData(type, data));
+  const schema = em.config.get('schema');
+  await em
+    .getConnection()
+    .execute(
+      `insert into "${schema}"."outbox" (id, type, envelope) values (?, ?, ?)`,
+      [envelope.id, envelope.type, JSON.stringify(envelope)],
+      'run',
+      em.getTransactionContext(),
+    );
+  return envelope;
+}
