@@ -1,0 +1,102 @@
+import type { EventData } from '@sts/events/event-catalogue';
+import type { OutgoingEmail } from './notification-model';
+
+export const PRODUCT_NAME = 'Security Telemetry';
+
+export interface InviteEmailInput {
+  to: string;
+  orgName: string;
+  invitedByName: string;
+  role: EventData<'invite.created'>['role'];
+  /** The plain invite token; it appears in the e-mail and nowhere else the notifier writes. */
+  token: string;
+  expiresAt: Date;
+  /** Base address of the dashboard (`PUBLIC_APP_URL`), with or without a trailing slash. */
+  publicAppUrl: string;
+}
+
+/** Escapes text for HTML element content and double- or single-quoted attribute values. */
+export function escapeHtml(value: string): string {
+  return value
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&#39;');
+}
+
+/** A header value on one line: control characters (CR, LF, …) become spaces. */
+export function headerSafe(value: string): string {
+  return value.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
+}
+
+export function inviteAcceptUrl(publicAppUrl: string, token: string): string {
+  return `${trimSlashes(publicAppUrl)}/invites/accept?token=${encodeURIComponent(token)}`;
+}
+
+/** `2026-03-01 14:05 UTC` */
+function formatUtc(date: Date): string {
+  return `${date.toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+}
+
+function trimSlashes(url: string): string {
+  return url.replace(/\/+$/, '');
+}
+
+/**
+ * The invitation e-mail: a link to accept it in the dashboard, and the token with how to accept it
+ * through the API (`POST /api/invites/accept`), for invitees who integrate without the dashboard.
+ * Every interpolated value is escaped in the HTML part.
+ */
+export function renderInviteEmail(input: InviteEmailInput): OutgoingEmail {
+  const acceptUrl = inviteAcceptUrl(input.publicAppUrl, input.token);
+  const apiUrl = `${trimSlashes(input.publicAppUrl)}/api/invites/accept`;
+  const requestBody = JSON.stringify({ token: input.token });
+  const expires = formatUtc(input.expiresAt);
+  const subject = headerSafe(`You're invited to join ${input.orgName} on ${PRODUCT_NAME}`);
+
+  const text = [
+    'Hello,',
+    '',
+    `${input.invitedByName} invited you to join ${input.orgName} on ${PRODUCT_NAME} as ${input.role}.`,
+    '',
+    'Accept the invitation in the dashboard:',
+    acceptUrl,
+    '',
+    'Or accept it through the API:',
+    '',
+    `  POST ${apiUrl}`,
+    '  Content-Type: application/json',
+    '',
+    `  ${requestBody}`,
+    '',
+    `Your invitation token: ${input.token}`,
+    '',
+    `The invitation expires at ${expires}. Sign in with ${input.to} after accepting to join the organization.`,
+    'If you did not expect this invitation, you can ignore this e-mail.',
+    '',
+  ].join('\n');
+
+  const e = escapeHtml;
+  const html = `<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>${e(subject)}</title></head>
+<body style="font-family: sans-serif; line-height: 1.5; color: #1f2328;">
+<p>Hello,</p>
+<p><strong>${e(input.invitedByName)}</strong> invited you to join <strong>${e(input.orgName)}</strong> on ${e(PRODUCT_NAME)} as <strong>${e(input.role)}</strong>.</p>
+<p><a href="${e(acceptUrl)}" style="display: inline-block; padding: 10px 16px; background: #0b5fff; color: #ffffff; text-decoration: none; border-radius: 4px;">Accept the invitation</a></p>
+<p>If the button does not work, open this address:<br><a href="${e(acceptUrl)}">${e(acceptUrl)}</a></p>
+<p>Or accept it through the API:</p>
+<pre style="background: #f6f8fa; padding: 12px;">POST ${e(apiUrl)}
+Content-Type: application/json
+
+${e(requestBody)}</pre>
+<p>Your invitation token: <code>${e(input.token)}</code></p>
+<p>The invitation expires at ${e(expires)}. Sign in with ${e(input.to)} after accepting to join the organization.</p>
+<p style="color: #57606a;">If you did not expect this invitation, you can ignore this e-mail.</p>
+</body>
+</html>
+`;
+
+  return { to: input.to, subject, text, html };
+}

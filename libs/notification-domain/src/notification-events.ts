@@ -1,0 +1,123 @@
+import { openSealedSecret } from '@sts/crypto/secrets';
+import { parseEventData, type DomainEvent, type EventType } from '@sts/events/event-catalogue';
+import type { EventEnvelope } from '@sts/events/event-envelope';
+import { renderInviteEmail } from './invite-email';
+import { memberJoinedMessage } from './notification-model';
+import type { Clock, Mailer, NotificationStore } from './notification-ports';
+
+/** The event types the notifier subscribes to. Each one has a case in `NotificationEventHandler.handle`. */
+export const NOTIFICATION_EVENT_TYPES = ['member.joined', 'invite.created'] as const satisfies readonly EventType[];
+
+export type NotificationEventType = (typeof NOTIFICATION_EVENT_TYPES)[number];
+
+/** A discriminated union: narrowing on `type` narrows `data`. */
+export type NotificationEvent = { [Type in NotificationEventType]: DomainEvent<Type> }[NotificationEventType];
+
+export type EventOutcome = 'applied' | 'duplicate';
+
+export function isNotificationEventType(type: string): type is NotificationEventType {
+  return (NOTIFICATION_EVENT_TYPES as readonly string[]).includes(type);
+}
+
+/**
+ * Narrows an envelope to a subscribed event with validated data; null for other types (a stream
+ * may carry types this service does not handle). Throws a ZodError when the data does not match.
+ */
+export function toNotificationEvent(envelope: EventEnvelope): NotificationEvent | null {
+  if (!isNotificationEventType(envelope.type)) return null;
+  return { ...envelope, type: envelope.type, data: parseEventData(envelope.type, envelope.data) } as NotificationEvent;
+}
+
+export interface NotificationEventSettings {
+  /** Opens the sealed invite token (SECRET_SEALING_KEY, context `invite.created`). */
+  sealingKey: Buffer;
+  /** Base address of the dashboard, for links in e-mails. */
+  publicAppUrl: string;
+}
+
+/**
+ * Applies events to the feed and sends e-mails, each effect once per event id: the id goes into the
+ * ledger of handled events in the same transaction as the effect, so a redelivery (JetStream is
+ * at-least-once) or a second replica that got the same message finds it and does nothing.
+ */
+export class NotificationEventHandler {
+  constructor(
+    private readonly store: NotificationStore,
+    private readonly mailer: Mailer,
+    private readonly clock: Clock,
+    private readonly settings: NotificationEventSettings,
+  ) {}
+
+  handle(event: NotificationEvent): Promise<EventOutcome> {
+    // Exhaustive: adding a type to NOTIFICATION_EVENT_TYPES without a case here does not compile.
+    switch (event.type) {
+      case 'member.joined':
+        return this.onMemberJoined(event);
+      case 'invite.created':
+        return this.onInviteCreated(event);
+    }
+  }
+
+  private onMemberJoined(event: DomainEvent<'member.joined'>): Promise<EventOutcome> {
+    return this.store.transaction(async (repos) => {
+      if (!(await repos.recordEventOnce(event.id, event.type))) return 'duplicate';
+      // The feed item takes the event's id (one item per event) and the time it enters the feed,
+      // not the time of the event: read-all marks what was in the feed when the user pressed it,
+      // so an event that arrives late must not be hidden by an earlier read-all.
+      await repos.insertFeedItem({
+        id: event.id,
+        orgId: event.data.org_id,
+        type: 'member.joined',
+        message: memberJoinedMessage(event.data),
+        createdAt: this.clock.now(),
+      });
+      return 'applied';
+    });
+  }
+
+  /**
+   * E-mails the invitation. Order: claim the event id in the ledger (the row lock also makes a
+   * concurrent replica wait for our outcome), send, write the e-mail log, commit. If sending fails,
+   * the transaction rolls back and the error makes the consumer nak the message, so it is retried.
+   *
+   * At-least-once window, accepted: if the process dies or the commit fails after the SMTP server
+   * accepted the message, the claim is rolled back and the redelivered event sends a second e-mail.
+   * Sending is not transactional, so "exactly once" is not on offer; this keeps the window to the
+   * moments between the SMTP reply and the commit.
+   */
+  private onInviteCreated(event: DomainEvent<'invite.created'>): Promise<EventOutcome> {
+    return this.store.transaction(async (repos) => {
+      if (!(await repos.recordEventOnce(event.id, event.type))) return 'duplicate';
+      const token = this.openInviteToken(event.data.token_sealed);
+      const email = renderInviteEmail({
+        to: event.data.email,
+        orgName: event.data.org_name,
+        invitedByName: event.data.invited_by_name,
+        role: event.data.role,
+        token,
+        expiresAt: new Date(event.data.expires_at),
+        publicAppUrl: this.settings.publicAppUrl,
+      });
+      await this.mailer.send(email);
+      await repos.insertEmailLog({
+        eventId: event.id,
+        recipient: email.to,
+        subject: email.subject,
+        template: 'invite',
+        sentAt: this.clock.now(),
+      });
+      return 'applied';
+    });
+  }
+
+  private openInviteToken(sealed: string): string {
+    try {
+      return openSealedSecret(sealed, this.settings.sealingKey, 'invite.created');
+    } catch (error) {
+      // Neither the sealed value nor anything derived from it goes into the message.
+      throw new Error('cannot open the sealed invite token (is SECRET_SEALING_KEY the same as the producer\'s?)', {
+        cause: error,
+      });
+    }
+  }
+}

@@ -1,0 +1,51 @@
+import type { EmailLogEntry, FeedItem, Notification, OutgoingEmail } from './notification-model';
+import type { KeysetPosition } from '@sts/pagination/keyset-cursor';
+
+export interface FeedQuery {
+  limit: number;
+  /** Position of the last item of the previous page (newest first: items strictly older follow). */
+  after: KeysetPosition | null;
+  unreadOnly: boolean;
+}
+
+/** Repositories bound to one unit of work (a transaction or a plain read). */
+export interface NotificationRepositories {
+  /**
+   * Records an event id in the ledger of handled events; true the first time, false after. Call it in
+   * the same transaction as the effect of the event, so the effect happens once.
+   */
+  recordEventOnce(eventId: string, eventType: string): Promise<boolean>;
+
+  /** Inserts a feed item; an item with the same id already present is left as it is. */
+  insertFeedItem(item: FeedItem): Promise<void>;
+  /** The organization's feed as `userId` sees it, newest first (created_at, then id, descending). */
+  listFeed(orgId: string, userId: string, query: FeedQuery): Promise<Notification[]>;
+  countUnread(orgId: string, userId: string): Promise<number>;
+  /** Scoped by organization: an id of another organization is simply not found. */
+  findNotification(orgId: string, userId: string, notificationId: string): Promise<Notification | null>;
+  /** Marks one item read for the user; idempotent. */
+  markRead(userId: string, notificationId: string, at: Date): Promise<void>;
+  /**
+   * Moves the user's read-all watermark in the organization to `at` (never backwards) and returns
+   * how many items became read by it (items that were unread and created at or before `at`).
+   */
+  markAllReadUntil(orgId: string, userId: string, at: Date): Promise<number>;
+
+  insertEmailLog(entry: EmailLogEntry): Promise<void>;
+}
+
+export interface NotificationStore {
+  /** Runs work in one transaction. */
+  transaction<T>(work: (repositories: NotificationRepositories) => Promise<T>): Promise<T>;
+  /** Runs reads without a transaction. */
+  read<T>(work: (repositories: NotificationRepositories) => Promise<T>): Promise<T>;
+}
+
+/** Sends one e-mail; resolves once the SMTP server accepted it, rejects otherwise. */
+export interface Mailer {
+  send(email: OutgoingEmail): Promise<void>;
+}
+
+export interface Clock {
+  now(): Date;
+}

@@ -1,0 +1,118 @@
+import { isReadBy, type EmailLogEntry, type FeedItem, type Notification, type OutgoingEmail } from '../notification-model';
+import type { Clock, FeedQuery, Mailer, NotificationRepositories, NotificationStore } from '../notification-ports';
+
+interface State {
+  processed: Map<string, string>;
+  feed: FeedItem[];
+  /** `${userId}|${notificationId}` */
+  reads: Set<string>;
+  /** `${orgId}|${userId}` -> watermark */
+  watermarks: Map<string, Date>;
+  emailLog: EmailLogEntry[];
+}
+
+/** The ports in memory, with the same rules as the PostgreSQL repositories; transactions roll back on throw. */
+export class InMemoryNotificationStore implements NotificationStore {
+  state: State = { processed: new Map(), feed: [], reads: new Set(), watermarks: new Map(), emailLog: [] };
+
+  async transaction<T>(work: (repositories: NotificationRepositories) => Promise<T>): Promise<T> {
+    const snapshot = structuredClone(this.state);
+    try {
+      return await work(this.repositories());
+    } catch (error) {
+      this.state = snapshot;
+      throw error;
+    }
+  }
+
+  read<T>(work: (repositories: NotificationRepositories) => Promise<T>): Promise<T> {
+    return work(this.repositories());
+  }
+
+  private repositories(): NotificationRepositories {
+    const view = (item: FeedItem, userId: string): Notification => ({
+      id: item.id,
+      type: item.type,
+      message: item.message,
+      createdAt: item.createdAt,
+      read: isReadBy(item, {
+        readAllBefore: this.state.watermarks.get(`${item.orgId}|${userId}`) ?? null,
+        readIds: new Set([...this.state.reads].filter((key) => key.startsWith(`${userId}|`)).map((key) => key.slice(userId.length + 1))),
+      }),
+    });
+    const newestFirst = (a: FeedItem, b: FeedItem) =>
+      b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+
+    return {
+      recordEventOnce: (eventId, eventType) => {
+        if (this.state.processed.has(eventId)) return Promise.resolve(false);
+        this.state.processed.set(eventId, eventType);
+        return Promise.resolve(true);
+      },
+      insertFeedItem: (item) => {
+        if (!this.state.feed.some((existing) => existing.id === item.id)) this.state.feed.push(item);
+        return Promise.resolve();
+      },
+      listFeed: (orgId: string, userId: string, query: FeedQuery) =>
+        Promise.resolve(this.state.feed
+          .filter((item) => item.orgId === orgId)
+          .sort(newestFirst)
+          .filter((item) => {
+            if (!query.after) return true;
+            const at = new Date(query.after.at).getTime();
+            const t = item.createdAt.getTime();
+            return t < at || (t === at && item.id < query.after.id);
+          })
+          .map((item) => view(item, userId))
+          .filter((notification) => !query.unreadOnly || !notification.read)
+          .slice(0, query.limit)),
+      countUnread: (orgId, userId) =>
+        Promise.resolve(this.state.feed.filter((item) => item.orgId === orgId && !view(item, userId).read).length),
+      findNotification: (orgId, userId, id) => {
+        const item = this.state.feed.find((candidate) => candidate.id === id && candidate.orgId === orgId);
+        return Promise.resolve(item ? view(item, userId) : null);
+      },
+      markRead: (userId, id) => {
+        this.state.reads.add(`${userId}|${id}`);
+        return Promise.resolve();
+      },
+      markAllReadUntil: (orgId, userId, at) => {
+        const became = this.state.feed.filter(
+          (item) => item.orgId === orgId && item.createdAt.getTime() <= at.getTime() && !view(item, userId).read,
+        ).length;
+        const key = `${orgId}|${userId}`;
+        const previous = this.state.watermarks.get(key);
+        if (!previous || previous.getTime() < at.getTime()) this.state.watermarks.set(key, at);
+        return Promise.resolve(became);
+      },
+      insertEmailLog: (entry) => {
+        this.state.emailLog.push(entry);
+        return Promise.resolve();
+      },
+    };
+  }
+}
+
+/** A clock that moves only when told to. */
+export class ManualClock implements Clock {
+  constructor(private current = new Date('2026-03-01T12:00:00.000Z')) {}
+  now(): Date {
+    return new Date(this.current);
+  }
+  advance(ms: number): void {
+    this.current = new Date(this.current.getTime() + ms);
+  }
+}
+
+export class RecordingMailer implements Mailer {
+  readonly sent: OutgoingEmail[] = [];
+  failNext = 0;
+  send(email: OutgoingEmail): Promise<void> {
+    if (this.failNext > 0) {
+      this.failNext -= 1;
+      return Promise.reject(new Error('SMTP 451 try again later'));
+    }
+    this.sent.push(email);
+    return Promise.resolve();
+  }
+}
