@@ -4,15 +4,10 @@ import type { Metadata } from '@grpc/grpc-js';
  * Types derived from a ts-proto service definition (`IdentityServiceService` etc.), so handlers and
  * clients are typed from the generated contract without hand-written interfaces.
  */
-interface UnaryMethodDefinition<Request, Response> {
-  requestStream: false;
-  responseStream: false;
-  requestDeserialize: (buffer: Buffer) => Request;
-  responseSerialize: (value: Response) => Buffer;
-}
-
-export type RequestOf<Method> = Method extends UnaryMethodDefinition<infer Request, unknown> ? Request : never;
-export type ResponseOf<Method> = Method extends UnaryMethodDefinition<unknown, infer Response> ? Response : never;
+export type RequestOf<Method> = Method extends { requestDeserialize: (buffer: Buffer) => infer Request } ? Request : never;
+export type ResponseOf<Method> = Method extends { responseDeserialize: (buffer: Buffer) => infer Response }
+  ? Response
+  : never;
 
 export interface CallContext {
   readonly metadata: Metadata;

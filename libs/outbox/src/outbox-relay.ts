@@ -63,6 +63,7 @@ export class OutboxRelay {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.running = this.drain()
+        .then(() => undefined)
         .catch((error: unknown) => this.logger.warn({ err: error }, 'outbox relay pass failed; will retry'))
         .finally(() => {
           this.running = undefined;
@@ -79,8 +80,8 @@ export class OutboxRelay {
     const schema = this.orm.config.get('schema');
     return em.transactional(async (tx) => {
       const connection = tx.getConnection();
-      const context = tx.getTransactionContext();
-      const rows: OutboxRow[] = await connection.execute(
+      const context: unknown = tx.getTransactionContext();
+      const rows = await connection.execute<OutboxRow[]>(
         `select id, envelope from "${schema}"."outbox" where published_at is null
          order by created_at, id limit ? for update skip locked`,
         [this.options.batchSize ?? 100],

@@ -1,0 +1,99 @@
+import { randomUUID } from 'node:crypto';
+import Fastify from 'fastify';
+import rateLimit from '@fastify/rate-limit';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import {
+  jsonSchemaTransform,
+  jsonSchemaTransformObject,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import type { AccessTokenVerifier } from '@sts/auth/access-token-verifier';
+import { AppError } from '@sts/errors/app-error';
+import type { Logger } from '@sts/logger/create-logger';
+import { authenticate } from './caller-context';
+import type { GatewayConfig } from './gateway-config';
+import { problemErrorHandler, sendProblem } from './problem-details';
+import { healthRoutes } from './routes/health-routes';
+import { acceptInviteRoute, inviteRoutes } from './routes/invite-routes';
+import { memberRoutes } from './routes/member-routes';
+import { notificationRoutes } from './routes/notification-routes';
+import { sessionRoutes } from './routes/session-routes';
+import type { UpstreamClients } from './upstream-clients';
+
+export interface GatewayDependencies {
+  config: Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'TRUST_PROXY' | 'RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE'>;
+  logger: Logger;
+  clients: UpstreamClients;
+  verifier: AccessTokenVerifier;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** The public REST API of contract.md. Knows HTTP; every decision is made by the services behind it. */
+export async function buildGateway({ config, logger, clients, verifier }: GatewayDependencies) {
+  const app = Fastify({
+    loggerInstance: logger,
+    disableRequestLogging: true,
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    trustProxy: config.TRUST_PROXY,
+    requestIdHeader: false,
+    genReqId: (request) => {
+      const incoming = request.headers['x-request-id'];
+      return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    },
+    // Our ids and query values are short; this bounds parser work on hostile URLs.
+    maxParamLength: 200,
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.setErrorHandler(problemErrorHandler);
+  app.setNotFoundHandler((request, reply) => sendProblem(reply, request, new AppError('ROUTE_NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`)));
+  app.decorateRequest('caller', null);
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const entry = { method: request.method, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime), reqId: request.id };
+    if (reply.statusCode >= 500) request.log.warn(entry, 'request completed');
+    else request.log.debug(entry, 'request completed');
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Security Telemetry Service API',
+        version: '1.0.0',
+        description:
+          'Organization membership, device enrollment, analytics, alerting and billing. Errors are application/problem+json with a stable `code`.',
+      },
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await app.register(rateLimit, {
+    global: false,
+    errorResponseBuilder: (_request, context) => new AppError('RATE_LIMITED', `Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`),
+  });
+
+  // Routes without user authentication.
+  await app.register(healthRoutes);
+  await app.register(acceptInviteRoute, { clients, perMinute: config.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE });
+
+  // Everything else needs a bearer token.
+  await app.register(async (authenticated) => {
+    authenticated.addHook('onRequest', authenticate(verifier, clients));
+    await authenticated.register(sessionRoutes, { clients });
+    await authenticated.register(memberRoutes, { clients });
+    await authenticated.register(inviteRoutes, { clients });
+    await authenticated.register(notificationRoutes, { clients });
+  });
+
+  return app;
+}

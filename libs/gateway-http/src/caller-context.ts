@@ -1,0 +1,84 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AccessTokenVerifier, Principal } from '@sts/auth/access-token-verifier';
+import { AppError } from '@sts/errors/app-error';
+import type { ResolveCallerRequest } from '@sts/proto/gen/identity/v1/identity';
+import { ROLE_TO_PROTO, roleFromProto } from './contract-mapping';
+import type { Role } from './contract-schemas';
+import type { UpstreamClients } from './upstream-clients';
+
+/** Who is calling, resolved once per request by the authentication hook. */
+export interface Caller {
+  kind: 'user' | 'client';
+  userId: string;
+  email: string;
+  name: string;
+  memberId: string | null;
+  role: Role;
+  dashboardAccess: boolean;
+  org: { id: string; name: string; domain: string | null };
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller: Caller | null;
+  }
+}
+
+export function requireCaller(request: FastifyRequest): Caller {
+  if (!request.caller) throw new AppError('UNAUTHENTICATED');
+  return request.caller;
+}
+
+const ORG_HEADER = 'x-org-id';
+const ORG_ID_PATTERN = /^[0-9a-f-]{36}$/i;
+
+function toResolveRequest(principal: Principal, orgId: string): ResolveCallerRequest {
+  switch (principal.kind) {
+    case 'user':
+      return { principal: { $case: 'user', value: { ...principal } }, orgId };
+    case 'client':
+      return {
+        principal: { $case: 'client', value: { issuer: principal.issuer, subject: principal.subject, orgId: principal.orgId, role: ROLE_TO_PROTO[principal.role] } },
+        orgId: '',
+      };
+  }
+}
+
+/**
+ * onRequest hook: verifies the bearer token, resolves the caller through the identity service, and
+ * refuses members whose dashboard access is off (contract 5.8 names GET /api/session; we apply it to
+ * every user-token route, since such a member must not use the dashboard's API either).
+ */
+export function authenticate(verifier: AccessTokenVerifier, clients: UpstreamClients) {
+  return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+    const principal = await verifier.verifyAuthorizationHeader(request.headers.authorization);
+    const requestedOrg = request.headers[ORG_HEADER];
+    if (requestedOrg !== undefined && (typeof requestedOrg !== 'string' || !ORG_ID_PATTERN.test(requestedOrg))) {
+      throw new AppError('VALIDATION_FAILED', 'X-Org-Id must be an organization id', { fields: [{ path: 'headers.x-org-id', message: 'invalid id' }] });
+    }
+    const resolved = await clients.identity.resolveCaller(toResolveRequest(principal, requestedOrg ?? ''), { requestId: request.id });
+    if (!resolved.user || !resolved.org) throw new AppError('INTERNAL', 'identity returned an incomplete caller');
+    const caller: Caller = {
+      kind: principal.kind,
+      userId: resolved.user.id,
+      email: resolved.user.email,
+      name: resolved.user.name,
+      memberId: resolved.memberId || null,
+      role: roleFromProto(resolved.role),
+      dashboardAccess: resolved.dashboardAccess,
+      org: { id: resolved.org.id, name: resolved.org.name, domain: resolved.org.domain ?? null },
+    };
+    if (caller.kind === 'user' && !caller.dashboardAccess) throw new AppError('DASHBOARD_ACCESS_DENIED');
+    request.caller = caller;
+  };
+}
+
+/** Route-level onRequest hook: least privilege by role (DESIGN.md section 3). */
+export function requireRoles(...roles: Role[]) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const caller = requireCaller(request);
+    if (!roles.includes(caller.role)) {
+      throw new AppError('FORBIDDEN', `requires role ${roles.join(' or ')}`);
+    }
+  };
+}

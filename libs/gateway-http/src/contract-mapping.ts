@@ -1,0 +1,105 @@
+import { AppError } from '@sts/errors/app-error';
+import {
+  BillingCycle,
+  LicenseStatus,
+  Plan,
+  type License as ProtoLicense,
+} from '@sts/proto/gen/billing/v1/billing';
+import {
+  Role as ProtoRole,
+  type Invite as ProtoInvite,
+  type Member as ProtoMember,
+} from '@sts/proto/gen/identity/v1/identity';
+import type { Notification as ProtoNotification } from '@sts/proto/gen/notification/v1/notification';
+import type { z } from 'zod';
+import type { invitePayload, licensePayload, memberPayload, notificationPayload } from './contract-schemas';
+import type { Role } from './contract-schemas';
+
+/** Translation between the gRPC contracts and the public REST contract's JSON shapes. */
+
+const ROLE_TO_CONTRACT: Record<ProtoRole, Role | null> = {
+  [ProtoRole.ROLE_ORG_ADMIN]: 'ORG_ADMIN',
+  [ProtoRole.ROLE_ANALYST]: 'ANALYST',
+  [ProtoRole.ROLE_APP_USER]: 'APP_USER',
+  [ProtoRole.ROLE_UNSPECIFIED]: null,
+  [ProtoRole.UNRECOGNIZED]: null,
+};
+
+export const ROLE_TO_PROTO: Record<Role, ProtoRole> = {
+  ORG_ADMIN: ProtoRole.ROLE_ORG_ADMIN,
+  ANALYST: ProtoRole.ROLE_ANALYST,
+  APP_USER: ProtoRole.ROLE_APP_USER,
+};
+
+export function roleFromProto(role: ProtoRole): Role {
+  const mapped = ROLE_TO_CONTRACT[role];
+  if (!mapped) throw new AppError('INTERNAL', `upstream returned role ${role}`);
+  return mapped;
+}
+
+export function memberToContract(member: ProtoMember): z.infer<typeof memberPayload> {
+  return {
+    id: member.id,
+    email: member.email,
+    name: member.name,
+    role: roleFromProto(member.role),
+    dashboard_access: member.dashboardAccess,
+    joined_at: isoOf(member.joinedAt),
+  };
+}
+
+export function inviteToContract(invite: ProtoInvite): z.infer<typeof invitePayload> {
+  return {
+    id: invite.id,
+    email: invite.email,
+    role: roleFromProto(invite.role),
+    created_at: isoOf(invite.createdAt),
+    expires_at: isoOf(invite.expiresAt),
+  };
+}
+
+export function notificationToContract(notification: ProtoNotification): z.infer<typeof notificationPayload> {
+  return {
+    id: notification.id,
+    type: notification.type,
+    message: notification.message,
+    read: notification.read,
+    created_at: isoOf(notification.createdAt),
+  };
+}
+
+const PLAN: Record<Plan, z.infer<typeof licensePayload>['plan'] | null> = {
+  [Plan.PLAN_NONE]: 'none',
+  [Plan.PLAN_BASIC]: 'basic',
+  [Plan.PLAN_PRO]: 'pro',
+  [Plan.PLAN_ENTERPRISE]: 'enterprise',
+  [Plan.PLAN_UNSPECIFIED]: null,
+  [Plan.UNRECOGNIZED]: null,
+};
+const STATUS: Record<LicenseStatus, z.infer<typeof licensePayload>['status'] | null> = {
+  [LicenseStatus.LICENSE_STATUS_PENDING]: 'pending',
+  [LicenseStatus.LICENSE_STATUS_ONBOARDING]: 'onboarding',
+  [LicenseStatus.LICENSE_STATUS_ACTIVE]: 'active',
+  [LicenseStatus.LICENSE_STATUS_CANCELED]: 'canceled',
+  [LicenseStatus.LICENSE_STATUS_UNSPECIFIED]: null,
+  [LicenseStatus.UNRECOGNIZED]: null,
+};
+const CYCLE: Record<BillingCycle, z.infer<typeof licensePayload>['billing_cycle'] | null> = {
+  [BillingCycle.BILLING_CYCLE_MONTHLY]: 'monthly',
+  [BillingCycle.BILLING_CYCLE_ANNUAL]: 'annual',
+  [BillingCycle.BILLING_CYCLE_UNSPECIFIED]: null,
+  [BillingCycle.UNRECOGNIZED]: null,
+};
+
+export function licenseToContract(license: ProtoLicense | undefined): z.infer<typeof licensePayload> {
+  const plan = license && PLAN[license.plan];
+  const status = license && STATUS[license.status];
+  const cycle = license && CYCLE[license.billingCycle];
+  if (!license || !plan || !status || !cycle) throw new AppError('INTERNAL', 'upstream returned an incomplete license');
+  return { plan, status, billing_cycle: cycle, expires_at: isoOf(license.expiresAt) };
+}
+
+function isoOf(date: Date | undefined): string {
+  if (!date) throw new AppError('INTERNAL', 'upstream omitted a timestamp');
+  return date.toISOString();
+}

@@ -1,0 +1,112 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { requireCaller, requireRoles } from '../caller-context';
+import { ROLE_TO_PROTO, inviteToContract } from '../contract-mapping';
+import { errorResponses, idParam, invitePayload, pageQuery, roleSchema } from '../contract-schemas';
+import { setNextLink } from '../link-header';
+import type { UpstreamClients } from '../upstream-clients';
+
+export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
+  app.get(
+    '/api/invites',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags: ['Invites'],
+        summary: 'Pending invites of the organization',
+        security: [{ bearerAuth: [] }],
+        querystring: pageQuery,
+        response: { 200: z.array(invitePayload), ...errorResponses(400, 401, 403) },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireCaller(request);
+      const { invites, nextCursor } = await clients.identity.listInvites(
+        { orgId: caller.org.id, limit: request.query.limit ?? 0, cursor: request.query.cursor ?? '' },
+        { requestId: request.id },
+      );
+      setNextLink(request, reply, nextCursor, request.query.limit);
+      return invites.map(inviteToContract);
+    },
+  );
+
+  app.post(
+    '/api/invites',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags: ['Invites'],
+        summary: 'Invite someone by e-mail',
+        description: 'The invitee receives an e-mail with a single-use token that expires (7 days by default).',
+        security: [{ bearerAuth: [] }],
+        body: z.object({ email: z.email().max(254), role: roleSchema }).strict(),
+        response: { 201: invitePayload, ...errorResponses(400, 401, 403, 409) },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireCaller(request);
+      const { invite } = await clients.identity.createInvite(
+        { orgId: caller.org.id, email: request.body.email, role: ROLE_TO_PROTO[request.body.role], invitedByMemberId: caller.memberId ?? '' },
+        { requestId: request.id },
+      );
+      if (!invite) throw new Error('identity returned no invite');
+      return reply.code(201).send(inviteToContract(invite));
+    },
+  );
+
+  app.delete(
+    '/api/invites/:id',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags: ['Invites'],
+        summary: 'Revoke a pending invite',
+        security: [{ bearerAuth: [] }],
+        params: z.object({ id: idParam }),
+        response: { 204: z.null().describe('No content'), ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireCaller(request);
+      await clients.identity.revokeInvite({ orgId: caller.org.id, inviteId: request.params.id }, { requestId: request.id });
+      return reply.code(204).send(null);
+    },
+  );
+};
+
+/** POST /api/invites/accept needs no authentication: the token is the credential. Rate limited. */
+export const acceptInviteRoute: FastifyPluginAsyncZod<{ clients: UpstreamClients; perMinute: number }> = async (
+  app,
+  { clients, perMinute },
+) => {
+  app.post(
+    '/api/invites/accept',
+    {
+      config: { rateLimit: { max: perMinute, timeWindow: '1 minute' } },
+      schema: {
+        tags: ['Invites'],
+        summary: 'Accept an invite with the token from the invitation e-mail',
+        description:
+          'No authentication. The invitee becomes a member of the inviting organization at their next login with the invited e-mail address.',
+        body: z.object({ token: z.string().min(1).max(200) }).strict(),
+        response: {
+          200: z
+            .object({
+              status: z.literal('accepted'),
+              email: z.string(),
+              role: roleSchema,
+              org: z.object({ id: z.string(), name: z.string() }),
+            })
+            .meta({ id: 'AcceptedInvite' }),
+          ...errorResponses(400, 429),
+        },
+      },
+    },
+    async (request) => {
+      const { invite, org } = await clients.identity.acceptInvite({ token: request.body.token }, { requestId: request.id });
+      if (!invite || !org) throw new Error('identity returned an incomplete invite');
+      const contract = inviteToContract(invite);
+      return { status: 'accepted' as const, email: contract.email, role: contract.role, org: { id: org.id, name: org.name } };
+    },
+  );
+};

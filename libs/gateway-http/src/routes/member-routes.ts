@@ -1,0 +1,86 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { requireCaller, requireRoles } from '../caller-context';
+import { ROLE_TO_PROTO, memberToContract } from '../contract-mapping';
+import { errorResponses, idParam, memberPayload, pageQuery, roleSchema } from '../contract-schemas';
+import { setNextLink } from '../link-header';
+import type { UpstreamClients } from '../upstream-clients';
+
+const memberParams = z.object({ id: idParam });
+
+export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
+  app.get(
+    '/api/members',
+    {
+      onRequest: [requireRoles('ORG_ADMIN', 'ANALYST')],
+      schema: {
+        tags: ['Members'],
+        summary: "Members of the caller's organization",
+        security: [{ bearerAuth: [] }],
+        querystring: pageQuery,
+        response: { 200: z.array(memberPayload), ...errorResponses(400, 401, 403) },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireCaller(request);
+      const { members, nextCursor } = await clients.identity.listMembers(
+        { orgId: caller.org.id, limit: request.query.limit ?? 0, cursor: request.query.cursor ?? '' },
+        { requestId: request.id },
+      );
+      setNextLink(request, reply, nextCursor, request.query.limit);
+      return members.map(memberToContract);
+    },
+  );
+
+  app.patch(
+    '/api/members/:id',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags: ['Members'],
+        summary: "Change a member's role or dashboard access",
+        description: 'Either field may be sent alone. The last ORG_ADMIN with dashboard access cannot lose either (409 LAST_ADMIN).',
+        security: [{ bearerAuth: [] }],
+        params: memberParams,
+        body: z
+          .object({ role: roleSchema.optional(), dashboard_access: z.boolean().optional() })
+          .strict()
+          .refine((body) => body.role !== undefined || body.dashboard_access !== undefined, 'send role, dashboard_access or both'),
+        response: { 200: memberPayload, ...errorResponses(400, 401, 403, 404, 409) },
+      },
+    },
+    async (request) => {
+      const caller = requireCaller(request);
+      const { member } = await clients.identity.updateMember(
+        {
+          orgId: caller.org.id,
+          memberId: request.params.id,
+          role: request.body.role === undefined ? undefined : ROLE_TO_PROTO[request.body.role],
+          dashboardAccess: request.body.dashboard_access,
+        },
+        { requestId: request.id },
+      );
+      if (!member) throw new Error('identity returned no member');
+      return memberToContract(member);
+    },
+  );
+
+  app.delete(
+    '/api/members/:id',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags: ['Members'],
+        summary: 'Remove a member from the organization',
+        security: [{ bearerAuth: [] }],
+        params: memberParams,
+        response: { 204: z.null().describe('No content'), ...errorResponses(401, 403, 404, 409) },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireCaller(request);
+      await clients.identity.removeMember({ orgId: caller.org.id, memberId: request.params.id }, { requestId: request.id });
+      return reply.code(204).send(null);
+    },
+  );
+};

@@ -1,0 +1,28 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { errorResponses, sessionPayload } from '../contract-schemas';
+import { licenseToContract } from '../contract-mapping';
+import { requireCaller } from '../caller-context';
+import type { UpstreamClients } from '../upstream-clients';
+
+export const sessionRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
+  app.get(
+    '/api/session',
+    {
+      schema: {
+        tags: ['Session'],
+        summary: 'The current user, organization and license',
+        security: [{ bearerAuth: [] }],
+        response: { 200: sessionPayload, ...errorResponses(401, 403) },
+      },
+    },
+    async (request) => {
+      const caller = requireCaller(request);
+      const { license } = await clients.billing.getLicense({ orgId: caller.org.id }, { requestId: request.id });
+      return {
+        user: { id: caller.userId, email: caller.email, name: caller.name, role: caller.role, dashboard_access: caller.dashboardAccess },
+        org: caller.org,
+        license: licenseToContract(license),
+      };
+    },
+  );
+};

@@ -1,0 +1,31 @@
+import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { BillingServiceClient, BillingServiceService } from '@sts/proto/gen/billing/v1/billing';
+import { IdentityServiceClient, IdentityServiceService } from '@sts/proto/gen/identity/v1/identity';
+import {
+  NotificationServiceClient,
+  NotificationServiceService,
+} from '@sts/proto/gen/notification/v1/notification';
+import type { GatewayConfig } from './gateway-config';
+
+export function createUpstreamClients(config: Pick<GatewayConfig, 'IDENTITY_GRPC_ADDRESS' | 'NOTIFICATION_GRPC_ADDRESS' | 'BILLING_GRPC_ADDRESS' | 'GRPC_DEADLINE_MS'>) {
+  const identity = createPromiseClient(IdentityServiceService, IdentityServiceClient, config.IDENTITY_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
+  const notification = createPromiseClient(
+    NotificationServiceService,
+    NotificationServiceClient,
+    config.NOTIFICATION_GRPC_ADDRESS,
+    config.GRPC_DEADLINE_MS,
+  );
+  const billing = createPromiseClient(BillingServiceService, BillingServiceClient, config.BILLING_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
+  return {
+    identity,
+    notification,
+    billing,
+    close() {
+      identity.close();
+      notification.close();
+      billing.close();
+    },
+  };
+}
+
+export type UpstreamClients = ReturnType<typeof createUpstreamClients>;

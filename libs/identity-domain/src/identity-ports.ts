@@ -1,0 +1,72 @@
+import type { PageRequest } from '@sts/pagination/keyset-cursor';
+import type { EventData, EventType } from '@sts/events/event-catalogue';
+import type { Invite, Member, Organization, Role, User } from './identity-model';
+
+/** Everything a user's login needs, read in one round trip on the hot path. */
+export interface UserSnapshot {
+  user: User;
+  /** Newest membership first. */
+  memberships: { member: Member; org: Organization }[];
+  /** Invites for the user's e-mail that were accepted but have not become memberships yet. */
+  acceptedInviteCount: number;
+}
+
+export interface IdentityRepositories {
+  findUserSnapshot(issuer: string, subject: string): Promise<UserSnapshot | null>;
+  insertUser(user: User): Promise<void>;
+  updateUserProfile(userId: string, email: string, name: string): Promise<void>;
+
+  findOrganization(orgId: string): Promise<Organization | null>;
+  insertOrganization(org: Organization): Promise<void>;
+
+  /** Scoped by organization: an id of another organization is simply not found. */
+  findMember(orgId: string, memberId: string): Promise<Member | null>;
+  findMemberByEmail(orgId: string, email: string): Promise<Member | null>;
+  listMembers(orgId: string, page: PageRequest): Promise<Member[]>;
+  insertMember(member: Omit<Member, 'email' | 'name'>): Promise<void>;
+  updateMember(orgId: string, memberId: string, patch: { role: Role; dashboardAccess: boolean }): Promise<void>;
+  deleteMember(orgId: string, memberId: string): Promise<void>;
+  /**
+   * Locks the organization's effective admins (ORG_ADMIN with dashboard access) until the
+   * transaction ends and returns their member ids.
+   */
+  lockAdminIds(orgId: string): Promise<string[]>;
+
+  findInvite(orgId: string, inviteId: string): Promise<Invite | null>;
+  listPendingInvites(orgId: string, now: Date, page: PageRequest): Promise<Invite[]>;
+  /** Returns false when another pending invite for the same e-mail and organization exists. */
+  insertInvite(invite: Invite): Promise<boolean>;
+  expirePendingInvites(orgId: string, email: string, now: Date): Promise<void>;
+  deleteInvite(orgId: string, inviteId: string): Promise<void>;
+  /** Atomically moves a live pending invite with this token hash to accepted; null if none. */
+  acceptInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null>;
+  /** Locks and returns accepted invites for the e-mail, oldest first. */
+  lockAcceptedInvites(email: string): Promise<Invite[]>;
+  markInviteJoined(inviteId: string): Promise<void>;
+
+  /** Writes an event to the outbox of this transaction. */
+  emit<Type extends EventType>(type: Type, data: EventData<Type>): Promise<void>;
+}
+
+/** Thrown by a store when a transaction lost a race on a unique key; the work may be retried. */
+export class UniqueConflict extends Error {
+  constructor(cause?: unknown) {
+    super('unique constraint conflict', { cause });
+    this.name = 'UniqueConflict';
+  }
+}
+
+export interface IdentityStore {
+  /** Runs work in one transaction; events emitted inside are published only if it commits. */
+  transaction<T>(work: (repositories: IdentityRepositories) => Promise<T>): Promise<T>;
+  /** Runs reads without a transaction. */
+  read<T>(work: (repositories: IdentityRepositories) => Promise<T>): Promise<T>;
+}
+
+export interface Clock {
+  now(): Date;
+}
+
+export interface IdGenerator {
+  newId(): string;
+}

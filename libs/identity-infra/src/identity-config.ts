@@ -1,0 +1,15 @@
+import { z } from 'zod';
+import { commonEnv, grpcServerEnv, natsEnv, postgresEnv, sealingEnv } from '@sts/config/env-fragments';
+
+export const identityEnvSchema = z.object({
+  ...commonEnv,
+  ...postgresEnv,
+  ...natsEnv,
+  ...sealingEnv,
+  ...grpcServerEnv,
+  GRPC_PORT: grpcServerEnv.GRPC_PORT.default(50051),
+  /** How long an invite can be accepted. */
+  INVITE_TTL_HOURS: z.coerce.number().int().min(1).max(24 * 30).default(24 * 7),
+});
+
+export type IdentityConfig = z.infer<typeof identityEnvSchema>;

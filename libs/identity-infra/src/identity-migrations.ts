@@ -1,0 +1,64 @@
+import { Migration } from '@mikro-orm/migrations';
+import type { MigrationEntry } from '@sts/db/service-orm';
+import { processedEventsTableSql } from '@sts/db/processed-events';
+import { outboxTableSql } from '@sts/outbox/outbox';
+
+export const IDENTITY_SCHEMA = 'identity';
+
+class InitialIdentitySchema extends Migration {
+  override up(): void {
+    this.addSql(`
+      create table identity.users (
+        id uuid primary key,
+        issuer text not null,
+        subject text not null,
+        email text not null,
+        name text not null,
+        created_at timestamptz not null,
+        constraint users_issuer_subject_key unique (issuer, subject)
+      );
+      create index users_email_idx on identity.users (lower(email));
+
+      create table identity.organizations (
+        id uuid primary key,
+        name text not null,
+        domain text null,
+        created_at timestamptz not null
+      );
+
+      create table identity.members (
+        id uuid primary key,
+        org_id uuid not null references identity.organizations (id) on delete cascade,
+        user_id uuid not null references identity.users (id) on delete cascade,
+        role text not null check (role in ('ORG_ADMIN', 'ANALYST', 'APP_USER')),
+        dashboard_access boolean not null default true,
+        joined_at timestamptz not null,
+        constraint members_org_user_key unique (org_id, user_id)
+      );
+      create index members_org_joined_idx on identity.members (org_id, joined_at, id);
+      create index members_user_idx on identity.members (user_id, joined_at desc);
+
+      create table identity.invites (
+        id uuid primary key,
+        org_id uuid not null references identity.organizations (id) on delete cascade,
+        email text not null,
+        role text not null check (role in ('ORG_ADMIN', 'ANALYST', 'APP_USER')),
+        status text not null check (status in ('pending', 'accepted', 'joined', 'expired')),
+        token_hash char(64) not null,
+        invited_by_member_id uuid null,
+        created_at timestamptz not null,
+        expires_at timestamptz not null,
+        accepted_at timestamptz null,
+        constraint invites_token_hash_key unique (token_hash)
+      );
+      -- At most one live invite per e-mail and organization.
+      create unique index invites_one_pending_idx on identity.invites (org_id, email) where status = 'pending';
+      create index invites_org_created_idx on identity.invites (org_id, created_at, id) where status = 'pending';
+      create index invites_accepted_email_idx on identity.invites (email) where status = 'accepted';
+    `);
+    this.addSql(outboxTableSql(IDENTITY_SCHEMA));
+    this.addSql(processedEventsTableSql(IDENTITY_SCHEMA));
+  }
+}
+
+export const IDENTITY_MIGRATIONS: MigrationEntry[] = [{ name: '0001_initial_identity_schema', class: InitialIdentitySchema }];
