@@ -1,0 +1,40 @@
+/** License values of contract section 2 (Session.license). */
+export const PLANS = ['none', 'basic', 'pro', 'enterprise'] as const;
+export const LICENSE_STATUSES = ['pending', 'onboarding', 'active', 'canceled'] as const;
+export const BILLING_CYCLES = ['monthly', 'annual'] as const;
+
+export type Plan = (typeof PLANS)[number];
+export type LicenseStatus = (typeof LICENSE_STATUSES)[number];
+export type BillingCycle = (typeof BILLING_CYCLES)[number];
+
+/** The license of one organization; there is exactly one per organization. */
+export interface License {
+  orgId: string;
+  plan: Plan;
+  status: LicenseStatus;
+  billingCycle: BillingCycle;
+  expiresAt: Date;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/**
+ * A new organization's license is `pending` with plan `none` until a checkout starts. The contract
+ * types `expires_at` as a string, never null, so a pending license carries the end of an evaluation
+ * window: 14 days after the license was created.
+ */
+export const EVALUATION_PERIOD_DAYS = 14;
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export function initialLicense(orgId: string, createdAt: Date): License {
+  return {
+    orgId,
+    plan: 'none',
+    status: 'pending',
+    billingCycle: 'monthly',
+    expiresAt: new Date(createdAt.getTime() + EVALUATION_PERIOD_DAYS * DAY_MS),
+    createdAt,
+    updatedAt: createdAt,
+  };
+}

@@ -1,0 +1,29 @@
+import { EntitySchema } from '@mikro-orm/postgresql';
+import type { BillingCycle, LicenseStatus, Plan } from '@sts/billing-domain/billing-model';
+
+/** Row shape of the billing schema, mapped by MikroORM. */
+export interface LicenseRow {
+  orgId: string;
+  plan: Plan;
+  status: LicenseStatus;
+  billingCycle: BillingCycle;
+  expiresAt: Date;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export const LicenseEntity = new EntitySchema<LicenseRow>({
+  name: 'License',
+  tableName: 'licenses',
+  properties: {
+    orgId: { type: 'text', primary: true, fieldName: 'org_id' },
+    plan: { type: 'text' },
+    status: { type: 'text' },
+    billingCycle: { type: 'text', fieldName: 'billing_cycle' },
+    expiresAt: { type: 'datetime', fieldName: 'expires_at' },
+    createdAt: { type: 'datetime', fieldName: 'created_at' },
+    updatedAt: { type: 'datetime', fieldName: 'updated_at' },
+  },
+});
+
+export const BILLING_ENTITIES = [LicenseEntity];

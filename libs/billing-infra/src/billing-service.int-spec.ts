@@ -1,0 +1,147 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from 'pg';
+import { loadConfig } from '@sts/config/load-config';
+import { AppError } from '@sts/errors/app-error';
+import type { DomainEvent } from '@sts/events/event-catalogue';
+import { newEnvelope } from '@sts/events/event-envelope';
+import { eventSubject } from '@sts/events/subjects';
+import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { createLogger } from '@sts/logger/create-logger';
+import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publisher';
+import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
+import {
+  BillingCycle,
+  BillingServiceClient,
+  BillingServiceService,
+  LicenseStatus,
+  Plan,
+} from '@sts/proto/gen/billing/v1/billing';
+import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
+import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
+import { billingEnvSchema } from './billing-config';
+import { startBillingService, type RunningService } from './start-billing-service';
+
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+async function eventually<T>(probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(50);
+  }
+}
+
+const orgCreated = (orgId: string, createdAt: Date): DomainEvent<'org.created'> =>
+  newEnvelope('org.created', { org_id: orgId, name: 'Acme', domain: 'acme.test', created_at: createdAt.toISOString() });
+
+describe('billing service (PostgreSQL, NATS)', () => {
+  const logger = createLogger('billing-int', 'silent');
+  const namespace = uniqueNatsNamespace('bill');
+  let database: TestDatabase;
+  let service: RunningService;
+  let nats: JetStreamConnection;
+  let publish: EventPublisher;
+  let client: ReturnType<typeof createPromiseClient<typeof BillingServiceService>>;
+  let db: Client;
+
+  const licenseRows = async (orgId: string) =>
+    (await db.query<{ org_id: string }>('select org_id from billing.licenses where org_id = $1', [orgId])).rows;
+  const processed = async (eventId: string) =>
+    (await db.query('select 1 from billing.processed_events where event_id = $1', [eventId])).rowCount === 1;
+
+  beforeAll(async () => {
+    database = await createTestDatabase('billing');
+    const config = loadConfig(billingEnvSchema, {
+      DATABASE_URL: database.url,
+      NATS_URL,
+      NATS_NAMESPACE: namespace,
+      GRPC_PORT: '0',
+      LOG_LEVEL: 'silent',
+    });
+    service = await startBillingService(config, logger);
+    nats = await connectJetStream({ url: NATS_URL, name: 'billing-int-test', logger });
+    publish = createEventPublisher(nats.js, namespace);
+    client = createPromiseClient(BillingServiceService, BillingServiceClient, `127.0.0.1:${service.grpcPort}`, 5_000);
+    db = new Client({ connectionString: database.url });
+    await db.connect();
+  });
+
+  afterAll(async () => {
+    client?.close();
+    await db?.end();
+    await service?.stop();
+    if (nats) {
+      await deleteNamespaceStreams(nats.jsm, namespace);
+      await nats.close();
+    }
+    await database?.drop();
+  });
+
+  it('creates the pending license when org.created arrives', async () => {
+    const orgId = randomUUID();
+    const createdAt = new Date(Date.now() - 60_000);
+    await publish(orgCreated(orgId, createdAt));
+
+    await eventually(async () => (await licenseRows(orgId)).length === 1);
+    const { license } = await client.getLicense({ orgId });
+
+    expect(license).toEqual({
+      orgId,
+      plan: Plan.PLAN_NONE,
+      status: LicenseStatus.LICENSE_STATUS_PENDING,
+      billingCycle: BillingCycle.BILLING_CYCLE_MONTHLY,
+      expiresAt: new Date(createdAt.getTime() + 14 * DAY_MS),
+    });
+  });
+
+  it('answers GetLicense before the event, and the later event changes nothing', async () => {
+    const orgId = randomUUID();
+    const before = Date.now();
+    const { license: first } = await client.getLicense({ orgId });
+    expect(first?.status).toBe(LicenseStatus.LICENSE_STATUS_PENDING);
+    expect(first?.plan).toBe(Plan.PLAN_NONE);
+    expect(first?.expiresAt?.getTime()).toBeGreaterThanOrEqual(before + 14 * DAY_MS);
+    expect(first?.expiresAt?.getTime()).toBeLessThanOrEqual(Date.now() + 14 * DAY_MS);
+
+    const event = orgCreated(orgId, new Date(before - 3 * DAY_MS));
+    await publish(event);
+    await eventually(() => processed(event.id));
+
+    expect((await client.getLicense({ orgId })).license).toEqual(first);
+    expect(await licenseRows(orgId)).toHaveLength(1);
+  });
+
+  it('handles duplicate events harmlessly', async () => {
+    const orgId = randomUUID();
+    const event = orgCreated(orgId, new Date());
+    await publish(event);
+    await publish(event); // same Nats-Msg-Id: dropped by the stream
+    // Without a message id the stream keeps a second copy: the consumer's ledger skips it.
+    await nats.js.publish(eventSubject(namespace, 'org.created'), JSON.stringify(event));
+    const later = orgCreated(orgId, new Date(Date.now() + DAY_MS));
+    await publish(later);
+    await eventually(() => processed(later.id));
+
+    expect(await licenseRows(orgId)).toHaveLength(1);
+    expect((await client.getLicense({ orgId })).license?.expiresAt).toEqual(
+      new Date(new Date(event.data.created_at).getTime() + 14 * DAY_MS),
+    );
+  });
+
+  it('creates one license under concurrent first reads', async () => {
+    const orgId = randomUUID();
+    const results = await Promise.all(Array.from({ length: 8 }, () => client.getLicense({ orgId })));
+    expect(new Set(results.map((r) => r.license?.expiresAt?.getTime())).size).toBe(1);
+    expect(await licenseRows(orgId)).toHaveLength(1);
+  });
+
+  it('requires an organization id', async () => {
+    const error = await client.getLicense({ orgId: '' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).code).toBe('VALIDATION_FAILED');
+  });
+});
