@@ -1,0 +1,84 @@
+import { EntitySchema } from '@mikro-orm/postgresql';
+import type { EmailTemplate, NotificationType } from '@sts/notification-domain/notification-model';
+
+/** Row shapes of the notification schema, mapped by MikroORM. */
+export interface FeedItemRow {
+  id: string;
+  orgId: string;
+  type: NotificationType;
+  message: string;
+  createdAt: Date;
+}
+
+/** One item marked read by one user. */
+export interface NotificationReadRow {
+  notificationId: string;
+  userId: string;
+  readAt: Date;
+}
+
+/** Per (organization, user): every item created at or before `readAllBefore` is read. */
+export interface ReadWatermarkRow {
+  orgId: string;
+  userId: string;
+  readAllBefore: Date | null;
+  updatedAt: Date;
+}
+
+/** What was e-mailed, for support and audit: never the body, never a token. */
+export interface EmailLogRow {
+  id: string;
+  eventId: string;
+  recipient: string;
+  subject: string;
+  template: EmailTemplate;
+  sentAt: Date;
+}
+
+export const FeedItemEntity = new EntitySchema<FeedItemRow>({
+  name: 'FeedItem',
+  tableName: 'feed_items',
+  properties: {
+    id: { type: 'uuid', primary: true },
+    orgId: { type: 'text', fieldName: 'org_id' },
+    type: { type: 'text' },
+    message: { type: 'text' },
+    createdAt: { type: 'datetime', fieldName: 'created_at' },
+  },
+});
+
+export const NotificationReadEntity = new EntitySchema<NotificationReadRow>({
+  name: 'NotificationRead',
+  tableName: 'notification_reads',
+  properties: {
+    notificationId: { type: 'uuid', primary: true, fieldName: 'notification_id' },
+    userId: { type: 'text', primary: true, fieldName: 'user_id' },
+    readAt: { type: 'datetime', fieldName: 'read_at' },
+  },
+});
+
+export const ReadWatermarkEntity = new EntitySchema<ReadWatermarkRow>({
+  name: 'ReadWatermark',
+  tableName: 'read_watermarks',
+  properties: {
+    orgId: { type: 'text', primary: true, fieldName: 'org_id' },
+    userId: { type: 'text', primary: true, fieldName: 'user_id' },
+    readAllBefore: { type: 'datetime', fieldName: 'read_all_before', nullable: true },
+    updatedAt: { type: 'datetime', fieldName: 'updated_at' },
+  },
+});
+
+export const EmailLogEntity = new EntitySchema<EmailLogRow>({
+  name: 'EmailLog',
+  tableName: 'email_log',
+  properties: {
+    id: { type: 'uuid', primary: true },
+    eventId: { type: 'uuid', fieldName: 'event_id' },
+    recipient: { type: 'text' },
+    subject: { type: 'text' },
+    template: { type: 'text' },
+    sentAt: { type: 'datetime', fieldName: 'sent_at' },
+  },
+});
+
+export const NOTIFICATION_ENTITIES = [FeedItemEntity, NotificationReadEntity, ReadWatermarkEntity, EmailLogEntity];
