@@ -64,6 +64,9 @@ export async function startNotificationService(config: NotificationConfig, logge
         logger.info({ event_id: event.id, event_type: event.type, outcome }, 'event handled');
       },
       logger,
+      // Retries back off to 5 minutes apart: 100 deliveries ride out an SMTP outage of about 8 hours
+      // before an invitation e-mail is given up (and logged).
+      maxDeliver: 100,
     });
     lifecycle.add('event consumer', () => consumer.stop());
 
