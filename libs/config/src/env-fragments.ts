@@ -82,3 +82,8 @@ export const sealingEnv = {
 export const publicUrlEnv = {
   PUBLIC_APP_URL: url(['https:', 'http:']).default('http://localhost:8080'),
 };
+
+/** ClickHouse HTTP interface (analytics). Credentials and a database may be given in the URL. */
+export const clickhouseEnv = {
+  CLICKHOUSE_URL: url(['http:', 'https:']).default('http://127.0.0.1:8123'),
+};
