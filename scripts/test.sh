@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# What `npm test` runs (and CI, on a fresh clone): dependencies, local infrastructure, then every check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  step "npm ci"
+  npm ci --no-audit --no-fund </dev/null
+fi
+
+step "infrastructure (PostgreSQL, NATS, ClickHouse)"
+bash scripts/infra/ensure-all.sh </dev/null
+
+if [ -f scripts/proto-gen.sh ]; then
+  step "generated protobuf code is up to date"
+  npm run --silent proto:check </dev/null
+fi
+
+step "typecheck"
+npx tsc -p tsconfig.json --noEmit
+
+step "lint"
+npx eslint . --max-warnings=0
+
+step "tests (unit, integration, e2e)"
+npx jest --ci </dev/null
+
+step "all checks passed"
