@@ -96,5 +96,9 @@ export default tseslint.config(
     files: ['apps/dev-idp/src/cli.ts', 'bench/**/*.ts', 'scripts/**/*.ts', 'apps/*/src/main.ts'],
     rules: { 'no-console': 'off' },
   },
-  { files: ['**/*.mjs', '**/*.js', '**/*.cjs'], ...tseslint.configs.disableTypeChecked },
+  {
+    files: ['**/*.mjs', '**/*.js', '**/*.cjs'],
+    ...tseslint.configs.disableTypeChecked,
+    rules: { ...tseslint.configs.disableTypeChecked.rules, '@typescript-eslint/no-require-imports': 'off' },
+  },
 );

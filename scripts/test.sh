@@ -22,6 +22,8 @@ step "typecheck"
 npx tsc -p tsconfig.json --noEmit
 
 step "lint"
+# @nx/enforce-module-boundaries reads the cached project graph and silently skips itself without one.
+NX_DAEMON=false npx nx show projects >/dev/null
 npx eslint . --max-warnings=0
 
 step "tests (unit, integration, e2e)"

@@ -1,0 +1,133 @@
+import { randomBytes } from 'node:crypto';
+import { loadConfig } from '@sts/config/load-config';
+import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
+import { gatewayEnvSchema } from '@sts/gateway-http/gateway-config';
+import { startGateway, type RunningGateway } from '@sts/gateway-http/start-gateway';
+import { identityEnvSchema } from '@sts/identity-infra/identity-config';
+import { startIdentityService } from '@sts/identity-infra/start-identity-service';
+import { billingEnvSchema } from '@sts/billing-infra/billing-config';
+import { startBillingService } from '@sts/billing-infra/start-billing-service';
+import { notificationEnvSchema } from '@sts/notification-infra/notification-config';
+import { startNotificationService } from '@sts/notification-infra/start-notification-service';
+import { createLogger } from '@sts/logger/create-logger';
+import { connectJetStream } from '@sts/nats/jetstream-connection';
+import { Lifecycle } from '@sts/runtime/lifecycle';
+import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
+import { createTestDatabase } from '@sts/testing/postgres';
+import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
+
+export interface ApiResponse<Body = unknown> {
+  status: number;
+  headers: Headers;
+  body: Body;
+}
+
+export interface SystemUnderTest {
+  gateway: RunningGateway;
+  idp: DevOidcProvider;
+  mail: SmtpSink;
+  /** A user access token for this e-mail, signed by the trusted identity provider. */
+  tokenFor(email: string, options?: { name?: string; emailVerified?: boolean }): Promise<string>;
+  api<Body = unknown>(
+    method: string,
+    path: string,
+    options?: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> },
+  ): Promise<ApiResponse<Body>>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the whole system in this process on random ports: its own PostgreSQL database, its own
+ * NATS namespace, a local OpenID provider (JWKS over HTTP) and an SMTP sink. Nothing is mocked.
+ */
+export async function startSystem(): Promise<SystemUnderTest> {
+  const lifecycle = new Lifecycle();
+  const logger = createLogger('e2e', process.env.E2E_LOG_LEVEL ?? 'silent');
+  try {
+    const database = await createTestDatabase('e2e');
+    lifecycle.add('database', () => database.drop());
+    const namespace = uniqueNatsNamespace();
+    const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+    lifecycle.add('nats streams', async () => {
+      const nats = await connectJetStream({ url: natsUrl, name: 'e2e-cleanup', logger });
+      await deleteNamespaceStreams(nats.jsm, namespace);
+      await nats.close();
+    });
+
+    const audience = 'https://api.e2e.test';
+    const idp = await DevOidcProvider.create({ audience });
+    const issuer = await idp.start();
+    lifecycle.add('identity provider', () => idp.stop());
+    const mail = await startSmtpSink();
+    lifecycle.add('smtp sink', () => mail.close());
+
+    const shared = {
+      NODE_ENV: 'test',
+      LOG_LEVEL: 'silent',
+      DATABASE_URL: database.url,
+      NATS_URL: natsUrl,
+      NATS_NAMESPACE: namespace,
+      SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
+      GRPC_PORT: '0',
+      SMTP_URL: mail.url,
+      PUBLIC_APP_URL: 'https://dashboard.e2e.test',
+    };
+    const identity = await startIdentityService(loadConfig(identityEnvSchema, shared), logger);
+    lifecycle.add('identity', () => identity.stop());
+    const notification = await startNotificationService(loadConfig(notificationEnvSchema, shared), logger);
+    lifecycle.add('notification', () => notification.stop());
+    const billing = await startBillingService(loadConfig(billingEnvSchema, shared), logger);
+    lifecycle.add('billing', () => billing.stop());
+
+    const gateway = await startGateway(
+      loadConfig(gatewayEnvSchema, {
+        ...shared,
+        PORT: '0',
+        OIDC_ISSUER: issuer,
+        OIDC_AUDIENCE: audience,
+        IDENTITY_GRPC_ADDRESS: `127.0.0.1:${identity.grpcPort}`,
+        NOTIFICATION_GRPC_ADDRESS: `127.0.0.1:${notification.grpcPort}`,
+        BILLING_GRPC_ADDRESS: `127.0.0.1:${billing.grpcPort}`,
+        RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: '1000',
+      }),
+      logger,
+    );
+    lifecycle.add('gateway', () => gateway.stop());
+
+    return {
+      gateway,
+      idp,
+      mail,
+      tokenFor: (email, options = {}) => idp.issueUserToken({ email, ...options }),
+      api: async <Body>(method: string, path: string, options: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {}) => {
+        const headers: Record<string, string> = { ...options.headers };
+        if (options.token) headers.authorization = `Bearer ${options.token}`;
+        let body: string | undefined = options.rawBody;
+        if (options.body !== undefined) {
+          headers['content-type'] ??= 'application/json';
+          body = JSON.stringify(options.body);
+        }
+        const response = await fetch(`${gateway.url}${path}`, { method, headers, body });
+        const text = await response.text();
+        const type = response.headers.get('content-type') ?? '';
+        const parsed: unknown = text && type.includes('json') ? JSON.parse(text) : text;
+        return { status: response.status, headers: response.headers, body: parsed as Body };
+      },
+      stop: () => lifecycle.close(),
+    };
+  } catch (error) {
+    await lifecycle.close();
+    throw error;
+  }
+}
+
+/** Polls until `probe` returns a value (not undefined) or the time runs out. */
+export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

@@ -1,0 +1,151 @@
+import { randomBytes } from 'node:crypto';
+import { loadConfig } from '@sts/config/load-config';
+import type { AppError } from '@sts/errors/app-error';
+import { eventSubject } from '@sts/events/subjects';
+import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { createLogger } from '@sts/logger/create-logger';
+import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
+import { IdentityServiceClient, IdentityServiceService, Role } from '@sts/proto/gen/identity/v1/identity';
+import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
+import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
+import { openSealedSecret } from '@sts/crypto/secrets';
+import { Client } from 'pg';
+import { identityEnvSchema } from './identity-config';
+import { startIdentityService, type RunningService } from './start-identity-service';
+
+const issuer = 'https://idp.int.test/';
+const user = (email: string, name = email.split('@')[0]!) => ({
+  principal: { $case: 'user' as const, value: { issuer, subject: `sub|${email}`, email, emailVerified: true, name } },
+  orgId: '',
+});
+
+describe('identity service over gRPC with PostgreSQL and NATS', () => {
+  const logger = createLogger('identity-int', 'silent');
+  const sealingKey = randomBytes(32);
+  const namespace = uniqueNatsNamespace();
+  let database: TestDatabase;
+  let service: RunningService;
+  let nats: JetStreamConnection;
+  let client: ReturnType<typeof createPromiseClient<typeof IdentityServiceService>>;
+
+  beforeAll(async () => {
+    database = await createTestDatabase('identity');
+    const config = loadConfig(identityEnvSchema, {
+      DATABASE_URL: database.url,
+      NATS_NAMESPACE: namespace,
+      SECRET_SEALING_KEY: sealingKey.toString('base64'),
+      GRPC_PORT: '0',
+    });
+    service = await startIdentityService(config, logger);
+    client = createPromiseClient(IdentityServiceService, IdentityServiceClient, `127.0.0.1:${service.grpcPort}`, 5_000);
+    nats = await connectJetStream({ url: config.NATS_URL, name: 'identity-int', logger });
+  });
+
+  afterAll(async () => {
+    client?.close();
+    await service?.stop();
+    await deleteNamespaceStreams(nats.jsm, namespace);
+    await nats.close();
+    await database.drop();
+  });
+
+  async function count(sql: string, params: unknown[] = []): Promise<number> {
+    const pg = new Client({ connectionString: database.url });
+    await pg.connect();
+    try {
+      const result = await pg.query<{ n: string }>(sql, params);
+      return Number(result.rows[0]!.n);
+    } finally {
+      await pg.end();
+    }
+  }
+
+  it('provisions one user and one organization under concurrent first requests', async () => {
+    const results = await Promise.all(Array.from({ length: 8 }, () => client.resolveCaller(user('racer@int.test'))));
+    expect(new Set(results.map((r) => r.org?.id)).size).toBe(1);
+    expect(results.every((r) => r.role === Role.ROLE_ORG_ADMIN)).toBe(true);
+    expect(await count(`select count(*) as n from identity.users where email = 'racer@int.test'`)).toBe(1);
+    expect(await count(`select count(*) as n from identity.members where user_id = $1`, [results[0]!.user!.id])).toBe(1);
+  });
+
+  it('publishes org.created through the outbox to JetStream', async () => {
+    const caller = await client.resolveCaller(user('outbox@int.test'));
+    const stream = `${namespace.toUpperCase()}_EVENTS`;
+    const deadline = Date.now() + 5_000;
+    for (;;) {
+      const message = await nats.jsm.streams
+        .getMessage(stream, { last_by_subj: eventSubject(namespace, 'org.created') })
+        .catch(() => null);
+      const data = message ? (message.json<{ data: { org_id: string } }>().data) : null;
+      if (data?.org_id === caller.org!.id) break;
+      if (Date.now() > deadline) throw new Error('org.created was not published');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(await count(`select count(*) as n from identity.outbox where published_at is null`)).toBe(0);
+  });
+
+  it('accepts an invite token exactly once under concurrency, and seals the token in the event', async () => {
+    const admin = await client.resolveCaller(user('owner@int.test'));
+    const { invite } = await client.createInvite({ orgId: admin.org!.id, email: 'Guest@Int.test', role: Role.ROLE_ANALYST, invitedByMemberId: admin.memberId });
+    expect(invite?.email).toBe('guest@int.test');
+
+    const stored = new Client({ connectionString: database.url });
+    await stored.connect();
+    const outbox = await stored.query<{ envelope: { data: { token_sealed: string; invite_id: string } } }>(
+      `select envelope from identity.outbox where type = 'invite.created' and envelope->'data'->>'invite_id' = $1`,
+      [invite!.id],
+    );
+    await stored.end();
+    const sealed = outbox.rows[0]!.envelope.data.token_sealed;
+    expect(sealed).not.toContain('sts_inv_');
+    const token = openSealedSecret(sealed, sealingKey, 'invite.created');
+    expect(await count(`select count(*) as n from identity.invites where token_hash = encode(sha256($1::bytea), 'hex')`, [token])).toBe(1);
+    expect(await count(`select count(*) as n from identity.invites where token_hash = $1`, [token])).toBe(0);
+
+    const outcomes = await Promise.allSettled(Array.from({ length: 10 }, () => client.acceptInvite({ token })));
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    for (const failure of outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected')) {
+      expect((failure.reason as AppError).code).toBe('INVITE_TOKEN_INVALID');
+    }
+
+    const guest = await client.resolveCaller(user('guest@int.test', 'Guest'));
+    expect(guest.org?.id).toBe(admin.org!.id);
+    expect(guest.role).toBe(Role.ROLE_ANALYST);
+  });
+
+  it('keeps one effective admin when two admins demote each other concurrently', async () => {
+    const first = await client.resolveCaller(user('first@int.test'));
+    const orgId = first.org!.id;
+    const { invite } = await client.createInvite({ orgId, email: 'second@int.test', role: Role.ROLE_ORG_ADMIN, invitedByMemberId: first.memberId });
+    const pg = new Client({ connectionString: database.url });
+    await pg.connect();
+    const token = openSealedSecret(
+      (await pg.query<{ envelope: { data: { token_sealed: string } } }>(`select envelope from identity.outbox where envelope->'data'->>'invite_id' = $1`, [invite!.id])).rows[0]!
+        .envelope.data.token_sealed,
+      sealingKey,
+      'invite.created',
+    );
+    await pg.end();
+    await client.acceptInvite({ token });
+    const second = await client.resolveCaller(user('second@int.test'));
+    expect(second.role).toBe(Role.ROLE_ORG_ADMIN);
+
+    const outcomes = await Promise.allSettled([
+      client.updateMember({ orgId, memberId: first.memberId, role: Role.ROLE_ANALYST }),
+      client.updateMember({ orgId, memberId: second.memberId, role: Role.ROLE_ANALYST }),
+    ]);
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    const rejected = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+    expect((rejected?.reason as AppError).code).toBe('LAST_ADMIN');
+    expect(await count(`select count(*) as n from identity.members where org_id = $1 and role = 'ORG_ADMIN'`, [orgId])).toBe(1);
+  });
+
+  it('validates requests at the service boundary too', async () => {
+    const error = (await client.listMembers({ orgId: '', limit: 0, cursor: '' }).catch((e: unknown) => e)) as AppError;
+    expect(error.code).toBe('VALIDATION_FAILED');
+    const unknownRole = (await client
+      .createInvite({ orgId: '00000000-0000-0000-0000-000000000000', email: 'x@y.test', role: Role.ROLE_UNSPECIFIED, invitedByMemberId: '' })
+      .catch((e: unknown) => e)) as AppError;
+    expect(unknownRole.code).toBe('VALIDATION_FAILED');
+  });
+});
