@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# `npm start`: brings the whole system up on this machine and stays in the foreground.
+# Ctrl-C stops every service it started. Honours the variables of DESIGN.md section 5: set
+# OIDC_ISSUER, SMTP_URL or DATABASE_URL to use your own identity provider, mail server or database
+# (the development identity provider and mailbox then stay off).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+DEV_DIR="$ROOT/.dev"
+LOG_DIR="$DEV_DIR/logs"
+mkdir -p "$LOG_DIR"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  say "installing dependencies (npm ci)"
+  npm ci --no-audit --no-fund </dev/null
+fi
+
+say "infrastructure"
+bash scripts/infra/ensure-all.sh </dev/null
+
+# --- configuration ------------------------------------------------------------------------------
+export NODE_ENV="${NODE_ENV:-development}"
+export LOG_LEVEL="${LOG_LEVEL:-info}"
+export DATABASE_URL="${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/sts}"
+export NATS_URL="${NATS_URL:-nats://127.0.0.1:4222}"
+export CLICKHOUSE_URL="${CLICKHOUSE_URL:-http://127.0.0.1:8123}"
+export PORT="${PORT:-8080}"
+export PUBLIC_APP_URL="${PUBLIC_APP_URL:-http://localhost:$PORT}"
+# One sealing key per checkout, kept so that mail in flight survives restarts.
+if [ -z "${SECRET_SEALING_KEY:-}" ]; then
+  [ -f "$DEV_DIR/sealing-key" ] || node -e "process.stdout.write(require('crypto').randomBytes(32).toString('base64'))" >"$DEV_DIR/sealing-key"
+  chmod 600 "$DEV_DIR/sealing-key"
+  SECRET_SEALING_KEY=$(cat "$DEV_DIR/sealing-key")
+  export SECRET_SEALING_KEY
+fi
+
+START_DEV_IDP=false
+if [ -z "${OIDC_ISSUER:-}" ]; then
+  START_DEV_IDP=true
+  export DEV_IDP_PORT="${DEV_IDP_PORT:-4400}"
+  export OIDC_ISSUER="http://127.0.0.1:$DEV_IDP_PORT"
+  export DEV_IDP_ISSUER="$OIDC_ISSUER"
+  export OIDC_AUDIENCE="${OIDC_AUDIENCE:-https://api.security-telemetry.local}"
+fi
+START_DEV_MAILBOX=false
+if [ -z "${SMTP_URL:-}" ]; then
+  START_DEV_MAILBOX=true
+  export DEV_MAILBOX_SMTP_PORT="${DEV_MAILBOX_SMTP_PORT:-1025}"
+  export DEV_MAILBOX_HTTP_PORT="${DEV_MAILBOX_HTTP_PORT:-8025}"
+  export SMTP_URL="smtp://127.0.0.1:$DEV_MAILBOX_SMTP_PORT"
+fi
+
+# The database named in DATABASE_URL (each service keeps its own schema inside it).
+say "database"
+node -e "
+const { Client } = require('pg');
+const url = new URL(process.env.DATABASE_URL);
+const name = decodeURIComponent(url.pathname.slice(1));
+url.pathname = '/postgres';
+const client = new Client({ connectionString: url.toString() });
+(async () => {
+  await client.connect();
+  const { rowCount } = await client.query('select 1 from pg_database where datname = \$1', [name]);
+  if (!rowCount) { await client.query('create database \"' + name.replace(/\"/g, '\"\"') + '\"'); console.log('created database ' + name); }
+  else console.log('database ' + name + ' exists');
+  await client.end();
+})().catch((e) => { console.error('cannot prepare database: ' + e.message); process.exit(1); });
+"
+
+# --- services -----------------------------------------------------------------------------------
+PIDS=()
+NAMES=()
+cleanup() {
+  trap - EXIT INT TERM
+  say "stopping"
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+start() {
+  local name=$1 entry=$2
+  shift 2
+  env "$@" node --import tsx "$entry" >>"$LOG_DIR/$name.log" 2>&1 &
+  PIDS+=($!)
+  NAMES+=("$name")
+  echo "started $name (pid $!, log .dev/logs/$name.log)"
+}
+
+wait_for_port() {
+  local name=$1 port=$2
+  for _ in $(seq 1 150); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    sleep 0.2
+  done
+  echo "$name did not start listening on port $port; last lines of .dev/logs/$name.log:" >&2
+  tail -n 20 "$LOG_DIR/$name.log" >&2
+  exit 1
+}
+
+say "services"
+$START_DEV_MAILBOX && start dev-mailbox apps/dev-mailbox/src/main.ts
+$START_DEV_IDP && start dev-idp apps/dev-idp/src/main.ts
+start identity apps/identity/src/main.ts GRPC_PORT=50051
+start notification apps/notification/src/main.ts GRPC_PORT=50052
+start billing apps/billing/src/main.ts GRPC_PORT=50053
+$START_DEV_IDP && wait_for_port dev-idp "$DEV_IDP_PORT"
+wait_for_port identity 50051
+wait_for_port notification 50052
+wait_for_port billing 50053
+start gateway apps/gateway/src/main.ts
+wait_for_port gateway "$PORT"
+
+cat <<INFO
+
+  Security telemetry service is up.
+
+  API          http://localhost:$PORT/api
+  API docs     http://localhost:$PORT/docs
+INFO
+if $START_DEV_MAILBOX; then echo "  Mailbox      http://localhost:$DEV_MAILBOX_HTTP_PORT   (invitation e-mails land here)"; fi
+if $START_DEV_IDP; then
+  cat <<INFO
+  Identity     $OIDC_ISSUER   (development identity provider; JWKS at /.well-known/jwks.json)
+
+  Get a token and call the API:
+    TOKEN=\$(npm run --silent token -- admin@example.com --name "Ada Admin")
+    curl -s -H "Authorization: Bearer \$TOKEN" http://localhost:$PORT/api/session
+
+  Integrations (client credentials): npm run token -- client add --org <org id from /api/session>
+INFO
+fi
+cat <<INFO
+
+  Logs in .dev/logs/. Press Ctrl-C to stop.
+
+INFO
+
+# Stay up while every service does; if one exits, say which and stop the rest.
+while :; do
+  for i in "${!PIDS[@]}"; do
+    if ! kill -0 "${PIDS[$i]}" 2>/dev/null; then
+      echo "${NAMES[$i]} exited; last lines of .dev/logs/${NAMES[$i]}.log:" >&2
+      tail -n 20 "$LOG_DIR/${NAMES[$i]}.log" >&2
+      exit 1
+    fi
+  done
+  sleep 1
+done
