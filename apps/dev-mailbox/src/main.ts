@@ -1,0 +1,66 @@
+import type { AddressInfo } from 'node:net';
+import { ConfigError } from '@sts/config/load-config';
+import { createLogger } from '@sts/logger/create-logger';
+import { Lifecycle } from '@sts/runtime/lifecycle';
+import { startSmtpSink } from '@sts/testing/smtp-sink';
+import { loadDevMailboxConfig, PRODUCTION_REFUSAL } from './dev-mailbox-config';
+import { createMailboxHttpServer } from './mailbox-http';
+
+/** Development mailbox: an SMTP sink on DEV_MAILBOX_SMTP_PORT with a web view on DEV_MAILBOX_HTTP_PORT. */
+async function main(): Promise<void> {
+  if (process.env['NODE_ENV'] === 'production') {
+    createLogger('dev-mailbox').fatal(PRODUCTION_REFUSAL);
+    process.exit(1);
+  }
+  let config;
+  try {
+    config = loadDevMailboxConfig();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    createLogger('dev-mailbox').fatal(error.message);
+    process.exit(1);
+  }
+  const log = createLogger('dev-mailbox', config.LOG_LEVEL);
+  const lifecycle = new Lifecycle((name, error) =>
+    log.error({ err: error, resource: name }, 'failed to close'),
+  );
+
+  const sink = await startSmtpSink({
+    host: config.DEV_MAILBOX_HOST,
+    port: config.DEV_MAILBOX_SMTP_PORT,
+    maxMessages: config.DEV_MAILBOX_MAX_MESSAGES,
+    // Subject and recipients only: bodies may carry invitation links.
+    onMail: (mail) => log.info({ id: mail.id, subject: mail.subject, to: mail.envelope.to }, 'mail received'),
+  });
+  lifecycle.add('smtp', () => sink.close());
+
+  const http = createMailboxHttpServer(sink);
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(config.DEV_MAILBOX_HTTP_PORT, config.DEV_MAILBOX_HOST, () => resolve());
+  });
+  lifecycle.add(
+    'http',
+    () =>
+      new Promise<void>((resolve) => {
+        http.close(() => resolve());
+        http.closeAllConnections(); // browsers keep connections open
+      }),
+  );
+  lifecycle.closeOnSignals();
+
+  const { port: httpPort } = http.address() as AddressInfo;
+  log.info(
+    {
+      smtp_url: sink.url,
+      web: `http://${config.DEV_MAILBOX_HOST}:${httpPort}/`,
+      keeps: config.DEV_MAILBOX_MAX_MESSAGES,
+    },
+    `dev-mailbox accepting mail at ${sink.url}; read it at http://${config.DEV_MAILBOX_HOST}:${httpPort}/`,
+  );
+}
+
+main().catch((error: unknown) => {
+  createLogger('dev-mailbox').fatal({ err: error }, 'dev-mailbox failed to start');
+  process.exit(1);
+});
