@@ -1,0 +1,360 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from 'pg';
+import { loadConfig } from '@sts/config/load-config';
+import { sealSecret } from '@sts/crypto/secrets';
+import { AppError } from '@sts/errors/app-error';
+import type { DomainEvent } from '@sts/events/event-catalogue';
+import { newEnvelope, type EventEnvelope } from '@sts/events/event-envelope';
+import { eventSubject, eventsStreamName } from '@sts/events/subjects';
+import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { createLogger } from '@sts/logger/create-logger';
+import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publisher';
+import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
+import {
+  NotificationServiceClient,
+  NotificationServiceService,
+} from '@sts/proto/gen/notification/v1/notification';
+import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
+import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
+import { startSmtpSink, type ReceivedMail, type SmtpSink } from '@sts/testing/smtp-sink';
+import { notificationEnvSchema } from './notification-config';
+import { startNotificationService, type RunningService } from './start-notification-service';
+
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const sealingKey = randomBytes(32);
+
+async function eventually<T>(probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(50);
+  }
+}
+
+let counter = 0;
+const memberJoined = (orgId: string, name = `Member ${++counter}`): DomainEvent<'member.joined'> =>
+  newEnvelope('member.joined', {
+    org_id: orgId,
+    member_id: `m-${counter}`,
+    user_id: `u-${counter}`,
+    email: `member${counter}@example.com`,
+    name,
+    role: 'ANALYST',
+    joined_at: new Date().toISOString(),
+  });
+
+describe('notification service (PostgreSQL, NATS, SMTP)', () => {
+  const logger = createLogger('notification-int', 'silent');
+  const namespace = uniqueNatsNamespace('notif');
+  let database: TestDatabase;
+  let sink: SmtpSink;
+  let service: RunningService;
+  let nats: JetStreamConnection;
+  let publish: EventPublisher;
+  let client: ReturnType<typeof createPromiseClient<typeof NotificationServiceService>>;
+  let db: Client;
+
+  /** Publishes without a message id, as a redelivery or a relay retry beyond the duplicate window would. */
+  const publishAgain = async (envelope: EventEnvelope) => {
+    await nats.js.publish(eventSubject(namespace, envelope.type as DomainEvent['type']), JSON.stringify(envelope));
+  };
+
+  const feed = (orgId: string, userId: string, extra: { limit?: number; cursor?: string; unreadOnly?: boolean } = {}) =>
+    client.listNotifications({ orgId, userId, limit: extra.limit ?? 0, cursor: extra.cursor ?? '', unreadOnly: extra.unreadOnly ?? false });
+
+  const waitForItem = (orgId: string, id: string) =>
+    eventually(async () => (await feed(orgId, 'observer', { limit: 200 })).notifications.find((n) => n.id === id));
+
+  beforeAll(async () => {
+    database = await createTestDatabase('notification');
+    sink = await startSmtpSink();
+    const config = loadConfig(notificationEnvSchema, {
+      DATABASE_URL: database.url,
+      NATS_URL,
+      NATS_NAMESPACE: namespace,
+      GRPC_PORT: '0',
+      SMTP_URL: sink.url,
+      MAIL_FROM: 'Security Telemetry <no-reply@test.local>',
+      SECRET_SEALING_KEY: sealingKey.toString('base64'),
+      PUBLIC_APP_URL: 'https://app.test',
+      LOG_LEVEL: 'silent',
+    });
+    service = await startNotificationService(config, logger);
+    nats = await connectJetStream({ url: NATS_URL, name: 'notification-int-test', logger });
+    publish = createEventPublisher(nats.js, namespace);
+    client = createPromiseClient(NotificationServiceService, NotificationServiceClient, `127.0.0.1:${service.grpcPort}`, 5_000);
+    db = new Client({ connectionString: database.url });
+    await db.connect();
+  });
+
+  afterAll(async () => {
+    client?.close();
+    await db?.end();
+    await service?.stop();
+    if (nats) {
+      await deleteNamespaceStreams(nats.jsm, namespace);
+      await nats.close();
+    }
+    await sink?.close();
+    await database?.drop();
+  });
+
+  it('turns member.joined into a feed item served over gRPC', async () => {
+    const event = memberJoined('org-a', 'Ada Lovelace');
+    await publish(event);
+
+    const item = await waitForItem('org-a', event.id);
+
+    expect(item).toMatchObject({
+      id: event.id,
+      type: 'member.joined',
+      message: `Ada Lovelace (${event.data.email}) joined as ANALYST`,
+      read: false,
+    });
+    expect(item.createdAt).toBeInstanceOf(Date);
+    const page = await feed('org-a', 'user-a');
+    expect(page.unreadCount).toBeGreaterThanOrEqual(1);
+  });
+
+  it('keeps read state per user', async () => {
+    const event = memberJoined('org-b');
+    await publish(event);
+    await waitForItem('org-b', event.id);
+
+    const marked = await client.markRead({ orgId: 'org-b', userId: 'alice', notificationId: event.id });
+    expect(marked.notification).toMatchObject({ id: event.id, read: true });
+    // Idempotent.
+    await expect(client.markRead({ orgId: 'org-b', userId: 'alice', notificationId: event.id })).resolves.toBeDefined();
+
+    const alice = await feed('org-b', 'alice');
+    const bob = await feed('org-b', 'bob');
+    expect(alice.notifications.find((n) => n.id === event.id)?.read).toBe(true);
+    expect(alice.unreadCount).toBe(0);
+    expect(bob.notifications.find((n) => n.id === event.id)?.read).toBe(false);
+    expect(bob.unreadCount).toBe(1);
+    expect((await feed('org-b', 'bob', { unreadOnly: true })).notifications.map((n) => n.id)).toEqual([event.id]);
+    expect((await feed('org-b', 'alice', { unreadOnly: true })).notifications).toEqual([]);
+  });
+
+  it('marks all read with a watermark: items arriving later are unread', async () => {
+    const first = memberJoined('org-c');
+    const second = memberJoined('org-c');
+    // One after the other, so that they do not share a millisecond (ties are ordered by id).
+    await publish(first);
+    await waitForItem('org-c', first.id);
+    await sleep(5);
+    await publish(second);
+    await waitForItem('org-c', second.id);
+    await sleep(5);
+
+    expect((await client.markAllRead({ orgId: 'org-c', userId: 'carol' })).marked).toBe(2);
+    expect((await client.markAllRead({ orgId: 'org-c', userId: 'carol' })).marked).toBe(0);
+
+    const later = memberJoined('org-c');
+    await publish(later);
+    await waitForItem('org-c', later.id);
+
+    const page = await feed('org-c', 'carol');
+    expect(page.notifications.map((n) => [n.id, n.read])).toEqual([
+      [later.id, false],
+      [second.id, true],
+      [first.id, true],
+    ]);
+    expect(page.unreadCount).toBe(1);
+    expect((await feed('org-c', 'dave')).unreadCount).toBe(3);
+  });
+
+  it('keeps organizations apart', async () => {
+    const event = memberJoined('org-d');
+    await publish(event);
+    await waitForItem('org-d', event.id);
+
+    expect((await feed('org-other', 'mallory')).notifications.map((n) => n.id)).not.toContain(event.id);
+    const error = await client
+      .markRead({ orgId: 'org-other', userId: 'mallory', notificationId: event.id })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).code).toBe('NOTIFICATION_NOT_FOUND');
+    await expect(client.markRead({ orgId: 'org-d', userId: 'x', notificationId: 'nope' })).rejects.toMatchObject({
+      code: 'NOTIFICATION_NOT_FOUND',
+    });
+    await expect(client.listNotifications({ orgId: '', userId: 'x', limit: 0, cursor: '', unreadOnly: false })).rejects.toMatchObject({
+      code: 'VALIDATION_FAILED',
+    });
+    // Mallory's read-all does not touch org-d.
+    await client.markAllRead({ orgId: 'org-other', userId: 'mallory' });
+    expect((await feed('org-d', 'mallory')).unreadCount).toBe(1);
+  });
+
+  it('creates one item for a redelivered event id', async () => {
+    const event = memberJoined('org-e');
+    await publish(event);
+    await publishAgain(event);
+    await publishAgain(event);
+    const marker = memberJoined('org-e');
+    await publish(marker);
+    await waitForItem('org-e', marker.id);
+
+    const page = await feed('org-e', 'erin');
+    expect(page.notifications.map((n) => n.id).sort()).toEqual([marker.id, event.id].sort());
+  });
+
+  it('pages the feed newest first with a cursor', async () => {
+    const events = Array.from({ length: 5 }, () => memberJoined('org-f'));
+    for (const event of events) await publish(event);
+    await eventually(async () => (await feed('org-f', 'frank')).notifications.length === 5);
+
+    const all = (await feed('org-f', 'frank')).notifications.map((n) => n.id);
+    const seen: string[] = [];
+    let cursor = '';
+    do {
+      const page = await feed('org-f', 'frank', { limit: 2, cursor });
+      seen.push(...page.notifications.map((n) => n.id));
+      cursor = page.nextCursor;
+    } while (cursor);
+    expect(seen).toEqual(all);
+    expect(new Set(seen)).toEqual(new Set(events.map((e) => e.id)));
+    await expect(feed('org-f', 'frank', { limit: 500 })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    await expect(feed('org-f', 'frank', { cursor: 'bogus' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+  });
+
+  describe('invitation e-mails', () => {
+    const token = 'sts_inv_' + randomBytes(32).toString('base64url');
+    const invite = newEnvelope('invite.created', {
+      org_id: 'org-g',
+      org_name: 'Acme & <Sons>',
+      invite_id: 'inv-1',
+      email: 'grace@example.com',
+      role: 'APP_USER' as const,
+      invited_by_name: 'Ada Lovelace',
+      expires_at: new Date(Date.now() + 7 * 24 * 3600_000).toISOString(),
+      token_sealed: sealSecret(token, sealingKey, 'invite.created'),
+    });
+    const toGrace = (mail: ReceivedMail) => mail.envelope.to.includes('grace@example.com');
+
+    it('sends one e-mail with the token and the accept link', async () => {
+      await publish(invite);
+
+      const message = await sink.waitFor(toGrace, 10_000);
+
+      expect(message.subject).toBe("You're invited to join Acme & <Sons> on Security Telemetry");
+      expect(message.recipients.map((r) => r.address)).toEqual(['grace@example.com']);
+      expect(message.from).toContain('no-reply@test.local');
+      expect(message.text).toContain(`https://app.test/invites/accept?token=${token}`);
+      expect(message.text).toContain(`Your invitation token: ${token}`);
+      expect(message.text).toContain('POST https://app.test/api/invites/accept');
+      expect(message.html).toContain(`href="https://app.test/invites/accept?token=${token}"`);
+      expect(message.html).toContain('Acme &amp; &lt;Sons&gt;');
+
+      const log = await eventually(async () => {
+        const { rows } = await db.query<{ event_id: string; recipient: string; subject: string; template: string }>(
+          'select event_id, recipient, subject, template from notification.email_log where event_id = $1',
+          [invite.id],
+        );
+        return rows.length > 0 ? rows : undefined;
+      });
+      expect(log).toEqual([{ event_id: invite.id, recipient: 'grace@example.com', subject: message.subject, template: 'invite' }]);
+    });
+
+    it('does not send a second e-mail for a duplicate event', async () => {
+      await publishAgain(invite);
+      const marker = memberJoined('org-g');
+      await publish(marker);
+      await waitForItem('org-g', marker.id);
+
+      expect(sink.messages.filter(toGrace)).toHaveLength(1);
+      const { rows } = await db.query('select count(*)::int as n from notification.email_log where event_id = $1', [invite.id]);
+      expect(rows[0]).toEqual({ n: 1 });
+    });
+
+    it('keeps the token out of every table', async () => {
+      const { rows } = await db.query<{ dump: string }>(
+        `select concat_ws('|',
+           (select string_agg(t::text, '|') from notification.email_log t),
+           (select string_agg(t::text, '|') from notification.processed_events t),
+           (select string_agg(t::text, '|') from notification.feed_items t)) as dump`,
+      );
+      expect(rows[0]?.dump).not.toContain(token);
+      expect(rows[0]?.dump).not.toContain(invite.data.token_sealed);
+    });
+  });
+});
+
+describe('notification service when SMTP is down', () => {
+  const logger = createLogger('notification-int-smtp-down', 'silent');
+  const namespace = uniqueNatsNamespace('notifdown');
+  let database: TestDatabase;
+  let sink: SmtpSink;
+  let nats: JetStreamConnection;
+  let db: Client;
+  const running: RunningService[] = [];
+
+  const configWith = (smtpUrl: string) =>
+    loadConfig(notificationEnvSchema, {
+      DATABASE_URL: database.url,
+      NATS_URL,
+      NATS_NAMESPACE: namespace,
+      GRPC_PORT: '0',
+      SMTP_URL: smtpUrl,
+      SECRET_SEALING_KEY: sealingKey.toString('base64'),
+      LOG_LEVEL: 'silent',
+    });
+
+  beforeAll(async () => {
+    database = await createTestDatabase('notifsmtp');
+    sink = await startSmtpSink();
+    nats = await connectJetStream({ url: NATS_URL, name: 'notification-int-test', logger });
+    db = new Client({ connectionString: database.url });
+    await db.connect();
+  });
+
+  afterAll(async () => {
+    for (const service of running) await service.stop();
+    await db?.end();
+    if (nats) {
+      await deleteNamespaceStreams(nats.jsm, namespace);
+      await nats.close();
+    }
+    await sink?.close();
+    await database?.drop();
+  });
+
+  it('records nothing while sending fails, and sends once when the redelivery succeeds', async () => {
+    // Port 1 on loopback: nothing listens, the connection is refused at once.
+    const down = await startNotificationService(configWith('smtp://127.0.0.1:1'), logger);
+    running.push(down);
+    const invite = newEnvelope('invite.created', {
+      org_id: 'org-z',
+      org_name: 'Zeta',
+      invite_id: 'inv-z',
+      email: 'zoe@example.com',
+      role: 'ANALYST' as const,
+      invited_by_name: 'Ada',
+      expires_at: new Date(Date.now() + 24 * 3600_000).toISOString(),
+      token_sealed: sealSecret('sts_inv_retry-token', sealingKey, 'invite.created'),
+    });
+    await createEventPublisher(nats.js, namespace)(invite);
+
+    // The first delivery fails, is rolled back and nak'd: the server delivers it again.
+    await eventually(async () => {
+      const info = await nats.jsm.consumers.info(eventsStreamName(namespace), 'notification');
+      return info.num_redelivered > 0 ? true : undefined;
+    });
+    expect((await db.query('select 1 from notification.processed_events where event_id = $1', [invite.id])).rowCount).toBe(0);
+    expect((await db.query('select 1 from notification.email_log')).rowCount).toBe(0);
+    await down.stop();
+
+    // The same durable consumer, now with a working SMTP server, gets the event again.
+    running.push(await startNotificationService(configWith(sink.url), logger));
+    const toZoe = (mail: ReceivedMail) => mail.envelope.to.includes('zoe@example.com');
+    const message = await sink.waitFor(toZoe, 15_000);
+    expect(message.text).toContain('sts_inv_retry-token');
+    await eventually(async () =>
+      (await db.query('select 1 from notification.email_log where event_id = $1', [invite.id])).rowCount === 1 ? true : undefined,
+    );
+    expect(sink.messages.filter(toZoe)).toHaveLength(1);
+  });
+});
