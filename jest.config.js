@@ -19,9 +19,9 @@ const common = {
   rootDir: __dirname,
   testEnvironment: 'node',
   moduleNameMapper,
-  // jose is published as ESM only; swc turns it into CommonJS for jest's module system.
+  // jose and content-disposition are published as ESM only; swc turns it into CommonJS for jest's module system.
   transform: { '^.+\\.(t|j)s$': swc },
-  transformIgnorePatterns: ['/node_modules/(?!(jose)/)'],
+  transformIgnorePatterns: ['/node_modules/(?!(jose|content-disposition)/)'],
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
 };
 
@@ -32,13 +32,13 @@ module.exports = {
       ...common,
       displayName: 'integration',
       testMatch: ['<rootDir>/{apps,libs}/**/*.int-spec.ts'],
-      testTimeout: 30_000,
+      setupFilesAfterEnv: ['<rootDir>/tools/jest/slow-tests.setup.js'],
     },
     {
       ...common,
       displayName: 'e2e',
       testMatch: ['<rootDir>/{apps,libs}/**/*.e2e-spec.ts'],
-      testTimeout: 60_000,
+      setupFilesAfterEnv: ['<rootDir>/tools/jest/slow-tests.setup.js'],
     },
   ],
 };

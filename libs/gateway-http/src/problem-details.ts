@@ -40,7 +40,7 @@ export function toAppError(error: FastifyError | Error): AppError {
   if (hasZodFastifySchemaValidationErrors(error)) {
     const where = error.validationContext ?? 'request';
     const fields = error.validation.map((violation) => ({
-      path: [where, ...((violation.params.issue as { path?: PropertyKey[] }).path ?? []).map(String)].join('.'),
+      path: [where, ...violation.instancePath.split('/').filter(Boolean)].join('.'),
       message: violation.message ?? 'is invalid',
     }));
     return new AppError('VALIDATION_FAILED', `Invalid ${where}: ${fields.map((f) => `${f.path} ${f.message}`).join('; ')}`, { fields });
