@@ -14,9 +14,11 @@ const typeConstraints = [
   { sourceTag: 'type:domain', onlyDependOnLibsWithTags: ['type:util'] },
   { sourceTag: 'type:transport', onlyDependOnLibsWithTags: ['type:util', 'type:contract'] },
   { sourceTag: 'type:driver', onlyDependOnLibsWithTags: ['type:util'] },
+  // The one way a service process runs (database, NATS, outbox, consumers, gRPC server).
+  { sourceTag: 'type:host', onlyDependOnLibsWithTags: ['type:util', 'type:contract', 'type:transport', 'type:driver'] },
   {
     sourceTag: 'type:adapter',
-    onlyDependOnLibsWithTags: ['type:domain', 'type:util', 'type:contract', 'type:transport', 'type:driver'],
+    onlyDependOnLibsWithTags: ['type:domain', 'type:util', 'type:contract', 'type:transport', 'type:driver', 'type:host'],
   },
   {
     sourceTag: 'type:testing',
@@ -27,6 +29,7 @@ const typeConstraints = [
     sourceTag: 'type:app',
     onlyDependOnLibsWithTags: [
       'type:adapter',
+      'type:host',
       'type:domain',
       'type:util',
       'type:contract',
@@ -85,6 +88,8 @@ export default tseslint.config(
     files: testFiles,
     rules: {
       '@typescript-eslint/unbound-method': 'off',
+      // jest's asymmetric matchers (expect.any, expect.objectContaining) are typed `any`.
+      '@typescript-eslint/no-unsafe-assignment': 'off',
       '@nx/enforce-module-boundaries': [
         'error',
         { depConstraints: [...withTesting(typeConstraints), ...scopeConstraints] },

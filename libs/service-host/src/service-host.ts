@@ -1,0 +1,112 @@
+import type { EntitySchema } from '@mikro-orm/postgresql';
+import { createServiceOrm, migrateToLatest, type MigrationEntry, type ServiceOrm } from '@sts/db/service-orm';
+import type { EventType } from '@sts/events/event-catalogue';
+import { startGrpcServer, type ServiceRegistration } from '@sts/grpc/grpc-server';
+import type { Logger } from '@sts/logger/create-logger';
+import { startEventConsumer, type EventConsumerOptions } from '@sts/nats/event-consumer';
+import { createEventPublisher } from '@sts/nats/event-publisher';
+import { ensureEventsStream } from '@sts/nats/event-stream';
+import { connectJetStream } from '@sts/nats/jetstream-connection';
+import { OutboxRelay } from '@sts/outbox/outbox-relay';
+import { Lifecycle } from '@sts/runtime/lifecycle';
+
+export interface ServiceHostConfig {
+  DATABASE_URL: string;
+  NATS_URL: string;
+  NATS_NAMESPACE: string;
+  GRPC_HOST: string;
+  GRPC_PORT: number;
+}
+
+export interface ServiceHostOptions {
+  /** Service name: NATS connection name and durable consumer name. */
+  name: string;
+  schema: string;
+  entities: EntitySchema[];
+  migrations: MigrationEntry[];
+  /** Whether the service publishes events (its schema then has an outbox table). */
+  publishesEvents: boolean;
+  config: ServiceHostConfig;
+  logger: Logger;
+}
+
+/** What a service's composition gets to build its domain on. */
+export interface ServiceHost {
+  orm: ServiceOrm;
+  logger: Logger;
+  /** Call after a commit that wrote events, to publish them at once. No-op for non-publishers. */
+  wakeOutbox(): void;
+  /** Starts the service's durable consumer (named after the service unless told otherwise). */
+  consume<Type extends EventType>(
+    options: Pick<EventConsumerOptions<Type>, 'eventTypes' | 'handle'> &
+      Partial<Pick<EventConsumerOptions<Type>, 'durableName' | 'maxDeliver' | 'retryDelay'>>,
+  ): Promise<void>;
+  /** Registers something to close at shutdown (before the connections above it). */
+  onShutdown(name: string, close: () => unknown): void;
+}
+
+export interface RunningService {
+  grpcPort: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs a gRPC service process the one way all of ours run: migrate its PostgreSQL schema, connect
+ * NATS and ensure the events stream, relay its outbox, let `compose` build the domain and consumers,
+ * then serve gRPC (with health). `stop()` closes everything in reverse order; a failed start closes
+ * what was opened.
+ */
+export async function runServiceHost(
+  options: ServiceHostOptions,
+  compose: (host: ServiceHost) => Promise<ServiceRegistration[]>,
+): Promise<RunningService> {
+  const { config, logger } = options;
+  const lifecycle = new Lifecycle((name, error) => logger.error({ err: error, resource: name }, 'shutdown step failed'));
+  try {
+    const orm = await createServiceOrm({
+      databaseUrl: config.DATABASE_URL,
+      schema: options.schema,
+      entities: options.entities,
+      migrations: options.migrations,
+      logger,
+    });
+    lifecycle.add('postgres', () => orm.close());
+    await migrateToLatest(orm, logger);
+
+    const nats = await connectJetStream({ url: config.NATS_URL, name: options.name, logger });
+    lifecycle.add('nats', () => nats.close());
+    await ensureEventsStream(nats.jsm, config.NATS_NAMESPACE);
+
+    let relay: OutboxRelay | undefined;
+    if (options.publishesEvents) {
+      relay = new OutboxRelay(orm, createEventPublisher(nats.js, config.NATS_NAMESPACE), logger);
+      relay.start();
+      lifecycle.add('outbox relay', () => relay?.stop());
+    }
+
+    const services = await compose({
+      orm,
+      logger,
+      wakeOutbox: () => relay?.wake(),
+      onShutdown: (name, close) => lifecycle.add(name, close),
+      consume: async (consumer) => {
+        const running = await startEventConsumer({
+          js: nats.js,
+          jsm: nats.jsm,
+          namespace: config.NATS_NAMESPACE,
+          durableName: consumer.durableName ?? options.name,
+          logger,
+          ...consumer,
+        });
+        lifecycle.add(`event consumer ${consumer.durableName ?? options.name}`, () => running.stop());
+      },
+    });
+
+    const server = await startGrpcServer({ host: config.GRPC_HOST, port: config.GRPC_PORT, logger, services });
+    lifecycle.add('grpc server', () => server.shutdown());
+    return { grpcPort: server.port, stop: () => lifecycle.close() };
+  } catch (error) {
+    await lifecycle.close();
+    throw error;
+  }
+}
