@@ -45,6 +45,8 @@ const scopeConstraints = [
   { sourceTag: 'scope:identity', onlyDependOnLibsWithTags: ['scope:identity', 'scope:shared'] },
   { sourceTag: 'scope:notification', onlyDependOnLibsWithTags: ['scope:notification', 'scope:shared'] },
   { sourceTag: 'scope:billing', onlyDependOnLibsWithTags: ['scope:billing', 'scope:shared'] },
+  { sourceTag: 'scope:enrollment', onlyDependOnLibsWithTags: ['scope:enrollment', 'scope:shared'] },
+  { sourceTag: 'scope:agent', onlyDependOnLibsWithTags: ['scope:agent', 'scope:shared'] },
   { sourceTag: 'scope:dev', onlyDependOnLibsWithTags: ['scope:dev', 'scope:shared'] },
   // End-to-end tests start every service in one process, so they may reach every scope.
   { sourceTag: 'scope:e2e', onlyDependOnLibsWithTags: ['*'] },

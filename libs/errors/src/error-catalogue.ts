@@ -51,6 +51,36 @@ export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
     title: 'Invite token is invalid, expired or already used',
   },
   NOTIFICATION_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.NOT_FOUND, title: 'Notification not found' },
+  ENROLLMENT_KEY_NOT_FOUND: {
+    httpStatus: 404,
+    grpcStatus: GrpcStatus.NOT_FOUND,
+    title: 'The organization has no enrollment key',
+  },
+  ENROLLMENT_KEY_REQUIRED: {
+    httpStatus: 409,
+    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
+    title: 'Create an enrollment key first',
+  },
+  ENROLLMENT_KEY_INVALID: {
+    httpStatus: 401,
+    grpcStatus: GrpcStatus.UNAUTHENTICATED,
+    title: 'Enrollment key missing or invalid',
+  },
+  ENROLLMENT_CODE_INVALID: { httpStatus: 400, grpcStatus: GrpcStatus.INVALID_ARGUMENT, title: 'Enrollment code is invalid' },
+  ENROLLMENT_CODE_EXPIRED: { httpStatus: 400, grpcStatus: GrpcStatus.INVALID_ARGUMENT, title: 'Enrollment code has expired' },
+  ENROLLMENT_CODE_USED: {
+    httpStatus: 400,
+    grpcStatus: GrpcStatus.INVALID_ARGUMENT,
+    title: 'Enrollment code has already been used',
+  },
+  MACHINE_ENROLLED_ELSEWHERE: {
+    httpStatus: 409,
+    grpcStatus: GrpcStatus.ALREADY_EXISTS,
+    title: 'This machine is enrolled in another organization',
+  },
+  DEVICE_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.NOT_FOUND, title: 'Device not found' },
+  DEVICE_TOKEN_INVALID: { httpStatus: 401, grpcStatus: GrpcStatus.UNAUTHENTICATED, title: 'Device token missing or invalid' },
+  DEVICE_DISABLED: { httpStatus: 403, grpcStatus: GrpcStatus.PERMISSION_DENIED, title: 'The device is disabled' },
   DEADLINE_EXCEEDED: { httpStatus: 504, grpcStatus: GrpcStatus.DEADLINE_EXCEEDED, title: 'Upstream timed out' },
   SERVICE_UNAVAILABLE: {
     httpStatus: 503,

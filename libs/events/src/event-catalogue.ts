@@ -35,6 +35,36 @@ export const EVENT_CATALOGUE = {
     /** The invite token sealed with SECRET_SEALING_KEY (context `invite.created`); never plain text. */
     token_sealed: z.string(),
   }),
+  'device.enrolled': z.object({
+    org_id: z.string(),
+    device_id: z.string(),
+    machine_id: z.string(),
+    hostname: z.string(),
+    enrolled_at: z.iso.datetime(),
+    /** True when a machine already enrolled in the organization enrolled again (same device id, new token). */
+    re_enrolled: z.boolean(),
+  }),
+  'device.disabled': z.object({ org_id: z.string(), device_id: z.string(), hostname: z.string(), at: z.iso.datetime() }),
+  'device.enabled': z.object({ org_id: z.string(), device_id: z.string(), hostname: z.string(), at: z.iso.datetime() }),
+  /** The device and all its telemetry must be removed everywhere. */
+  'device.deleted': z.object({
+    org_id: z.string(),
+    device_id: z.string(),
+    machine_id: z.string(),
+    hostname: z.string(),
+    at: z.iso.datetime(),
+  }),
+  'enrollment_code.email_requested': z.object({
+    org_id: z.string(),
+    org_name: z.string(),
+    email: z.string(),
+    requested_by_name: z.string(),
+    expires_at: z.iso.datetime(),
+    /** The one-time code sealed with SECRET_SEALING_KEY (context `enrollment_code.email_requested:code`). */
+    code_sealed: z.string(),
+    /** The enrollment key sealed likewise (context `enrollment_code.email_requested:key`). */
+    enrollment_key_sealed: z.string(),
+  }),
 } as const;
 
 export type EventType = keyof typeof EVENT_CATALOGUE;
