@@ -45,6 +45,7 @@ export const grpcClientsEnv = {
   IDENTITY_GRPC_ADDRESS: z.string().default('127.0.0.1:50051'),
   NOTIFICATION_GRPC_ADDRESS: z.string().default('127.0.0.1:50052'),
   BILLING_GRPC_ADDRESS: z.string().default('127.0.0.1:50053'),
+  ENROLLMENT_GRPC_ADDRESS: z.string().default('127.0.0.1:50054'),
   GRPC_DEADLINE_MS: z.coerce.number().int().min(50).max(60_000).default(5_000),
 };
 

@@ -16,6 +16,10 @@ import type { Logger } from '@sts/logger/create-logger';
 import { authenticate } from './caller-context';
 import type { GatewayConfig } from './gateway-config';
 import { problemErrorHandler, sendProblem } from './problem-details';
+import { FailureLimiter } from './failure-limiter';
+import { deviceEnrollRoute } from './routes/device-enroll-route';
+import { deviceRoutes } from './routes/device-routes';
+import { enrollmentRoutes } from './routes/enrollment-routes';
 import { healthRoutes } from './routes/health-routes';
 import { acceptInviteRoute, inviteRoutes } from './routes/invite-routes';
 import { memberRoutes } from './routes/member-routes';
@@ -24,7 +28,14 @@ import { sessionRoutes } from './routes/session-routes';
 import type { UpstreamClients } from './upstream-clients';
 
 export interface GatewayDependencies {
-  config: Pick<GatewayConfig, 'BODY_LIMIT_BYTES' | 'TRUST_PROXY' | 'RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE'>;
+  config: Pick<
+    GatewayConfig,
+    | 'BODY_LIMIT_BYTES'
+    | 'TRUST_PROXY'
+    | 'RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE'
+    | 'ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE'
+    | 'ENROLL_FAILURES_PER_MINUTE'
+  >;
   logger: Logger;
   clients: UpstreamClients;
   verifier: AccessTokenVerifier;
@@ -88,6 +99,11 @@ export async function buildGateway({ config, logger, clients, verifier }: Gatewa
   // Routes without user authentication.
   await app.register(healthRoutes);
   await app.register(acceptInviteRoute, { clients, perMinute: config.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE });
+  await app.register(deviceEnrollRoute, {
+    clients,
+    perAddressPerMinute: config.ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE,
+    failures: new FailureLimiter(config.ENROLL_FAILURES_PER_MINUTE),
+  });
 
   // Everything else needs a bearer token.
   await app.register(async (authenticated) => {
@@ -96,6 +112,8 @@ export async function buildGateway({ config, logger, clients, verifier }: Gatewa
     await authenticated.register(memberRoutes, { clients });
     await authenticated.register(inviteRoutes, { clients });
     await authenticated.register(notificationRoutes, { clients });
+    await authenticated.register(enrollmentRoutes, { clients });
+    await authenticated.register(deviceRoutes, { clients });
   });
 
   return app;

@@ -11,8 +11,9 @@ import {
   type Member as ProtoMember,
 } from '@sts/proto/gen/identity/v1/identity';
 import type { Notification as ProtoNotification } from '@sts/proto/gen/notification/v1/notification';
+import { DeviceStatus, type Device as ProtoDevice } from '@sts/proto/gen/enrollment/v1/enrollment';
 import type { z } from 'zod';
-import type { invitePayload, licensePayload, memberPayload, notificationPayload } from './contract-schemas';
+import type { devicePayload, invitePayload, licensePayload, memberPayload, notificationPayload } from './contract-schemas';
 import type { Role } from './contract-schemas';
 
 /** Translation between the gRPC contracts and the public REST contract's JSON shapes. */
@@ -97,6 +98,33 @@ export function licenseToContract(license: ProtoLicense | undefined): z.infer<ty
   const cycle = license && CYCLE[license.billingCycle];
   if (!license || !plan || !status || !cycle) throw new AppError('INTERNAL', 'upstream returned an incomplete license');
   return { plan, status, billing_cycle: cycle, expires_at: isoOf(license.expiresAt) };
+}
+
+const DEVICE_STATUS: Record<DeviceStatus, z.infer<typeof devicePayload>['status'] | null> = {
+  [DeviceStatus.DEVICE_STATUS_ACTIVE]: 'active',
+  [DeviceStatus.DEVICE_STATUS_DISABLED]: 'disabled',
+  [DeviceStatus.DEVICE_STATUS_UNSPECIFIED]: null,
+  [DeviceStatus.UNRECOGNIZED]: null,
+};
+
+export const DEVICE_STATUS_TO_PROTO: Record<z.infer<typeof devicePayload>['status'], DeviceStatus> = {
+  active: DeviceStatus.DEVICE_STATUS_ACTIVE,
+  disabled: DeviceStatus.DEVICE_STATUS_DISABLED,
+};
+
+export function deviceToContract(device: ProtoDevice): z.infer<typeof devicePayload> {
+  const status = DEVICE_STATUS[device.status];
+  if (!status) throw new AppError('INTERNAL', `upstream returned device status ${device.status}`);
+  const metadata: unknown = device.metadataJson ? JSON.parse(device.metadataJson) : {};
+  return {
+    id: device.id,
+    name: device.name,
+    machine_id: device.machineId,
+    status,
+    enrolled_at: isoOf(device.enrolledAt),
+    last_seen_at: isoOf(device.lastSeenAt ?? device.enrolledAt),
+    metadata: typeof metadata === 'object' && metadata !== null && !Array.isArray(metadata) ? (metadata as Record<string, unknown>) : {},
+  };
 }
 
 function isoOf(date: Date | undefined): string {

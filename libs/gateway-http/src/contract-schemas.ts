@@ -66,6 +66,32 @@ export const sessionPayload = z
   })
   .meta({ id: 'Session' });
 
+export const enrollmentKeyPayload = z
+  .object({
+    key: z.string().describe('Long-lived key sent by agents in the X-Enrollment-Key header'),
+    created_at: timestamp,
+  })
+  .meta({ id: 'EnrollmentKey' });
+
+export const enrollmentCodePayload = z
+  .object({
+    code: z.string().describe('One-time code, two groups of four characters joined by a hyphen'),
+    expires_at: timestamp,
+  })
+  .meta({ id: 'EnrollmentCode' });
+
+export const devicePayload = z
+  .object({
+    id: z.string(),
+    name: z.string().describe('Hostname reported at enrollment'),
+    machine_id: z.string(),
+    status: z.enum(['active', 'disabled']),
+    enrolled_at: timestamp,
+    last_seen_at: timestamp.describe('Last telemetry; the enrollment time until the first telemetry arrives'),
+    metadata: z.record(z.string(), z.unknown()),
+  })
+  .meta({ id: 'Device' });
+
 export const problemPayload = z
   .object({
     type: z.string(),

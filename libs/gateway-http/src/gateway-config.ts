@@ -11,6 +11,10 @@ export const gatewayEnvSchema = z.object({
   BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(10 * 1024 * 1024).default(64 * 1024),
   /** Requests per minute per client address on routes without user authentication. */
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: z.coerce.number().int().min(1).default(30),
+  /** POST /api/device/enroll requests per minute per client address (mass roll-outs share NAT addresses). */
+  ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: z.coerce.number().int().min(1).default(600),
+  /** Failed enrollments (bad key or code) per minute per enrollment key, and per client address. */
+  ENROLL_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(20),
   /** Set when behind a reverse proxy, so client addresses come from X-Forwarded-For. */
   TRUST_PROXY: z.stringbool().default(false),
 });

@@ -5,9 +5,15 @@ import {
   NotificationServiceClient,
   NotificationServiceService,
 } from '@sts/proto/gen/notification/v1/notification';
+import { EnrollmentServiceClient, EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
 import type { GatewayConfig } from './gateway-config';
 
-export function createUpstreamClients(config: Pick<GatewayConfig, 'IDENTITY_GRPC_ADDRESS' | 'NOTIFICATION_GRPC_ADDRESS' | 'BILLING_GRPC_ADDRESS' | 'GRPC_DEADLINE_MS'>) {
+export function createUpstreamClients(
+  config: Pick<
+    GatewayConfig,
+    'IDENTITY_GRPC_ADDRESS' | 'NOTIFICATION_GRPC_ADDRESS' | 'BILLING_GRPC_ADDRESS' | 'ENROLLMENT_GRPC_ADDRESS' | 'GRPC_DEADLINE_MS'
+  >,
+) {
   const identity = createPromiseClient(IdentityServiceService, IdentityServiceClient, config.IDENTITY_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
   const notification = createPromiseClient(
     NotificationServiceService,
@@ -16,14 +22,22 @@ export function createUpstreamClients(config: Pick<GatewayConfig, 'IDENTITY_GRPC
     config.GRPC_DEADLINE_MS,
   );
   const billing = createPromiseClient(BillingServiceService, BillingServiceClient, config.BILLING_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
+  const enrollment = createPromiseClient(
+    EnrollmentServiceService,
+    EnrollmentServiceClient,
+    config.ENROLLMENT_GRPC_ADDRESS,
+    config.GRPC_DEADLINE_MS,
+  );
   return {
     identity,
     notification,
     billing,
+    enrollment,
     close() {
       identity.close();
       notification.close();
       billing.close();
+      enrollment.close();
     },
   };
 }

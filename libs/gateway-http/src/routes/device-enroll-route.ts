@@ -1,0 +1,96 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { AppError, isAppError } from '@sts/errors/app-error';
+import type { ErrorCode } from '@sts/errors/error-code';
+import { errorResponses } from '../contract-schemas';
+import type { FailureLimiter } from '../failure-limiter';
+import type { UpstreamClients } from '../upstream-clients';
+
+/** Largest metadata object an agent may report, serialized. */
+export const MAX_METADATA_BYTES = 16 * 1024;
+
+const GUESSING_FAILURES: ReadonlySet<ErrorCode> = new Set([
+  'ENROLLMENT_KEY_INVALID',
+  'ENROLLMENT_CODE_INVALID',
+  'ENROLLMENT_CODE_EXPIRED',
+  'ENROLLMENT_CODE_USED',
+]);
+
+const printable = (max: number) =>
+  z
+    .string()
+    .min(1)
+    .max(max)
+    // eslint-disable-next-line no-control-regex
+    .refine((value) => !/[\u0000-\u001f\u007f]/.test(value), 'must not contain control characters');
+
+/**
+ * POST /api/device/enroll: the agent's call, authenticated by the enrollment key (no user JWT).
+ * Guessing is throttled by failures per key and per address; successful roll-outs are not slowed.
+ */
+export const deviceEnrollRoute: FastifyPluginAsyncZod<{
+  clients: UpstreamClients;
+  perAddressPerMinute: number;
+  failures: FailureLimiter;
+}> = async (app, { clients, perAddressPerMinute, failures }) => {
+  app.post(
+    '/api/device/enroll',
+    {
+      config: { rateLimit: { max: perAddressPerMinute, timeWindow: '1 minute' } },
+      schema: {
+        tags: ['Enrollment'],
+        summary: "Enroll a device (the agent's enroll command)",
+        description:
+          'Authenticated by the X-Enrollment-Key header. Re-enrolling a machine already in the organization keeps its device_id and issues a new device_token (the old one stops working).',
+        headers: z.object({ 'x-enrollment-key': z.string().optional() }),
+        body: z
+          .object({
+            code: z.string().min(1).max(64),
+            machine_id: printable(128),
+            hostname: printable(255),
+            metadata: z
+              .record(z.string(), z.unknown())
+              .default({})
+              .refine((value) => Buffer.byteLength(JSON.stringify(value)) <= MAX_METADATA_BYTES, `must be at most ${MAX_METADATA_BYTES} bytes as JSON`),
+          })
+          .strict(),
+        response: {
+          200: z
+            .object({
+              device_id: z.string(),
+              org_id: z.string(),
+              device_token: z.string().describe('Shown once: the credential of this device for later calls'),
+              re_enrolled: z.boolean(),
+            })
+            .meta({ id: 'EnrolledDevice' }),
+          ...errorResponses(400, 401, 409, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const key = request.headers['x-enrollment-key'];
+      if (!key) throw new AppError('ENROLLMENT_KEY_INVALID', 'X-Enrollment-Key header is missing');
+      const limits = [`key:${key}`, `address:${request.ip}`];
+      if (failures.isBlocked(...limits)) {
+        reply.header('retry-after', String(failures.retryAfterSeconds()));
+        throw new AppError('RATE_LIMITED', 'Too many failed enrollments; wait before trying again');
+      }
+      try {
+        const enrolled = await clients.enrollment.enrollDevice(
+          {
+            enrollmentKey: key,
+            code: request.body.code,
+            machineId: request.body.machine_id,
+            hostname: request.body.hostname,
+            metadataJson: JSON.stringify(request.body.metadata),
+          },
+          { requestId: request.id },
+        );
+        return { device_id: enrolled.deviceId, org_id: enrolled.orgId, device_token: enrolled.deviceToken, re_enrolled: enrolled.reEnrolled };
+      } catch (error) {
+        if (isAppError(error) && GUESSING_FAILURES.has(error.code)) failures.recordFailure(...limits);
+        throw error;
+      }
+    },
+  );
+};

@@ -1,0 +1,87 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { requireCaller, requireRoles } from '../caller-context';
+import { DEVICE_STATUS_TO_PROTO, deviceToContract } from '../contract-mapping';
+import { devicePayload, errorResponses, idParam, pageQuery } from '../contract-schemas';
+import { setNextLink } from '../link-header';
+import type { UpstreamClients } from '../upstream-clients';
+import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
+
+const deviceParams = z.object({ device_id: idParam });
+
+export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
+  const security = [{ bearerAuth: [] }];
+
+  app.get(
+    '/api/devices',
+    {
+      onRequest: [requireRoles('ORG_ADMIN', 'ANALYST')],
+      schema: {
+        tags: ['Devices'],
+        summary: "Devices of the caller's organization",
+        security,
+        querystring: pageQuery
+          .extend({
+            status: z.enum(['active', 'disabled']).optional(),
+            q: z.string().min(1).max(255).optional().describe('Case-insensitive part of the hostname or machine id'),
+          })
+          .strict(),
+        response: { 200: z.array(devicePayload), ...errorResponses(400, 401, 403) },
+      },
+    },
+    async (request, reply) => {
+      const { devices, nextCursor } = await clients.enrollment.listDevices(
+        {
+          orgId: requireCaller(request).org.id,
+          limit: request.query.limit ?? 0,
+          cursor: request.query.cursor ?? '',
+          status: request.query.status ? DEVICE_STATUS_TO_PROTO[request.query.status] : DeviceStatus.DEVICE_STATUS_UNSPECIFIED,
+          query: request.query.q ?? '',
+        },
+        { requestId: request.id },
+      );
+      setNextLink(request, reply, nextCursor, request.query.limit);
+      return devices.map(deviceToContract);
+    },
+  );
+
+  for (const action of ['disable', 'enable'] as const) {
+    app.post(
+      `/api/devices/:device_id/${action}`,
+      {
+        onRequest: [requireRoles('ORG_ADMIN', 'ANALYST')],
+        schema: {
+          tags: ['Devices'],
+          summary: action === 'disable' ? 'Disable a device (its telemetry is refused)' : 'Enable a disabled device',
+          security,
+          params: deviceParams,
+          response: { 204: z.null().describe('No content'), ...errorResponses(401, 403, 404) },
+        },
+      },
+      async (request, reply) => {
+        const target = { orgId: requireCaller(request).org.id, deviceId: request.params.device_id };
+        if (action === 'disable') await clients.enrollment.disableDevice(target, { requestId: request.id });
+        else await clients.enrollment.enableDevice(target, { requestId: request.id });
+        return reply.code(204).send(null);
+      },
+    );
+  }
+
+  app.delete(
+    '/api/devices/:device_id',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags: ['Devices'],
+        summary: 'Delete a device and all its telemetry (irreversible)',
+        security,
+        params: deviceParams,
+        response: { 204: z.null().describe('No content'), ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request, reply) => {
+      await clients.enrollment.deleteDevice({ orgId: requireCaller(request).org.id, deviceId: request.params.device_id }, { requestId: request.id });
+      return reply.code(204).send(null);
+    },
+  );
+};
