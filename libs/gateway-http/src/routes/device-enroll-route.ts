@@ -21,7 +21,6 @@ const printable = (max: number) =>
     .string()
     .min(1)
     .max(max)
-    // eslint-disable-next-line no-control-regex
     .refine((value) => !/[\u0000-\u001f\u007f]/.test(value), 'must not contain control characters');
 
 /**
