@@ -1,4 +1,5 @@
-import { escapeHtml, headerSafe, inviteAcceptUrl, renderInviteEmail, type InviteEmailInput } from './invite-email';
+import { escapeHtml, headerSafe } from './email-format';
+import { inviteAcceptUrl, renderInviteEmail, type InviteEmailInput } from './invite-email';
 
 const input: InviteEmailInput = {
   to: 'grace@example.com',

@@ -1,7 +1,6 @@
 import type { EventData } from '@sts/events/event-catalogue';
+import { escapeHtml, formatUtc, headerSafe, PRODUCT_NAME, trimSlashes } from './email-format';
 import type { OutgoingEmail } from './notification-model';
-
-export const PRODUCT_NAME = 'Security Telemetry';
 
 export interface InviteEmailInput {
   to: string;
@@ -15,32 +14,8 @@ export interface InviteEmailInput {
   publicAppUrl: string;
 }
 
-/** Escapes text for HTML element content and double- or single-quoted attribute values. */
-export function escapeHtml(value: string): string {
-  return value
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
-}
-
-/** A header value on one line: control characters (CR, LF, …) become spaces. */
-export function headerSafe(value: string): string {
-  return value.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
-}
-
 export function inviteAcceptUrl(publicAppUrl: string, token: string): string {
   return `${trimSlashes(publicAppUrl)}/invites/accept?token=${encodeURIComponent(token)}`;
-}
-
-/** `2026-03-01 14:05 UTC` */
-function formatUtc(date: Date): string {
-  return `${date.toISOString().slice(0, 16).replace('T', ' ')} UTC`;
-}
-
-function trimSlashes(url: string): string {
-  return url.replace(/\/+$/, '');
 }
 
 /**

@@ -31,6 +31,36 @@ const inviteCreated = (sealingKey = key): DomainEvent<'invite.created'> =>
     token_sealed: sealSecret(TOKEN, sealingKey, 'invite.created'),
   });
 
+const CODE = '7KQD-M3XP';
+const ENROLLMENT_KEY = 'sts_ek_Q2hhbmdlTWUtMTIzNDU2Nzg5MGFiY2RlZg';
+
+const deviceEnrolled = (hostname = 'web-01', re_enrolled = false): DomainEvent<'device.enrolled'> =>
+  newEnvelope('device.enrolled', {
+    org_id: 'org-1',
+    device_id: 'd1',
+    machine_id: 'machine-1',
+    hostname,
+    enrolled_at: '2026-03-01T10:00:00.000Z',
+    re_enrolled,
+  });
+
+const deviceDisabled = (hostname = 'web-01'): DomainEvent<'device.disabled'> =>
+  newEnvelope('device.disabled', { org_id: 'org-1', device_id: 'd1', hostname, at: '2026-03-01T10:00:00.000Z' });
+
+const codeEmailRequested = (
+  sealingKey = key,
+  contexts = { code: 'enrollment_code.email_requested:code', key: 'enrollment_code.email_requested:key' },
+): DomainEvent<'enrollment_code.email_requested'> =>
+  newEnvelope('enrollment_code.email_requested', {
+    org_id: 'org-1',
+    org_name: 'Acme <Labs>',
+    email: 'ops@example.com',
+    requested_by_name: 'Ada Lovelace',
+    expires_at: '2026-03-02T10:00:00.000Z',
+    code_sealed: sealSecret(CODE, sealingKey, contexts.code),
+    enrollment_key_sealed: sealSecret(ENROLLMENT_KEY, sealingKey, contexts.key),
+  });
+
 describe('notification event handling', () => {
   let store: InMemoryNotificationStore;
   let mailer: RecordingMailer;
@@ -41,7 +71,11 @@ describe('notification event handling', () => {
     store = new InMemoryNotificationStore();
     mailer = new RecordingMailer();
     clock = new ManualClock();
-    handler = new NotificationEventHandler(store, mailer, clock, { sealingKey: key, publicAppUrl: 'http://localhost:8080' });
+    handler = new NotificationEventHandler(store, mailer, clock, {
+      sealingKey: key,
+      publicAppUrl: 'http://localhost:8080',
+      publicApiUrl: 'https://api.example.com',
+    });
   });
 
   it('turns member.joined into one feed item, once per event id', async () => {
@@ -102,17 +136,133 @@ describe('notification event handling', () => {
   });
 });
 
+describe('device and enrollment events', () => {
+  let store: InMemoryNotificationStore;
+  let mailer: RecordingMailer;
+  let clock: ManualClock;
+  let handler: NotificationEventHandler;
+
+  beforeEach(() => {
+    store = new InMemoryNotificationStore();
+    mailer = new RecordingMailer();
+    clock = new ManualClock();
+    handler = new NotificationEventHandler(store, mailer, clock, {
+      sealingKey: key,
+      publicAppUrl: 'http://localhost:8080',
+      publicApiUrl: 'https://api.example.com/',
+    });
+  });
+
+  it('turns device.enrolled into one feed item naming the hostname, once per event id', async () => {
+    const first = deviceEnrolled('web-01');
+    const again = deviceEnrolled('web-01', true);
+
+    expect(await handler.handle(first)).toBe('applied');
+    expect(await handler.handle(first)).toBe('duplicate');
+    expect(await handler.handle(again)).toBe('applied');
+
+    expect(store.state.feed).toEqual([
+      { id: first.id, orgId: 'org-1', type: 'device.enrolled', message: 'Device "web-01" was enrolled', createdAt: clock.now() },
+      { id: again.id, orgId: 'org-1', type: 'device.enrolled', message: 'Device "web-01" was enrolled again', createdAt: clock.now() },
+    ]);
+    expect(mailer.sent).toHaveLength(0);
+  });
+
+  it('turns device.disabled into one feed item, once per event id', async () => {
+    const event = deviceDisabled('db-02');
+
+    expect(await handler.handle(event)).toBe('applied');
+    expect(await handler.handle(event)).toBe('duplicate');
+
+    expect(store.state.feed).toEqual([
+      { id: event.id, orgId: 'org-1', type: 'device.disabled', message: 'Device "db-02" was disabled', createdAt: clock.now() },
+    ]);
+  });
+
+  it('stores a hostile hostname as one capped line of plain text', async () => {
+    const event = deviceEnrolled(`\r\n<b>x</b>\u0000\u001b[31m\u202e${'h'.repeat(1_000)}`);
+
+    await handler.handle(event);
+
+    const [item] = store.state.feed;
+    expect(item?.message).toMatch(/^Device "<b>x<\/b>\[31mh+…" was enrolled$/);
+    expect(item?.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/);
+    expect(Array.from(item?.message ?? '').length).toBeLessThanOrEqual(255 + 'Device "" was enrolled'.length);
+  });
+
+  it('e-mails an enrollment code once per event id, with the opened code and key, and stores neither', async () => {
+    const event = codeEmailRequested();
+
+    expect(await handler.handle(event)).toBe('applied');
+    expect(await handler.handle(event)).toBe('duplicate');
+
+    expect(mailer.sent).toHaveLength(1);
+    const [email] = mailer.sent;
+    expect(email?.to).toBe('ops@example.com');
+    expect(email?.subject).toBe('Install the Security Telemetry agent for Acme <Labs>');
+    expect(email?.text).toContain(`agent enroll --server https://api.example.com --key ${ENROLLMENT_KEY} --code ${CODE}`);
+    expect(email?.text).toContain('It expires at 2026-03-02 10:00 UTC and works once');
+    expect(email?.html).toContain('Acme &lt;Labs&gt;');
+    expect(store.state.emailLog).toEqual([
+      { eventId: event.id, recipient: 'ops@example.com', subject: email?.subject, template: 'enrollment_code', sentAt: clock.now() },
+    ]);
+    expect(store.state.feed).toHaveLength(0);
+    const stored = JSON.stringify([...store.state.processed, store.state.emailLog, store.state.feed]);
+    for (const secret of [CODE, ENROLLMENT_KEY, event.data.code_sealed, event.data.enrollment_key_sealed]) {
+      expect(stored).not.toContain(secret);
+    }
+  });
+
+  it('leaves an enrollment e-mail unprocessed when sending fails, so the redelivery sends it', async () => {
+    const event = codeEmailRequested();
+    mailer.failNext = 1;
+
+    await expect(handler.handle(event)).rejects.toThrow('SMTP');
+    expect(store.state.processed.size).toBe(0);
+    expect(store.state.emailLog).toHaveLength(0);
+
+    expect(await handler.handle(event)).toBe('applied');
+    expect(mailer.sent).toHaveLength(1);
+  });
+
+  it('refuses secrets sealed with another key or for another purpose, without revealing them', async () => {
+    const wrongKey = codeEmailRequested(randomBytes(32));
+    const error = (await handler.handle(wrongKey).catch((e: unknown) => e)) as Error;
+    expect(error.message).toMatch(/sealed enrollment code/);
+    expect(error.message).not.toContain(wrongKey.data.code_sealed);
+
+    // The code and the key sealed under each other's context: the binding refuses the swap.
+    const swapped = codeEmailRequested(key, {
+      code: 'enrollment_code.email_requested:key',
+      key: 'enrollment_code.email_requested:code',
+    });
+    await expect(handler.handle(swapped)).rejects.toThrow(/sealed enrollment code/);
+    const inviteContext = codeEmailRequested(key, { code: 'enrollment_code.email_requested:code', key: 'invite.created' });
+    await expect(handler.handle(inviteContext)).rejects.toThrow(/sealed enrollment key/);
+
+    expect(mailer.sent).toHaveLength(0);
+    expect(store.state.processed.size).toBe(0);
+  });
+});
+
 describe('event narrowing', () => {
   it('accepts subscribed types with valid data and skips others', () => {
     const joined = memberJoined();
     expect(toNotificationEvent(joined)).toEqual(joined);
     const orgCreated = newEnvelope('org.created', { org_id: 'o', name: 'n', domain: null, created_at: new Date().toISOString() });
     expect(toNotificationEvent(orgCreated)).toBeNull();
-    expect(toNotificationEvent({ ...joined, type: 'device.enrolled' })).toBeNull();
+    // Device events without a feed type are not subscribed to.
+    const enabled = newEnvelope('device.enabled', { org_id: 'o', device_id: 'd', hostname: 'h', at: new Date().toISOString() });
+    expect(toNotificationEvent(enabled)).toBeNull();
+    expect(toNotificationEvent({ ...enabled, type: 'device.deleted' })).toBeNull();
+    const enrolled = deviceEnrolled();
+    expect(toNotificationEvent(enrolled)).toEqual(enrolled);
   });
 
   it('rejects subscribed types with invalid data', () => {
     expect(() => toNotificationEvent({ ...memberJoined(), data: { org_id: 1 } })).toThrow();
+    expect(() => toNotificationEvent({ ...deviceEnrolled(), data: { ...deviceEnrolled().data, hostname: 42 } })).toThrow();
+    expect(() => toNotificationEvent({ ...codeEmailRequested(), data: { email: 'x@example.com' } })).toThrow();
   });
 
   it('narrows data by type', () => {

@@ -1,12 +1,24 @@
 import { openSealedSecret } from '@sts/crypto/secrets';
 import { parseEventData, type DomainEvent, type EventType } from '@sts/events/event-catalogue';
 import type { EventEnvelope } from '@sts/events/event-envelope';
+import { deviceDisabledMessage, deviceEnrolledMessage } from './device-messages';
+import { renderEnrollmentCodeEmail } from './enrollment-code-email';
 import { renderInviteEmail } from './invite-email';
-import { memberJoinedMessage } from './notification-model';
+import { memberJoinedMessage, type EmailTemplate, type NotificationType, type OutgoingEmail } from './notification-model';
 import type { Clock, Mailer, NotificationStore } from './notification-ports';
 
-/** The event types the notifier subscribes to. Each one has a case in `NotificationEventHandler.handle`. */
-export const NOTIFICATION_EVENT_TYPES = ['member.joined', 'invite.created'] as const satisfies readonly EventType[];
+/**
+ * The event types the notifier subscribes to. Each one has a case in `NotificationEventHandler.handle`.
+ * `device.enabled` and `device.deleted` are not among them: the feed's types (contract section 6)
+ * have no item for them and they send no e-mail.
+ */
+export const NOTIFICATION_EVENT_TYPES = [
+  'member.joined',
+  'invite.created',
+  'device.enrolled',
+  'device.disabled',
+  'enrollment_code.email_requested',
+] as const satisfies readonly EventType[];
 
 export type NotificationEventType = (typeof NOTIFICATION_EVENT_TYPES)[number];
 
@@ -29,11 +41,20 @@ export function toNotificationEvent(envelope: EventEnvelope): NotificationEvent 
 }
 
 export interface NotificationEventSettings {
-  /** Opens the sealed invite token (SECRET_SEALING_KEY, context `invite.created`). */
+  /** Opens sealed secrets of events (SECRET_SEALING_KEY; the context names the event and the field). */
   sealingKey: Buffer;
   /** Base address of the dashboard, for links in e-mails. */
   publicAppUrl: string;
+  /** Base address the agent talks to (the gateway), for the enroll command in e-mails. */
+  publicApiUrl: string;
 }
+
+/** Sealing contexts: the producer seals each secret bound to its event type and field. */
+export const SEALING_CONTEXTS = {
+  inviteToken: 'invite.created',
+  enrollmentCode: 'enrollment_code.email_requested:code',
+  enrollmentKey: 'enrollment_code.email_requested:key',
+} as const;
 
 /**
  * Applies events to the feed and sends e-mails, each effect once per event id: the id goes into the
@@ -52,70 +73,85 @@ export class NotificationEventHandler {
     // Exhaustive: adding a type to NOTIFICATION_EVENT_TYPES without a case here does not compile.
     switch (event.type) {
       case 'member.joined':
-        return this.onMemberJoined(event);
+        return this.addFeedItem(event, 'member.joined', memberJoinedMessage(event.data));
+      case 'device.enrolled':
+        return this.addFeedItem(event, 'device.enrolled', deviceEnrolledMessage(event.data));
+      case 'device.disabled':
+        return this.addFeedItem(event, 'device.disabled', deviceDisabledMessage(event.data));
       case 'invite.created':
-        return this.onInviteCreated(event);
+        return this.sendEmail(event, 'invite', () =>
+          renderInviteEmail({
+            to: event.data.email,
+            orgName: event.data.org_name,
+            invitedByName: event.data.invited_by_name,
+            role: event.data.role,
+            token: this.open(event.data.token_sealed, SEALING_CONTEXTS.inviteToken, 'invite token'),
+            expiresAt: new Date(event.data.expires_at),
+            publicAppUrl: this.settings.publicAppUrl,
+          }),
+        );
+      case 'enrollment_code.email_requested':
+        return this.sendEmail(event, 'enrollment_code', () =>
+          renderEnrollmentCodeEmail({
+            to: event.data.email,
+            orgName: event.data.org_name,
+            requestedByName: event.data.requested_by_name,
+            code: this.open(event.data.code_sealed, SEALING_CONTEXTS.enrollmentCode, 'enrollment code'),
+            enrollmentKey: this.open(event.data.enrollment_key_sealed, SEALING_CONTEXTS.enrollmentKey, 'enrollment key'),
+            expiresAt: new Date(event.data.expires_at),
+            publicApiUrl: this.settings.publicApiUrl,
+          }),
+        );
     }
   }
 
-  private onMemberJoined(event: DomainEvent<'member.joined'>): Promise<EventOutcome> {
+  /** One feed item of the event's organization, once per event id. */
+  private addFeedItem(event: NotificationEvent, type: NotificationType, message: string): Promise<EventOutcome> {
     return this.store.transaction(async (repos) => {
       if (!(await repos.recordEventOnce(event.id, event.type))) return 'duplicate';
       // The feed item takes the event's id (one item per event) and the time it enters the feed,
       // not the time of the event: read-all marks what was in the feed when the user pressed it,
       // so an event that arrives late must not be hidden by an earlier read-all.
-      await repos.insertFeedItem({
-        id: event.id,
-        orgId: event.data.org_id,
-        type: 'member.joined',
-        message: memberJoinedMessage(event.data),
-        createdAt: this.clock.now(),
-      });
+      await repos.insertFeedItem({ id: event.id, orgId: event.data.org_id, type, message, createdAt: this.clock.now() });
       return 'applied';
     });
   }
 
   /**
-   * E-mails the invitation. Order: claim the event id in the ledger (the row lock also makes a
-   * concurrent replica wait for our outcome), send, write the e-mail log, commit. If sending fails,
-   * the transaction rolls back and the error makes the consumer nak the message, so it is retried.
+   * Sends one e-mail per event id. Order: claim the event id in the ledger (the row lock also makes a
+   * concurrent replica wait for our outcome), render (opening sealed secrets), send, write the e-mail
+   * log, commit. If opening or sending fails, the transaction rolls back and the error makes the
+   * consumer nak the message, so it is retried.
    *
    * At-least-once window, accepted: if the process dies or the commit fails after the SMTP server
    * accepted the message, the claim is rolled back and the redelivered event sends a second e-mail.
    * Sending is not transactional, so "exactly once" is not on offer; this keeps the window to the
    * moments between the SMTP reply and the commit.
+   *
+   * The log row holds the recipient, subject and template only: never the body or a secret it carried.
    */
-  private onInviteCreated(event: DomainEvent<'invite.created'>): Promise<EventOutcome> {
+  private sendEmail(event: NotificationEvent, template: EmailTemplate, render: () => OutgoingEmail): Promise<EventOutcome> {
     return this.store.transaction(async (repos) => {
       if (!(await repos.recordEventOnce(event.id, event.type))) return 'duplicate';
-      const token = this.openInviteToken(event.data.token_sealed);
-      const email = renderInviteEmail({
-        to: event.data.email,
-        orgName: event.data.org_name,
-        invitedByName: event.data.invited_by_name,
-        role: event.data.role,
-        token,
-        expiresAt: new Date(event.data.expires_at),
-        publicAppUrl: this.settings.publicAppUrl,
-      });
+      const email = render();
       await this.mailer.send(email);
       await repos.insertEmailLog({
         eventId: event.id,
         recipient: email.to,
         subject: email.subject,
-        template: 'invite',
+        template,
         sentAt: this.clock.now(),
       });
       return 'applied';
     });
   }
 
-  private openInviteToken(sealed: string): string {
+  private open(sealed: string, context: string, what: string): string {
     try {
-      return openSealedSecret(sealed, this.settings.sealingKey, 'invite.created');
+      return openSealedSecret(sealed, this.settings.sealingKey, context);
     } catch (error) {
       // Neither the sealed value nor anything derived from it goes into the message.
-      throw new Error('cannot open the sealed invite token (is SECRET_SEALING_KEY the same as the producer\'s?)', {
+      throw new Error(`cannot open the sealed ${what} (is SECRET_SEALING_KEY the same as the producer's?)`, {
         cause: error,
       });
     }

@@ -58,7 +58,8 @@ export interface EmailLogEntry {
   sentAt: Date;
 }
 
-export type EmailTemplate = 'invite';
+/** Which template an e-mail was rendered from (the e-mail log's `template` column). */
+export type EmailTemplate = 'invite' | 'enrollment_code';
 
 export interface OutgoingEmail {
   to: string;

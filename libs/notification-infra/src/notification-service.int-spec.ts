@@ -80,6 +80,7 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       MAIL_FROM: 'Security Telemetry <no-reply@test.local>',
       SECRET_SEALING_KEY: sealingKey.toString('base64'),
       PUBLIC_APP_URL: 'https://app.test',
+      PUBLIC_API_URL: 'https://api.test/',
       LOG_LEVEL: 'silent',
     });
     service = await startNotificationService(config, logger);
@@ -281,6 +282,152 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       expect(rows[0]?.dump).not.toContain(invite.data.token_sealed);
     });
   });
+
+  describe('device feed items', () => {
+    const deviceEnrolled = (orgId: string, hostname: string, reEnrolled = false) =>
+      newEnvelope('device.enrolled', {
+        org_id: orgId,
+        device_id: `dev-${++counter}`,
+        machine_id: `machine-${counter}`,
+        hostname,
+        enrolled_at: new Date().toISOString(),
+        re_enrolled: reEnrolled,
+      });
+    const deviceChange = (type: 'device.disabled' | 'device.enabled', orgId: string, hostname: string) =>
+      newEnvelope(type, { org_id: orgId, device_id: `dev-${++counter}`, hostname, at: new Date().toISOString() });
+
+    it('turns device.enrolled and device.disabled into feed items naming the hostname', async () => {
+      const enrolled = deviceEnrolled('org-h', 'web-01');
+      const again = deviceEnrolled('org-h', 'web-01', true);
+      const disabled = deviceChange('device.disabled', 'org-h', 'db-02');
+      await publish(enrolled);
+      await publish(again);
+      await publish(disabled);
+
+      expect(await waitForItem('org-h', enrolled.id)).toMatchObject({
+        type: 'device.enrolled',
+        message: 'Device "web-01" was enrolled',
+        read: false,
+      });
+      expect(await waitForItem('org-h', again.id)).toMatchObject({
+        type: 'device.enrolled',
+        message: 'Device "web-01" was enrolled again',
+      });
+      expect(await waitForItem('org-h', disabled.id)).toMatchObject({
+        type: 'device.disabled',
+        message: 'Device "db-02" was disabled',
+      });
+      expect((await feed('org-h', 'hank')).unreadCount).toBe(3);
+    });
+
+    it('stores a hostile hostname as one capped line of plain text', async () => {
+      const event = deviceEnrolled('org-i', `  <img src=x onerror=alert(1)>\r\n\u0000\u001b[31m\u202e${'h'.repeat(2_000)}  `);
+      await publish(event);
+
+      const item = await waitForItem('org-i', event.id);
+
+      expect(item.message).toMatch(/^Device "<img src=x onerror=alert\(1\)> \[31mh+…" was enrolled$/);
+      expect(item.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/);
+      expect(Array.from(item.message).length).toBe(255 + 'Device "" was enrolled'.length);
+    });
+
+    it('creates one item per event id and none for device.enabled or device.deleted', async () => {
+      const event = deviceEnrolled('org-j', 'laptop-7');
+      await publish(event);
+      await publishAgain(event);
+      await publish(deviceChange('device.enabled', 'org-j', 'laptop-7'));
+      await publish(
+        newEnvelope('device.deleted', {
+          org_id: 'org-j',
+          device_id: 'dev-gone',
+          machine_id: 'machine-gone',
+          hostname: 'laptop-7',
+          at: new Date().toISOString(),
+        }),
+      );
+      await publishAgain(event);
+      const marker = deviceChange('device.disabled', 'org-j', 'marker');
+      await publish(marker);
+      await waitForItem('org-j', marker.id);
+
+      const page = await feed('org-j', 'jane');
+      expect(page.notifications.map((n) => [n.type, n.message]).sort()).toEqual([
+        ['device.disabled', 'Device "marker" was disabled'],
+        ['device.enrolled', 'Device "laptop-7" was enrolled'],
+      ]);
+    });
+  });
+
+  describe('enrollment code e-mails', () => {
+    const code = 'K7QD-M3XP';
+    const enrollmentKey = 'sts_ek_' + randomBytes(32).toString('base64url');
+    const expiresAt = new Date(Date.now() + 24 * 3600_000);
+    const requested = newEnvelope('enrollment_code.email_requested', {
+      org_id: 'org-k',
+      org_name: 'Acme & <Sons>',
+      email: 'ops@example.com',
+      requested_by_name: 'Ada Lovelace',
+      expires_at: expiresAt.toISOString(),
+      code_sealed: sealSecret(code, sealingKey, 'enrollment_code.email_requested:code'),
+      enrollment_key_sealed: sealSecret(enrollmentKey, sealingKey, 'enrollment_code.email_requested:key'),
+    });
+    const toOps = (mail: ReceivedMail) => mail.envelope.to.includes('ops@example.com');
+    const command = `agent enroll --server https://api.test --key ${enrollmentKey} --code ${code}`;
+
+    it('sends one e-mail with the code, the key and the enroll command', async () => {
+      await publish(requested);
+
+      const message = await sink.waitFor(toOps, 10_000);
+
+      expect(message.subject).toBe('Install the Security Telemetry agent for Acme & <Sons>');
+      expect(message.recipients.map((r) => r.address)).toEqual(['ops@example.com']);
+      expect(message.text).toContain(`Your one-time enrollment code: ${code}`);
+      expect(message.text).toContain(`Your organization's enrollment key: ${enrollmentKey}`);
+      expect(message.text).toContain(`It expires at ${expiresAt.toISOString().slice(0, 16).replace('T', ' ')} UTC and works once`);
+      expect(message.text).toContain(command);
+      expect(message.text).toContain(`export STS_SERVER_URL=https://api.test\n  export STS_ENROLLMENT_KEY=${enrollmentKey}`);
+      expect(message.text).toContain(`export STS_ENROLLMENT_CODE=${code}\n  agent enroll\n`);
+      expect(message.text).toContain('agent status');
+      expect(message.html).toContain(`<code>${code}</code>`);
+      expect(message.html).toContain(`>${command}</pre>`);
+      expect(message.html).toContain('Acme &amp; &lt;Sons&gt;');
+
+      const log = await eventually(async () => {
+        const { rows } = await db.query<{ event_id: string; recipient: string; subject: string; template: string }>(
+          'select event_id, recipient, subject, template from notification.email_log where event_id = $1',
+          [requested.id],
+        );
+        return rows.length > 0 ? rows : undefined;
+      });
+      expect(log).toEqual([
+        { event_id: requested.id, recipient: 'ops@example.com', subject: message.subject, template: 'enrollment_code' },
+      ]);
+    });
+
+    it('does not send a second e-mail for a duplicate event', async () => {
+      await publishAgain(requested);
+      await publishAgain(requested);
+      const marker = memberJoined('org-k');
+      await publish(marker);
+      await waitForItem('org-k', marker.id);
+
+      expect(sink.messages.filter(toOps)).toHaveLength(1);
+      const { rows } = await db.query('select count(*)::int as n from notification.email_log where event_id = $1', [requested.id]);
+      expect(rows[0]).toEqual({ n: 1 });
+    });
+
+    it('keeps the code and the key out of every table', async () => {
+      const { rows } = await db.query<{ dump: string }>(
+        `select concat_ws('|',
+           (select string_agg(t::text, '|') from notification.email_log t),
+           (select string_agg(t::text, '|') from notification.processed_events t),
+           (select string_agg(t::text, '|') from notification.feed_items t)) as dump`,
+      );
+      for (const secret of [code, enrollmentKey, requested.data.code_sealed, requested.data.enrollment_key_sealed]) {
+        expect(rows[0]?.dump).not.toContain(secret);
+      }
+    });
+  });
 });
 
 describe('notification service when SMTP is down', () => {
@@ -322,7 +469,7 @@ describe('notification service when SMTP is down', () => {
     await database?.drop();
   });
 
-  it('records nothing while sending fails, and sends once when the redelivery succeeds', async () => {
+  it('records nothing while sending fails, and sends each e-mail once when the redelivery succeeds', async () => {
     // Port 1 on loopback: nothing listens, the connection is refused at once.
     const down = await startNotificationService(configWith('smtp://127.0.0.1:1'), logger);
     running.push(down);
@@ -336,14 +483,24 @@ describe('notification service when SMTP is down', () => {
       expires_at: new Date(Date.now() + 24 * 3600_000).toISOString(),
       token_sealed: sealSecret('sts_inv_retry-token', sealingKey, 'invite.created'),
     });
+    const codeRequested = newEnvelope('enrollment_code.email_requested', {
+      org_id: 'org-z',
+      org_name: 'Zeta',
+      email: 'zed@example.com',
+      requested_by_name: 'Ada',
+      expires_at: new Date(Date.now() + 24 * 3600_000).toISOString(),
+      code_sealed: sealSecret('ZZZZ-RTRY', sealingKey, 'enrollment_code.email_requested:code'),
+      enrollment_key_sealed: sealSecret('sts_ek_retry-key', sealingKey, 'enrollment_code.email_requested:key'),
+    });
     await createEventPublisher(nats.js, namespace)(invite);
+    await createEventPublisher(nats.js, namespace)(codeRequested);
 
-    // The first delivery fails, is rolled back and nak'd: the server delivers it again.
+    // The first deliveries fail, are rolled back and nak'd: the server delivers them again.
     await eventually(async () => {
       const info = await nats.jsm.consumers.info(eventsStreamName(namespace), 'notification');
-      return info.num_redelivered > 0 ? true : undefined;
+      return info.num_redelivered >= 2 ? true : undefined;
     });
-    expect((await db.query('select 1 from notification.processed_events where event_id = $1', [invite.id])).rowCount).toBe(0);
+    expect((await db.query('select 1 from notification.processed_events')).rowCount).toBe(0);
     expect((await db.query('select 1 from notification.email_log')).rowCount).toBe(0);
     await down.stop();
 
@@ -356,5 +513,15 @@ describe('notification service when SMTP is down', () => {
       (await db.query('select 1 from notification.email_log where event_id = $1', [invite.id])).rowCount === 1 ? true : undefined,
     );
     expect(sink.messages.filter(toZoe)).toHaveLength(1);
+
+    const toZed = (mail: ReceivedMail) => mail.envelope.to.includes('zed@example.com');
+    const codeMessage = await sink.waitFor(toZed, 15_000);
+    expect(codeMessage.text).toContain('agent enroll --server http://localhost:8080 --key sts_ek_retry-key --code ZZZZ-RTRY');
+    await eventually(async () =>
+      (await db.query('select 1 from notification.email_log where event_id = $1', [codeRequested.id])).rowCount === 1
+        ? true
+        : undefined,
+    );
+    expect(sink.messages.filter(toZed)).toHaveLength(1);
   });
 });

@@ -17,7 +17,8 @@ export type { RunningService } from '@sts/service-host/service-host';
 export const NOTIFICATION_CONSUMER = 'notification';
 
 /**
- * Notification: the feed (items from events, per-user read state) and outgoing e-mail (invitations).
+ * Notification: the feed (items from events, per-user read state) and outgoing e-mail (invitations,
+ * enrollment codes with agent installation instructions).
  */
 export function startNotificationService(config: NotificationConfig, logger: Logger): Promise<RunningService> {
   return runServiceHost(
@@ -38,6 +39,7 @@ export function startNotificationService(config: NotificationConfig, logger: Log
       const events = new NotificationEventHandler(store, mailer, clock, {
         sealingKey: Buffer.from(config.SECRET_SEALING_KEY, 'base64'),
         publicAppUrl: config.PUBLIC_APP_URL,
+        publicApiUrl: config.PUBLIC_API_URL,
       });
       await host.consume({
         eventTypes: NOTIFICATION_EVENT_TYPES,
@@ -46,7 +48,7 @@ export function startNotificationService(config: NotificationConfig, logger: Log
           logger.info({ event_id: event.id, event_type: event.type, outcome }, 'event handled');
         },
         // Retries back off to 5 minutes apart: 100 deliveries ride out an SMTP outage of about 8 hours
-        // before an invitation e-mail is given up (and logged).
+        // before an e-mail (invitation, enrollment code) is given up (and logged).
         maxDeliver: 100,
       });
       return [
