@@ -1,0 +1,118 @@
+import type { EventData, EventType } from '@sts/events/event-catalogue';
+import type { PageRequest } from '@sts/pagination/keyset-cursor';
+import type { Device, DeviceFilter, DeviceIdentity, DeviceMetadata, DeviceStatus } from './enrollment-model';
+
+/** The organization's current enrollment key as stored: sealed (to show it again) and hashed (to find it). */
+export interface StoredEnrollmentKey {
+  orgId: string;
+  /** SHA-256 (hex) of the key; unique. */
+  keyHash: string;
+  /** AES-256-GCM of the key (`sealSecret`, context `enrollment-key:<org_id>`). */
+  keySealed: string;
+  createdAt: Date;
+}
+
+export interface StoredEnrollmentCode {
+  id: string;
+  orgId: string;
+  /** HMAC-SHA256 (hex) of the canonical code; unique per organization. The code itself is never stored. */
+  codeHash: string;
+  createdAt: Date;
+  expiresAt: Date;
+  consumedAt: Date | null;
+  consumedByDeviceId: string | null;
+}
+
+/** What an enrollment attempt needs to know, read in one round trip. */
+export interface EnrollmentTarget {
+  /** The organization whose current key was presented. */
+  orgId: string;
+  /** The device with the presented machine id, in whatever organization it is. */
+  existing: Device | null;
+}
+
+/** How a code fared: consumed now, or why not. */
+export type CodeOutcome = 'consumed' | 'unknown' | 'expired' | 'used';
+
+/** The device change that goes with consuming the code; applied only if the code was consumed. */
+export type DeviceWrite =
+  | { kind: 'insert'; device: Device; tokenHash: string }
+  | {
+      kind: 're-enroll';
+      deviceId: string;
+      hostname: string;
+      metadata: DeviceMetadata;
+      tokenHash: string;
+      lastSeenAt: Date;
+    }
+  | { kind: 'none' };
+
+export interface ConsumeCodeInput {
+  orgId: string;
+  codeHash: string;
+  /** Recorded as the code's consumer. */
+  deviceId: string;
+  now: Date;
+  write: DeviceWrite;
+}
+
+export interface EnrollmentRepositories {
+  findKey(orgId: string): Promise<StoredEnrollmentKey | null>;
+  /** Creates the organization's key or replaces the current one. */
+  upsertKey(key: StoredEnrollmentKey): Promise<void>;
+  /** Returns false when there was none. */
+  deleteKey(orgId: string): Promise<boolean>;
+
+  /** Throws {@link UniqueConflict} when a code hash already exists in the organization. */
+  insertCodes(codes: StoredEnrollmentCode[]): Promise<void>;
+  /** Deletes the organization's codes that expired before `expiredBefore`; returns how many. */
+  purgeCodes(orgId: string, expiredBefore: Date): Promise<number>;
+
+  /** Null when no organization has a key with this hash. */
+  findEnrollmentTarget(keyHash: string, machineId: string): Promise<EnrollmentTarget | null>;
+  /**
+   * Atomically consumes a live code (unconsumed, unexpired) of the organization and, only if it was
+   * consumed, applies `write`. Of concurrent consumers of one code exactly one gets `consumed`; the
+   * others `used`. `written` tells whether the device change hit a row (false for `none`, for an
+   * unconsumed code, and when the device to re-enroll was deleted meanwhile).
+   * Throws {@link UniqueConflict} when the inserted machine id was enrolled concurrently.
+   */
+  consumeCode(input: ConsumeCodeInput): Promise<{ outcome: CodeOutcome; written: boolean }>;
+
+  /** Scoped by organization: a device of another organization is simply not found. */
+  findDevice(orgId: string, deviceId: string): Promise<Device | null>;
+  /** As findDevice, and locks the row until the transaction ends. */
+  lockDevice(orgId: string, deviceId: string): Promise<Device | null>;
+  setDeviceStatus(orgId: string, deviceId: string, status: DeviceStatus): Promise<void>;
+  /** Deletes the device and clears the references of codes it consumed. */
+  deleteDevice(orgId: string, deviceId: string): Promise<void>;
+  /** Ordered by (enrolledAt, id); returns up to `page.limit + 1` rows. */
+  listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<Device[]>;
+  findDeviceByTokenHash(tokenHash: string): Promise<DeviceIdentity | null>;
+
+  /** Writes an event to the outbox of this transaction. */
+  emit<Type extends EventType>(type: Type, data: EventData<Type>): Promise<void>;
+}
+
+/** Thrown by a store when a transaction lost a race on a unique key; the work may be retried. */
+export class UniqueConflict extends Error {
+  constructor(cause?: unknown) {
+    super('unique constraint conflict', { cause });
+    this.name = 'UniqueConflict';
+  }
+}
+
+export interface EnrollmentStore {
+  /** Runs work in one transaction; events emitted inside are published only if it commits. */
+  transaction<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T>;
+  /** Runs reads without a transaction. */
+  read<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T>;
+}
+
+export interface Clock {
+  now(): Date;
+}
+
+export interface IdGenerator {
+  newId(): string;
+}

@@ -1,0 +1,284 @@
+import { generateSecret, hashSecret, openSealedSecret, sealSecret } from '@sts/crypto/secrets';
+import { AppError } from '@sts/errors/app-error';
+import type { PageRequest } from '@sts/pagination/keyset-cursor';
+import { validateDeviceInput } from './device-input';
+import {
+  CODE_RETENTION_AFTER_EXPIRY_MS,
+  ENROLLMENT_CODE_TTL_MS,
+  MAX_CODES_PER_REQUEST,
+  type Device,
+  type DeviceFilter,
+  type DeviceIdentity,
+  type DeviceStatus,
+  type EnrollmentKey,
+  type EnrollmentResult,
+  type IssuedEnrollmentCode,
+} from './enrollment-model';
+import {
+  UniqueConflict,
+  type Clock,
+  type DeviceWrite,
+  type EnrollmentRepositories,
+  type EnrollmentStore,
+  type IdGenerator,
+  type StoredEnrollmentCode,
+} from './enrollment-ports';
+import {
+  DEVICE_TOKEN_PREFIX,
+  ENROLLMENT_KEY_PREFIX,
+  enrollmentKeyContext,
+  generateEnrollmentCode,
+  hashEnrollmentCode,
+  looksLikeDeviceToken,
+  looksLikeEnrollmentKey,
+  normalizeEnrollmentCode,
+  type EnrollmentKeyring,
+} from './enrollment-secrets';
+
+export interface EnrollmentSettings {
+  /** Derived from ENROLLMENT_KEY_ENCRYPTION_KEY (`deriveEnrollmentKeyring`). */
+  keyring: EnrollmentKeyring;
+  /** SECRET_SEALING_KEY: seals the code and the key for their trip through the outbox to the mailer. */
+  eventSealingKey: Buffer;
+}
+
+export interface EnrollDeviceInput {
+  enrollmentKey: string;
+  code: string;
+  machineId: string;
+  hostname: string;
+  /** Parsed JSON; must be an object (validated here). */
+  metadata: unknown;
+}
+
+export interface EmailCodeInput {
+  orgId: string;
+  /** Validated by the caller; stored and sent lower-cased. */
+  email: string;
+  requestedByName: string;
+  orgName: string;
+}
+
+/** How often a transaction that lost a unique-key race is tried again. */
+const MAX_ATTEMPTS = 3;
+
+export class EnrollmentService {
+  constructor(
+    private readonly store: EnrollmentStore,
+    private readonly settings: EnrollmentSettings,
+    private readonly clock: Clock,
+    private readonly ids: IdGenerator,
+  ) {}
+
+  async getEnrollmentKey(orgId: string): Promise<EnrollmentKey> {
+    const stored = await this.store.read((repos) => repos.findKey(orgId));
+    if (!stored) throw new AppError('ENROLLMENT_KEY_NOT_FOUND');
+    return { orgId, key: this.openKey(orgId, stored.keySealed), createdAt: stored.createdAt };
+  }
+
+  /** Creates the key or replaces the current one, which stops working at once. Devices are not affected. */
+  async rotateEnrollmentKey(orgId: string): Promise<EnrollmentKey> {
+    const key = generateSecret(ENROLLMENT_KEY_PREFIX);
+    const createdAt = this.clock.now();
+    await this.store.transaction((repos) =>
+      repos.upsertKey({
+        orgId,
+        keyHash: hashSecret(key),
+        keySealed: sealSecret(key, this.settings.keyring.keySealing, enrollmentKeyContext(orgId)),
+        createdAt,
+      }),
+    );
+    return { orgId, key, createdAt };
+  }
+
+  /** Blocks enrollments until a new key exists. Idempotent. Devices are not affected. */
+  async revokeEnrollmentKey(orgId: string): Promise<void> {
+    await this.store.transaction((repos) => repos.deleteKey(orgId));
+  }
+
+  /** `count` one-time codes, each valid for 24 hours. The codes exist in plain text only in the answer. */
+  async createEnrollmentCodes(orgId: string, count: number): Promise<IssuedEnrollmentCode[]> {
+    if (!Number.isInteger(count) || count < 1 || count > MAX_CODES_PER_REQUEST) {
+      throw new AppError('VALIDATION_FAILED', `count must be between 1 and ${MAX_CODES_PER_REQUEST}`, {
+        fields: [{ path: 'count', message: `must be an integer between 1 and ${MAX_CODES_PER_REQUEST}` }],
+      });
+    }
+    return this.withRetry(() =>
+      this.store.transaction(async (repos) => {
+        const now = this.clock.now();
+        await repos.purgeCodes(orgId, new Date(now.getTime() - CODE_RETENTION_AFTER_EXPIRY_MS));
+        return this.issueCodes(repos, orgId, count, now);
+      }),
+    );
+  }
+
+  /**
+   * One code for a colleague, e-mailed with installation instructions by the notification service.
+   * The code and the enrollment key travel sealed in `enrollment_code.email_requested`.
+   */
+  async emailEnrollmentCode(input: EmailCodeInput): Promise<{ expiresAt: Date }> {
+    return this.withRetry(() =>
+      this.store.transaction(async (repos) => {
+        const stored = await repos.findKey(input.orgId);
+        if (!stored) throw new AppError('ENROLLMENT_KEY_REQUIRED', 'the organization has no enrollment key; create one first');
+        const key = this.openKey(input.orgId, stored.keySealed);
+        const [issued] = await this.issueCodes(repos, input.orgId, 1, this.clock.now());
+        if (!issued) throw new Error('no code issued');
+        await repos.emit('enrollment_code.email_requested', {
+          org_id: input.orgId,
+          org_name: input.orgName,
+          email: input.email.trim().toLowerCase(),
+          requested_by_name: input.requestedByName,
+          expires_at: issued.expiresAt.toISOString(),
+          code_sealed: sealSecret(issued.code, this.settings.eventSealingKey, 'enrollment_code.email_requested:code'),
+          enrollment_key_sealed: sealSecret(key, this.settings.eventSealingKey, 'enrollment_code.email_requested:key'),
+        });
+        return { expiresAt: issued.expiresAt };
+      }),
+    );
+  }
+
+  /**
+   * In one transaction: the key names the organization; the code is consumed (at most once, ever);
+   * the device is created, or re-enrolled when its machine id is already in this organization (same
+   * id, new token, new hostname and metadata); `device.enrolled` is written to the outbox. A machine
+   * enrolled in another organization is refused and the code stays unused.
+   */
+  async enrollDevice(input: EnrollDeviceInput): Promise<EnrollmentResult> {
+    const device = validateDeviceInput(input);
+    const presentedKey = input.enrollmentKey.trim();
+    if (!looksLikeEnrollmentKey(presentedKey)) throw new AppError('ENROLLMENT_KEY_INVALID');
+    const keyHash = hashSecret(presentedKey);
+    const code = normalizeEnrollmentCode(input.code);
+    const codeHash = code ? hashEnrollmentCode(code, this.settings.keyring.codeHmac) : null;
+
+    return this.withRetry(() =>
+      this.store.transaction(async (repos) => {
+        const target = await repos.findEnrollmentTarget(keyHash, device.machineId);
+        if (!target) throw new AppError('ENROLLMENT_KEY_INVALID');
+        if (!codeHash) throw new AppError('ENROLLMENT_CODE_INVALID');
+
+        const now = this.clock.now();
+        const { orgId, existing } = target;
+        const elsewhere = existing !== null && existing.orgId !== orgId;
+        const deviceToken = generateSecret(DEVICE_TOKEN_PREFIX);
+        const tokenHash = hashSecret(deviceToken);
+        const deviceId = existing && !elsewhere ? existing.id : this.ids.newId();
+        const write: DeviceWrite = elsewhere
+          ? { kind: 'none' }
+          : existing
+            ? { kind: 're-enroll', deviceId, hostname: device.hostname, metadata: device.metadata, tokenHash, lastSeenAt: now }
+            : {
+                kind: 'insert',
+                tokenHash,
+                device: {
+                  id: deviceId,
+                  orgId,
+                  machineId: device.machineId,
+                  hostname: device.hostname,
+                  status: 'active',
+                  metadata: device.metadata,
+                  enrolledAt: now,
+                  lastSeenAt: now,
+                },
+              };
+
+        // The code is checked before the machine: only a holder of a valid code learns that the
+        // machine is enrolled elsewhere, and the rollback that follows leaves the code unused.
+        const { outcome, written } = await repos.consumeCode({ orgId, codeHash, deviceId, now, write });
+        if (outcome === 'unknown') throw new AppError('ENROLLMENT_CODE_INVALID');
+        if (outcome === 'expired') throw new AppError('ENROLLMENT_CODE_EXPIRED');
+        if (outcome === 'used') throw new AppError('ENROLLMENT_CODE_USED');
+        if (elsewhere) {
+          throw new AppError('MACHINE_ENROLLED_ELSEWHERE', 'this machine is enrolled in another organization; delete it there first');
+        }
+        // The device to re-enroll was deleted between our read and our write: start over.
+        if (!written) throw new UniqueConflict(new Error(`device ${deviceId} vanished during re-enrollment`));
+
+        await repos.emit('device.enrolled', {
+          org_id: orgId,
+          device_id: deviceId,
+          machine_id: device.machineId,
+          hostname: device.hostname,
+          enrolled_at: now.toISOString(),
+          re_enrolled: existing !== null,
+        });
+        return { deviceId, orgId, deviceToken, reEnrolled: existing !== null };
+      }),
+    );
+  }
+
+  async listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<Device[]> {
+    return this.store.read((repos) => repos.listDevices(orgId, filter, page));
+  }
+
+  /** Idempotent; `device.disabled` / `device.enabled` only when the status actually changes. */
+  async setDeviceStatus(orgId: string, deviceId: string, status: DeviceStatus): Promise<void> {
+    await this.store.transaction(async (repos) => {
+      const device = await repos.lockDevice(orgId, deviceId);
+      if (!device) throw new AppError('DEVICE_NOT_FOUND');
+      if (device.status === status) return;
+      await repos.setDeviceStatus(orgId, deviceId, status);
+      const data = { org_id: orgId, device_id: deviceId, hostname: device.hostname, at: this.clock.now().toISOString() };
+      await repos.emit(status === 'disabled' ? 'device.disabled' : 'device.enabled', data);
+    });
+  }
+
+  /** Irreversible: the token stops working at once; `device.deleted` has its telemetry purged elsewhere. */
+  async deleteDevice(orgId: string, deviceId: string): Promise<void> {
+    await this.store.transaction(async (repos) => {
+      const device = await repos.lockDevice(orgId, deviceId);
+      if (!device) throw new AppError('DEVICE_NOT_FOUND');
+      await repos.deleteDevice(orgId, deviceId);
+      await repos.emit('device.deleted', {
+        org_id: orgId,
+        device_id: deviceId,
+        machine_id: device.machineId,
+        hostname: device.hostname,
+        at: this.clock.now().toISOString(),
+      });
+    });
+  }
+
+  /** Who a device token belongs to. Disabled devices are reported as such; the caller decides. */
+  async authenticateDevice(deviceToken: string): Promise<DeviceIdentity> {
+    const token = deviceToken.trim();
+    if (!looksLikeDeviceToken(token)) throw new AppError('DEVICE_TOKEN_INVALID');
+    const identity = await this.store.read((repos) => repos.findDeviceByTokenHash(hashSecret(token)));
+    if (!identity) throw new AppError('DEVICE_TOKEN_INVALID');
+    return identity;
+  }
+
+  private async issueCodes(repos: EnrollmentRepositories, orgId: string, count: number, now: Date): Promise<IssuedEnrollmentCode[]> {
+    const expiresAt = new Date(now.getTime() + ENROLLMENT_CODE_TTL_MS);
+    const codes = new Set<string>();
+    while (codes.size < count) codes.add(generateEnrollmentCode());
+    const issued = [...codes].map((code) => ({ code, expiresAt }));
+    const stored: StoredEnrollmentCode[] = issued.map(({ code }) => ({
+      id: this.ids.newId(),
+      orgId,
+      codeHash: hashEnrollmentCode(code, this.settings.keyring.codeHmac),
+      createdAt: now,
+      expiresAt,
+      consumedAt: null,
+      consumedByDeviceId: null,
+    }));
+    await repos.insertCodes(stored);
+    return issued;
+  }
+
+  private openKey(orgId: string, sealed: string): string {
+    return openSealedSecret(sealed, this.settings.keyring.keySealing, enrollmentKeyContext(orgId));
+  }
+
+  /** Runs a transaction again when it lost a race on a unique key (the loser rolled back entirely). */
+  private async withRetry<T>(run: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await run();
+      } catch (error) {
+        if (!(error instanceof UniqueConflict) || attempt >= MAX_ATTEMPTS) throw error;
+      }
+    }
+  }
+}

@@ -1,0 +1,291 @@
+import { randomUUID } from 'node:crypto';
+import { parseEventData, type EventData, type EventType } from '@sts/events/event-catalogue';
+import type { PageRequest } from '@sts/pagination/keyset-cursor';
+import type { Device, DeviceIdentity } from '../enrollment-model';
+import {
+  UniqueConflict,
+  type Clock,
+  type EnrollmentRepositories,
+  type EnrollmentStore,
+  type IdGenerator,
+  type StoredEnrollmentCode,
+  type StoredEnrollmentKey,
+} from '../enrollment-ports';
+
+/** A device row as stored: the device plus the SHA-256 of its current token. */
+export interface DeviceRow extends Device {
+  tokenHash: string;
+}
+
+export interface RecordedEvent<Type extends EventType = EventType> {
+  type: Type;
+  data: EventData<Type>;
+}
+
+export interface EnrollmentState {
+  /** By organization id (one current key per organization). */
+  keys: Map<string, StoredEnrollmentKey>;
+  codes: Map<string, StoredEnrollmentCode>;
+  devices: Map<string, DeviceRow>;
+  /** The outbox: events of committed transactions, in order. */
+  events: RecordedEvent[];
+}
+
+type Table = 'keys' | 'codes' | 'devices';
+const TABLES: Table[] = ['keys', 'codes', 'devices'];
+
+const emptyState = (): EnrollmentState => ({ keys: new Map(), codes: new Map(), devices: new Map(), events: [] });
+
+/**
+ * The enrollment ports in memory, with the rules of the PostgreSQL store (`MikroEnrollmentStore`):
+ * - lookups are scoped by organization; unique keys as in the schema: key hash, (org, code hash),
+ *   device machine id (global), device token hash;
+ * - a transaction works on a copy of the state and commits only when its work succeeds, so a throwing
+ *   transaction leaves nothing behind (rows or events). Transactions run one at a time; a unique key
+ *   broken at commit is a {@link UniqueConflict}, as the real store reports PostgreSQL's unique violation;
+ * - `read` works on the committed state directly; rows handed out are copies.
+ */
+export class InMemoryEnrollmentStore implements EnrollmentStore {
+  state: EnrollmentState = emptyState();
+  commits = 0;
+  rollbacks = 0;
+
+  private queue: Promise<unknown> = Promise.resolve();
+  private beforeCommitHooks: ((committed: EnrollmentRepositories) => Promise<void>)[] = [];
+
+  eventsOf<Type extends EventType>(type: Type): EventData<Type>[] {
+    return this.state.events.filter((event): event is RecordedEvent<Type> => event.type === type).map((event) => event.data);
+  }
+
+  /**
+   * Simulates a concurrent transaction that commits just before the next transaction of this store
+   * does: `write` runs against the committed state at that moment, and the next commit is checked
+   * against it (unique keys), as PostgreSQL would.
+   */
+  interleaveBeforeNextCommit(write: (committed: EnrollmentRepositories) => Promise<void>): void {
+    this.beforeCommitHooks.push(write);
+  }
+
+  transaction<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T> {
+    const run = this.queue.then(() => this.runTransaction(work));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  read<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T> {
+    return work(repositoriesOver(() => this.state));
+  }
+
+  private async runTransaction<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T> {
+    const base = structuredClone(this.state);
+    const working = structuredClone(this.state);
+    let result: T;
+    try {
+      result = await work(repositoriesOver(() => working));
+    } catch (error) {
+      this.rollbacks += 1;
+      throw error;
+    }
+    const hook = this.beforeCommitHooks.shift();
+    if (hook) await hook(repositoriesOver(() => this.state));
+    const merged = mergeChanges(this.state, base, working);
+    const conflict = uniqueViolation(merged);
+    if (conflict) {
+      this.rollbacks += 1;
+      throw new UniqueConflict(new Error(`duplicate key ${conflict}`));
+    }
+    this.state = merged;
+    this.commits += 1;
+    return result;
+  }
+}
+
+function mergeChanges(committed: EnrollmentState, base: EnrollmentState, working: EnrollmentState): EnrollmentState {
+  const merged = structuredClone(committed);
+  for (const table of TABLES) {
+    const before = base[table] as Map<string, unknown>;
+    const after = working[table] as Map<string, unknown>;
+    const target = merged[table] as Map<string, unknown>;
+    for (const [id, row] of after) {
+      if (!before.has(id) || JSON.stringify(before.get(id)) !== JSON.stringify(row)) target.set(id, structuredClone(row));
+    }
+    for (const id of before.keys()) if (!after.has(id)) target.delete(id);
+  }
+  merged.events.push(...structuredClone(working.events.slice(base.events.length)));
+  return merged;
+}
+
+function uniqueViolation(state: EnrollmentState): string | null {
+  const keys: [string, Iterable<string>][] = [
+    ['enrollment_keys_key_hash_key', [...state.keys.values()].map((k) => k.keyHash)],
+    ['enrollment_codes_org_code_hash_key', [...state.codes.values()].map((c) => `${c.orgId}|${c.codeHash}`)],
+    ['devices_machine_id_key', [...state.devices.values()].map((d) => d.machineId)],
+    ['devices_token_hash_key', [...state.devices.values()].map((d) => d.tokenHash)],
+  ];
+  for (const [name, values] of keys) {
+    const seen = new Set<string>();
+    for (const value of values) {
+      if (seen.has(value)) return name;
+      seen.add(value);
+    }
+  }
+  return null;
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+const byEnrolledThenId = (a: Device, b: Device) => a.enrolledAt.getTime() - b.enrolledAt.getTime() || compare(a.id, b.id);
+
+function toDevice(row: DeviceRow): Device {
+  const { tokenHash: _tokenHash, ...device } = structuredClone(row);
+  return device;
+}
+
+function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositories {
+  const s = current;
+  const copy = <Row>(row: Row): Row => structuredClone(row);
+  const deviceOf = (orgId: string, deviceId: string): DeviceRow | null => {
+    const row = s().devices.get(deviceId);
+    return row && row.orgId === orgId ? row : null;
+  };
+
+  return {
+    findKey: async (orgId) => {
+      const key = s().keys.get(orgId);
+      return key ? copy(key) : null;
+    },
+    upsertKey: async (key) => {
+      if ([...s().keys.values()].some((k) => k.keyHash === key.keyHash && k.orgId !== key.orgId)) {
+        throw new UniqueConflict(new Error('enrollment_keys_key_hash_key'));
+      }
+      s().keys.set(key.orgId, copy(key));
+    },
+    deleteKey: async (orgId) => s().keys.delete(orgId),
+
+    insertCodes: async (codes) => {
+      for (const code of codes) {
+        if (s().codes.has(code.id)) throw new UniqueConflict(new Error('enrollment_codes_pkey'));
+        if ([...s().codes.values()].some((c) => c.orgId === code.orgId && c.codeHash === code.codeHash)) {
+          throw new UniqueConflict(new Error('enrollment_codes_org_code_hash_key'));
+        }
+        s().codes.set(code.id, copy(code));
+      }
+    },
+    purgeCodes: async (orgId, expiredBefore) => {
+      let purged = 0;
+      for (const [id, code] of s().codes) {
+        if (code.orgId === orgId && code.expiresAt.getTime() < expiredBefore.getTime()) {
+          s().codes.delete(id);
+          purged += 1;
+        }
+      }
+      return purged;
+    },
+
+    findEnrollmentTarget: async (keyHash, machineId) => {
+      const key = [...s().keys.values()].find((k) => k.keyHash === keyHash);
+      if (!key) return null;
+      const existing = [...s().devices.values()].find((d) => d.machineId === machineId);
+      return { orgId: key.orgId, existing: existing ? toDevice(existing) : null };
+    },
+    consumeCode: async ({ orgId, codeHash, deviceId, now, write }) => {
+      const code = [...s().codes.values()].find((c) => c.orgId === orgId && c.codeHash === codeHash);
+      if (!code) return { outcome: 'unknown', written: false };
+      if (code.consumedAt) return { outcome: 'used', written: false };
+      if (code.expiresAt.getTime() <= now.getTime()) return { outcome: 'expired', written: false };
+      code.consumedAt = new Date(now);
+      code.consumedByDeviceId = deviceId;
+      switch (write.kind) {
+        case 'none':
+          return { outcome: 'consumed', written: false };
+        case 'insert': {
+          const { device, tokenHash } = write;
+          if (s().devices.has(device.id)) throw new UniqueConflict(new Error('devices_pkey'));
+          if ([...s().devices.values()].some((d) => d.machineId === device.machineId)) {
+            throw new UniqueConflict(new Error('devices_machine_id_key'));
+          }
+          s().devices.set(device.id, { ...copy(device), tokenHash });
+          return { outcome: 'consumed', written: true };
+        }
+        case 're-enroll': {
+          const row = deviceOf(orgId, write.deviceId);
+          if (!row) return { outcome: 'consumed', written: false };
+          s().devices.set(row.id, {
+            ...row,
+            hostname: write.hostname,
+            metadata: copy(write.metadata),
+            tokenHash: write.tokenHash,
+            lastSeenAt: new Date(write.lastSeenAt),
+          });
+          return { outcome: 'consumed', written: true };
+        }
+      }
+    },
+
+    findDevice: async (orgId, deviceId) => {
+      const row = deviceOf(orgId, deviceId);
+      return row ? toDevice(row) : null;
+    },
+    lockDevice: async (orgId, deviceId) => {
+      const row = deviceOf(orgId, deviceId);
+      return row ? toDevice(row) : null;
+    },
+    setDeviceStatus: async (orgId, deviceId, status) => {
+      const row = deviceOf(orgId, deviceId);
+      if (row) row.status = status;
+    },
+    deleteDevice: async (orgId, deviceId) => {
+      if (!deviceOf(orgId, deviceId)) return;
+      s().devices.delete(deviceId);
+      for (const code of s().codes.values()) if (code.consumedByDeviceId === deviceId) code.consumedByDeviceId = null;
+    },
+    listDevices: async (orgId, filter, page: PageRequest) => {
+      const query = filter.query?.toLowerCase() ?? null;
+      return [...s().devices.values()]
+        .filter((d) => d.orgId === orgId)
+        .filter((d) => !filter.status || d.status === filter.status)
+        .filter((d) => !query || d.hostname.toLowerCase().includes(query) || d.machineId.toLowerCase().includes(query))
+        .sort(byEnrolledThenId)
+        .filter((d) => {
+          if (!page.after) return true;
+          const position = new Date(page.after.at).getTime();
+          const t = d.enrolledAt.getTime();
+          return t > position || (t === position && d.id > page.after.id);
+        })
+        .slice(0, page.limit + 1)
+        .map(toDevice);
+    },
+    findDeviceByTokenHash: async (tokenHash): Promise<DeviceIdentity | null> => {
+      const row = [...s().devices.values()].find((d) => d.tokenHash === tokenHash);
+      return row ? { deviceId: row.id, orgId: row.orgId, status: row.status } : null;
+    },
+
+    emit: async <Type extends EventType>(type: Type, data: EventData<Type>) => {
+      // The outbox validates against the event catalogue before writing, so must we.
+      s().events.push({ type, data: copy(parseEventData(type, data)) });
+    },
+  };
+}
+
+/** A clock that moves only when told to. */
+export class ManualClock implements Clock {
+  constructor(private current = new Date('2026-03-01T12:00:00.000Z')) {}
+  now(): Date {
+    return new Date(this.current);
+  }
+  advance(ms: number): void {
+    this.current = new Date(this.current.getTime() + ms);
+  }
+}
+
+/** Random UUIDs, like the real generator. */
+export class RecordingIds implements IdGenerator {
+  readonly issued: string[] = [];
+  newId(): string {
+    const id = randomUUID();
+    this.issued.push(id);
+    return id;
+  }
+}
