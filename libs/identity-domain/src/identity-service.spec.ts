@@ -1,0 +1,868 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { hashSecret, openSealedSecret } from '@sts/crypto/secrets';
+import { AppError } from '@sts/errors/app-error';
+import type { ErrorCode } from '@sts/errors/error-code';
+import { DEFAULT_PAGE_SIZE } from '@sts/pagination/keyset-cursor';
+import type { Caller, Principal, Role } from './identity-model';
+import { UniqueConflict, type IdentityStore } from './identity-ports';
+import { IdentityService } from './identity-service';
+import { InMemoryIdentityStore, ManualClock, RecordingIds } from './test/in-memory-identity-store';
+
+const ISSUER = 'https://idp.test/';
+const TTL_HOURS = 168;
+const HOUR = 3_600_000;
+const sealingKey = randomBytes(32);
+const firstPage = { limit: DEFAULT_PAGE_SIZE, after: null };
+
+type UserPrincipal = Extract<Principal, { kind: 'user' }>;
+
+const userPrincipal = (email: string, overrides: Partial<UserPrincipal> = {}): UserPrincipal => ({
+  kind: 'user',
+  issuer: ISSUER,
+  subject: `sub|${email.toLowerCase()}`,
+  email,
+  emailVerified: true,
+  name: email.split('@')[0] ?? email,
+  ...overrides,
+});
+
+async function failure(promise: Promise<unknown>): Promise<AppError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof AppError) return error;
+    throw error;
+  }
+  throw new Error('expected an AppError');
+}
+
+async function expectCode(promise: Promise<unknown>, code: ErrorCode): Promise<void> {
+  expect((await failure(promise)).code).toBe(code);
+}
+
+describe('IdentityService', () => {
+  let store: InMemoryIdentityStore;
+  let clock: ManualClock;
+  let ids: RecordingIds;
+  let service: IdentityService;
+
+  beforeEach(() => {
+    store = new InMemoryIdentityStore();
+    clock = new ManualClock();
+    ids = new RecordingIds();
+    service = new IdentityService(store, { inviteTtlHours: TTL_HOURS, sealingKey }, clock, ids);
+  });
+
+  const login = (principal: Principal, orgId: string | null = null) =>
+    service.resolveCaller(principal, orgId);
+
+  /** The plain token of an invite, as the notifier would open it from the outbox event. */
+  const tokenOf = (inviteId: string): string => {
+    const event = store.eventsOf('invite.created').find((data) => data.invite_id === inviteId);
+    if (!event) throw new Error(`no invite.created event for ${inviteId}`);
+    return openSealedSecret(event.token_sealed, sealingKey, 'invite.created');
+  };
+
+  /** Invite, accept and log in: the invitee's caller in the organization. */
+  const join = async (admin: Caller, email: string, role: Role): Promise<Caller> => {
+    const invite = await service.createInvite(admin.org.id, email, role, admin.memberId);
+    clock.advance(1_000);
+    await service.acceptInvite(tokenOf(invite.id));
+    clock.advance(1_000);
+    return login(userPrincipal(email), admin.org.id);
+  };
+
+  describe('first login and provisioning', () => {
+    it('creates a personal organization with the user as ORG_ADMIN and emits org.created', async () => {
+      const caller = await login(userPrincipal('ada@example.com', { name: 'Ada Lovelace' }));
+
+      expect(caller).toEqual({
+        user: { id: expect.any(String), email: 'ada@example.com', name: 'Ada Lovelace' },
+        org: {
+          id: expect.any(String),
+          name: "Ada Lovelace's organization",
+          domain: null,
+          createdAt: clock.now(),
+        },
+        memberId: expect.any(String),
+        role: 'ORG_ADMIN',
+        dashboardAccess: true,
+      });
+      expect(store.state.users.size).toBe(1);
+      expect(store.state.orgs.size).toBe(1);
+      expect([...store.state.members.values()]).toEqual([
+        {
+          id: caller.memberId,
+          orgId: caller.org.id,
+          userId: caller.user.id,
+          role: 'ORG_ADMIN',
+          dashboardAccess: true,
+          joinedAt: clock.now(),
+        },
+      ]);
+      expect(store.state.events).toEqual([
+        {
+          type: 'org.created',
+          data: {
+            org_id: caller.org.id,
+            name: "Ada Lovelace's organization",
+            domain: null,
+            created_at: clock.now().toISOString(),
+          },
+        },
+      ]);
+    });
+
+    it('reuses the user and organization at the next login, without writing', async () => {
+      const first = await login(userPrincipal('ada@example.com'));
+      const commits = store.commits;
+      clock.advance(HOUR);
+
+      const second = await login(userPrincipal('ada@example.com'));
+
+      expect(second).toEqual(first);
+      expect(store.commits).toBe(commits);
+      expect(store.state.users.size).toBe(1);
+      expect(store.state.orgs.size).toBe(1);
+      expect(store.eventsOf('org.created')).toHaveLength(1);
+    });
+
+    it('refreshes e-mail and name from the token', async () => {
+      const first = await login(userPrincipal('ada@example.com', { name: 'Ada' }));
+
+      const second = await login(
+        userPrincipal('ada@example.com', { email: 'ada.lovelace@example.com', name: 'Ada Lovelace' }),
+      );
+
+      expect(second.user).toEqual({
+        id: first.user.id,
+        email: 'ada.lovelace@example.com',
+        name: 'Ada Lovelace',
+      });
+      expect(second.org.id).toBe(first.org.id);
+      expect(store.state.users.get(first.user.id)).toMatchObject({
+        email: 'ada.lovelace@example.com',
+        name: 'Ada Lovelace',
+      });
+      const [member] = await service.listMembers(first.org.id, firstPage);
+      expect(member).toMatchObject({ email: 'ada.lovelace@example.com', name: 'Ada Lovelace' });
+      expect(store.state.orgs.size).toBe(1);
+    });
+
+    it('tells users apart by issuer and subject, not by e-mail', async () => {
+      const a = await login(userPrincipal('ada@example.com'));
+      const b = await login(userPrincipal('ada@example.com', { issuer: 'https://other-idp.test/' }));
+
+      expect(b.user.id).not.toBe(a.user.id);
+      expect(b.org.id).not.toBe(a.org.id);
+    });
+
+    it('creates one user and one organization for concurrent first requests', async () => {
+      const principal = userPrincipal('ada@example.com');
+
+      const callers = await Promise.all([login(principal), login(principal), login(principal)]);
+
+      expect(new Set(callers.map((c) => c.org.id)).size).toBe(1);
+      expect(new Set(callers.map((c) => c.user.id)).size).toBe(1);
+      expect(store.state.users.size).toBe(1);
+      expect(store.state.orgs.size).toBe(1);
+      expect(store.eventsOf('org.created')).toHaveLength(1);
+    });
+
+    it('retries after a UniqueConflict and then uses the rows the other request created', async () => {
+      const principal = userPrincipal('ada@example.com');
+      const racer = { userId: randomUUID(), orgId: randomUUID(), memberId: randomUUID() };
+      // The other first request of the same user commits while ours is in flight.
+      store.interleaveBeforeNextCommit(async (committed) => {
+        const at = clock.now();
+        await committed.insertUser({
+          id: racer.userId,
+          issuer: ISSUER,
+          subject: principal.subject,
+          email: principal.email,
+          name: principal.name,
+          createdAt: at,
+        });
+        await committed.insertOrganization({
+          id: racer.orgId,
+          name: "ada's organization",
+          domain: null,
+          createdAt: at,
+        });
+        await committed.insertMember({
+          id: racer.memberId,
+          orgId: racer.orgId,
+          userId: racer.userId,
+          role: 'ORG_ADMIN',
+          dashboardAccess: true,
+          joinedAt: at,
+        });
+        await committed.emit('org.created', {
+          org_id: racer.orgId,
+          name: "ada's organization",
+          domain: null,
+          created_at: at.toISOString(),
+        });
+      });
+
+      const caller = await login(principal);
+
+      expect(caller).toMatchObject({
+        user: { id: racer.userId },
+        org: { id: racer.orgId },
+        memberId: racer.memberId,
+        role: 'ORG_ADMIN',
+      });
+      expect(store.rollbacks).toBe(1);
+      // Our first attempt left nothing behind: one user, one organization, one org.created (the other's).
+      expect(store.state.users.size).toBe(1);
+      expect(store.state.orgs.size).toBe(1);
+      expect(store.state.members.size).toBe(1);
+      expect(store.eventsOf('org.created')).toEqual([expect.objectContaining({ org_id: racer.orgId })]);
+    });
+
+    it('retries a UniqueConflict once only, and does not retry other errors', async () => {
+      let attempts = 0;
+      const conflicting: IdentityStore = {
+        read: (work) => store.read(work),
+        transaction: async () => {
+          attempts += 1;
+          throw new UniqueConflict();
+        },
+      };
+      const flaky = new IdentityService(conflicting, { inviteTtlHours: TTL_HOURS, sealingKey }, clock, ids);
+      await expect(flaky.resolveCaller(userPrincipal('ada@example.com'), null)).rejects.toBeInstanceOf(
+        UniqueConflict,
+      );
+      expect(attempts).toBe(2);
+
+      attempts = 0;
+      const broken: IdentityStore = {
+        read: (work) => store.read(work),
+        transaction: async () => {
+          attempts += 1;
+          throw new Error('connection reset');
+        },
+      };
+      const failing = new IdentityService(broken, { inviteTtlHours: TTL_HOURS, sealingKey }, clock, ids);
+      await expect(failing.resolveCaller(userPrincipal('ada@example.com'), null)).rejects.toThrow(
+        'connection reset',
+      );
+      expect(attempts).toBe(1);
+    });
+
+    it('gives a member removed from every organization a new personal organization at the next login', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const grace = await join(admin, 'grace@example.com', 'ANALYST');
+      // Grace joined by invite at her first login, so she has no personal organization.
+      expect(store.state.orgs.size).toBe(1);
+      await service.removeMember(admin.org.id, grace.memberId!);
+
+      const again = await login(userPrincipal('grace@example.com'));
+
+      expect(again.org.id).not.toBe(admin.org.id);
+      expect(again.org.name).toBe("grace's organization");
+      expect(again.role).toBe('ORG_ADMIN');
+      expect(store.eventsOf('org.created')).toHaveLength(2);
+    });
+  });
+
+  describe('joining through an accepted invite', () => {
+    it('makes an existing user a member at the next login, emits member.joined and marks the invite joined', async () => {
+      const admin = await login(userPrincipal('ada@example.com', { name: 'Ada' }));
+      const grace = await login(userPrincipal('grace@example.com', { name: 'Grace' }));
+      const invite = await service.createInvite(admin.org.id, 'grace@example.com', 'ANALYST', admin.memberId);
+      clock.advance(1_000);
+      await service.acceptInvite(tokenOf(invite.id));
+      clock.advance(1_000);
+
+      const joined = await login(userPrincipal('grace@example.com', { name: 'Grace' }));
+
+      // The most recently joined organization is the default.
+      expect(joined).toMatchObject({
+        user: { id: grace.user.id },
+        org: { id: admin.org.id },
+        role: 'ANALYST',
+        dashboardAccess: true,
+      });
+      expect(joined.memberId).not.toBe(grace.memberId);
+      expect(store.state.invites.get(invite.id)?.status).toBe('joined');
+      expect(store.eventsOf('member.joined')).toEqual([
+        {
+          org_id: admin.org.id,
+          member_id: joined.memberId,
+          user_id: grace.user.id,
+          email: 'grace@example.com',
+          name: 'Grace',
+          role: 'ANALYST',
+          joined_at: clock.now().toISOString(),
+        },
+      ]);
+      // She keeps her personal organization and can pick it.
+      expect(await login(userPrincipal('grace@example.com', { name: 'Grace' }), grace.org.id)).toMatchObject({
+        org: { id: grace.org.id },
+        role: 'ORG_ADMIN',
+      });
+      // No further writes: the invite is consumed.
+      const commits = store.commits;
+      await login(userPrincipal('grace@example.com', { name: 'Grace' }));
+      expect(store.commits).toBe(commits);
+      expect(store.eventsOf('member.joined')).toHaveLength(1);
+    });
+
+    it('gives a new user who accepted an invite only the inviting organization', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(
+        admin.org.id,
+        'grace@example.com',
+        'APP_USER',
+        admin.memberId,
+      );
+      await service.acceptInvite(tokenOf(invite.id));
+
+      const grace = await login(userPrincipal('grace@example.com'));
+
+      expect(grace).toMatchObject({ org: { id: admin.org.id }, role: 'APP_USER' });
+      expect(store.state.orgs.size).toBe(1);
+      expect(store.eventsOf('org.created')).toHaveLength(1);
+      expect(store.eventsOf('member.joined')).toHaveLength(1);
+    });
+
+    it('binds the invite to the e-mail address case-insensitively', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(admin.org.id, 'Grace@Example.COM', 'ANALYST', admin.memberId);
+      await service.acceptInvite(tokenOf(invite.id));
+
+      const grace = await login(userPrincipal('GRACE@example.com', { subject: 'sub|grace' }));
+
+      expect(grace).toMatchObject({ org: { id: admin.org.id }, role: 'ANALYST' });
+    });
+
+    it('does not let an unverified e-mail address unlock the invite', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(
+        admin.org.id,
+        'grace@example.com',
+        'ORG_ADMIN',
+        admin.memberId,
+      );
+      await service.acceptInvite(tokenOf(invite.id));
+
+      const unverified = await login(userPrincipal('grace@example.com', { emailVerified: false }));
+
+      expect(unverified.org.id).not.toBe(admin.org.id);
+      expect(unverified.role).toBe('ORG_ADMIN');
+      expect(
+        await failure(login(userPrincipal('grace@example.com', { emailVerified: false }), admin.org.id)),
+      ).toMatchObject({ code: 'ORGANIZATION_NOT_FOUND' });
+      expect(store.state.invites.get(invite.id)?.status).toBe('accepted');
+      expect(store.eventsOf('member.joined')).toHaveLength(0);
+
+      // Once the provider says the address is verified, the invite applies.
+      clock.advance(1_000);
+      const verified = await login(userPrincipal('grace@example.com'));
+      expect(verified).toMatchObject({ org: { id: admin.org.id }, role: 'ORG_ADMIN' });
+      expect(store.state.invites.get(invite.id)?.status).toBe('joined');
+    });
+
+    it('does not join on a pending (not yet accepted) invite', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(admin.org.id, 'grace@example.com', 'ANALYST', admin.memberId);
+
+      const grace = await login(userPrincipal('grace@example.com'));
+
+      expect(grace.org.id).not.toBe(admin.org.id);
+      expect(store.state.invites.get(invite.id)?.status).toBe('pending');
+    });
+  });
+
+  describe('choosing the organization', () => {
+    it('acts in the requested organization when the user belongs to it', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const grace = await login(userPrincipal('grace@example.com'));
+      await join(admin, 'grace@example.com', 'APP_USER');
+
+      expect(await login(userPrincipal('grace@example.com'), grace.org.id)).toMatchObject({
+        org: { id: grace.org.id },
+        role: 'ORG_ADMIN',
+      });
+      expect(await login(userPrincipal('grace@example.com'), admin.org.id)).toMatchObject({
+        org: { id: admin.org.id },
+        role: 'APP_USER',
+      });
+    });
+
+    it('answers ORGANIZATION_NOT_FOUND for an unknown organization and for one the user is not in', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      await login(userPrincipal('grace@example.com'));
+
+      await expectCode(login(userPrincipal('grace@example.com'), randomUUID()), 'ORGANIZATION_NOT_FOUND');
+      await expectCode(login(userPrincipal('grace@example.com'), admin.org.id), 'ORGANIZATION_NOT_FOUND');
+      await expectCode(login(userPrincipal('grace@example.com'), 'not-a-uuid'), 'ORGANIZATION_NOT_FOUND');
+    });
+  });
+
+  describe('client-credentials callers', () => {
+    it('act in the organization named by the token, with its role, as no member', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const commits = store.commits;
+
+      const caller = await login({
+        kind: 'client',
+        issuer: ISSUER,
+        subject: 'integration-1',
+        orgId: admin.org.id,
+        role: 'ANALYST',
+      });
+
+      expect(caller).toEqual({
+        user: { id: 'client:integration-1', email: '', name: 'integration-1' },
+        org: admin.org,
+        memberId: null,
+        role: 'ANALYST',
+        dashboardAccess: true,
+      });
+      expect(store.commits).toBe(commits);
+      expect(store.state.users.size).toBe(1);
+    });
+
+    it('are UNAUTHENTICATED when the token names an unknown organization', async () => {
+      await expectCode(
+        login({
+          kind: 'client',
+          issuer: ISSUER,
+          subject: 'integration-1',
+          orgId: randomUUID(),
+          role: 'ORG_ADMIN',
+        }),
+        'UNAUTHENTICATED',
+      );
+      expect(store.state.orgs.size).toBe(0);
+      expect(store.state.users.size).toBe(0);
+    });
+  });
+
+  describe('members and the last-admin rule', () => {
+    it('lists the members of one organization in join order', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const grace = await join(admin, 'grace@example.com', 'ANALYST');
+      await login(userPrincipal('other@example.com'));
+
+      const members = await service.listMembers(admin.org.id, firstPage);
+
+      expect(members.map((m) => [m.id, m.email, m.role])).toEqual([
+        [admin.memberId, 'ada@example.com', 'ORG_ADMIN'],
+        [grace.memberId, 'grace@example.com', 'ANALYST'],
+      ]);
+    });
+
+    it('refuses to demote, disable or remove the last effective admin', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const orgId = admin.org.id;
+      const memberId = admin.memberId!;
+
+      await expectCode(service.updateMember(orgId, memberId, { role: 'ANALYST' }), 'LAST_ADMIN');
+      await expectCode(service.updateMember(orgId, memberId, { dashboardAccess: false }), 'LAST_ADMIN');
+      await expectCode(
+        service.updateMember(orgId, memberId, { role: 'APP_USER', dashboardAccess: false }),
+        'LAST_ADMIN',
+      );
+      await expectCode(service.removeMember(orgId, memberId), 'LAST_ADMIN');
+
+      expect(store.state.members.get(memberId)).toMatchObject({ role: 'ORG_ADMIN', dashboardAccess: true });
+      // A no-op change is fine.
+      expect(
+        await service.updateMember(orgId, memberId, { role: 'ORG_ADMIN', dashboardAccess: true }),
+      ).toMatchObject({ role: 'ORG_ADMIN' });
+    });
+
+    it('allows it when a second effective admin remains, and then protects that one', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const grace = await join(admin, 'grace@example.com', 'ORG_ADMIN');
+      const orgId = admin.org.id;
+
+      const demoted = await service.updateMember(orgId, admin.memberId!, { role: 'ANALYST' });
+
+      expect(demoted).toMatchObject({
+        id: admin.memberId,
+        email: 'ada@example.com',
+        role: 'ANALYST',
+        dashboardAccess: true,
+      });
+      expect(store.state.members.get(admin.memberId!)).toMatchObject({
+        role: 'ANALYST',
+        dashboardAccess: true,
+      });
+      await expectCode(
+        service.updateMember(orgId, grace.memberId!, { dashboardAccess: false }),
+        'LAST_ADMIN',
+      );
+      await expectCode(service.removeMember(orgId, grace.memberId!), 'LAST_ADMIN');
+
+      // With two effective admins again, one of them may be removed or disabled.
+      await service.updateMember(orgId, admin.memberId!, { role: 'ORG_ADMIN' });
+      await service.updateMember(orgId, grace.memberId!, { dashboardAccess: false });
+      expect(store.state.members.get(grace.memberId!)).toMatchObject({
+        role: 'ORG_ADMIN',
+        dashboardAccess: false,
+      });
+    });
+
+    it('does not count an ORG_ADMIN without dashboard access, who may be changed or removed freely', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const grace = await join(admin, 'grace@example.com', 'ORG_ADMIN');
+      const orgId = admin.org.id;
+      await service.updateMember(orgId, grace.memberId!, { dashboardAccess: false });
+
+      // Grace is ORG_ADMIN without dashboard access: Ada is the only effective admin.
+      await expectCode(service.updateMember(orgId, admin.memberId!, { role: 'ANALYST' }), 'LAST_ADMIN');
+      await expectCode(service.removeMember(orgId, admin.memberId!), 'LAST_ADMIN');
+
+      expect(await service.updateMember(orgId, grace.memberId!, { role: 'APP_USER' })).toMatchObject({
+        role: 'APP_USER',
+        dashboardAccess: false,
+      });
+      await service.removeMember(orgId, grace.memberId!);
+      expect(store.state.members.has(grace.memberId!)).toBe(false);
+    });
+
+    it('keeps the other field when only one is patched', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const grace = await join(admin, 'grace@example.com', 'ANALYST');
+
+      expect(
+        await service.updateMember(admin.org.id, grace.memberId!, { dashboardAccess: false }),
+      ).toMatchObject({ role: 'ANALYST', dashboardAccess: false });
+      expect(await service.updateMember(admin.org.id, grace.memberId!, { role: 'APP_USER' })).toMatchObject({
+        role: 'APP_USER',
+        dashboardAccess: false,
+      });
+    });
+
+    it('answers MEMBER_NOT_FOUND for unknown members and for members of another organization', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const other = await login(userPrincipal('other@example.com'));
+
+      await expectCode(
+        service.updateMember(admin.org.id, randomUUID(), { role: 'ANALYST' }),
+        'MEMBER_NOT_FOUND',
+      );
+      await expectCode(
+        service.updateMember(admin.org.id, other.memberId!, { role: 'ANALYST' }),
+        'MEMBER_NOT_FOUND',
+      );
+      await expectCode(service.removeMember(admin.org.id, other.memberId!), 'MEMBER_NOT_FOUND');
+      await expectCode(service.removeMember(admin.org.id, 'not-a-uuid'), 'MEMBER_NOT_FOUND');
+      expect(store.state.members.get(other.memberId!)).toMatchObject({ role: 'ORG_ADMIN' });
+    });
+  });
+
+  describe('creating invites', () => {
+    it('stores a lower-cased pending invite that expires after the TTL and seals its token in invite.created', async () => {
+      const admin = await login(userPrincipal('ada@example.com', { name: 'Ada Lovelace' }));
+      const now = clock.now();
+
+      const invite = await service.createInvite(
+        admin.org.id,
+        '  Grace@Example.COM ',
+        'ANALYST',
+        admin.memberId,
+      );
+
+      expect(invite).toEqual({
+        id: expect.any(String),
+        orgId: admin.org.id,
+        email: 'grace@example.com',
+        role: 'ANALYST',
+        status: 'pending',
+        tokenHash: expect.stringMatching(/^[0-9a-f]{64}$/),
+        invitedByMemberId: admin.memberId,
+        createdAt: now,
+        expiresAt: new Date(now.getTime() + TTL_HOURS * HOUR),
+        acceptedAt: null,
+      });
+      expect(store.state.invites.get(invite.id)).toEqual(invite);
+
+      const [event] = store.eventsOf('invite.created');
+      expect(event).toEqual({
+        org_id: admin.org.id,
+        org_name: "Ada Lovelace's organization",
+        invite_id: invite.id,
+        email: 'grace@example.com',
+        role: 'ANALYST',
+        invited_by_name: 'Ada Lovelace',
+        expires_at: invite.expiresAt.toISOString(),
+        token_sealed: expect.any(String),
+      });
+      const token = openSealedSecret(event!.token_sealed, sealingKey, 'invite.created');
+      expect(token).toMatch(/^sts_inv_[A-Za-z0-9_-]{43}$/);
+      expect(hashSecret(token)).toBe(invite.tokenHash);
+      // The token is never plain text in the outbox, and the seal is bound to its event type.
+      expect(JSON.stringify(store.state.events)).not.toContain(token);
+      expect(() => openSealedSecret(event!.token_sealed, sealingKey, 'member.joined')).toThrow();
+    });
+
+    it('names the organization as inviter when there is no inviting member', async () => {
+      const admin = await login(userPrincipal('ada@example.com', { name: 'Ada' }));
+
+      const invite = await service.createInvite(admin.org.id, 'grace@example.com', 'APP_USER', null);
+
+      expect(invite.invitedByMemberId).toBeNull();
+      expect(store.eventsOf('invite.created')[0]?.invited_by_name).toBe("Ada's organization");
+    });
+
+    it('refuses to invite a member (ALREADY_MEMBER), comparing e-mail case-insensitively', async () => {
+      const admin = await login(userPrincipal('Ada@Example.com'));
+
+      await expectCode(
+        service.createInvite(admin.org.id, 'ada@EXAMPLE.com', 'ANALYST', admin.memberId),
+        'ALREADY_MEMBER',
+      );
+      expect(store.state.invites.size).toBe(0);
+      expect(store.eventsOf('invite.created')).toHaveLength(0);
+    });
+
+    it('keeps one pending invite per e-mail and organization (INVITE_ALREADY_PENDING)', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const other = await login(userPrincipal('other@example.com'));
+      await service.createInvite(admin.org.id, 'grace@example.com', 'ANALYST', admin.memberId);
+
+      await expectCode(
+        service.createInvite(admin.org.id, 'GRACE@example.com', 'APP_USER', admin.memberId),
+        'INVITE_ALREADY_PENDING',
+      );
+      expect(store.state.invites.size).toBe(1);
+      expect(store.eventsOf('invite.created')).toHaveLength(1);
+
+      // Another organization may invite the same address.
+      await service.createInvite(other.org.id, 'grace@example.com', 'ANALYST', other.memberId);
+      expect(store.state.invites.size).toBe(2);
+    });
+
+    it('replaces a pending invite whose lifetime ran out', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const old = await service.createInvite(admin.org.id, 'grace@example.com', 'ANALYST', admin.memberId);
+      clock.advance(TTL_HOURS * HOUR);
+
+      const fresh = await service.createInvite(admin.org.id, 'grace@example.com', 'APP_USER', admin.memberId);
+
+      expect(store.state.invites.get(old.id)?.status).toBe('expired');
+      expect(store.state.invites.get(fresh.id)?.status).toBe('pending');
+      expect((await service.listInvites(admin.org.id, firstPage)).map((i) => i.id)).toEqual([fresh.id]);
+    });
+
+    it('answers ORGANIZATION_NOT_FOUND for an unknown organization', async () => {
+      await expectCode(
+        service.createInvite(randomUUID(), 'grace@example.com', 'ANALYST', null),
+        'ORGANIZATION_NOT_FOUND',
+      );
+    });
+
+    it('lists pending, unexpired invites of one organization, oldest first', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const other = await login(userPrincipal('other@example.com'));
+      const a = await service.createInvite(admin.org.id, 'a@example.com', 'ANALYST', admin.memberId);
+      clock.advance(1_000);
+      const b = await service.createInvite(admin.org.id, 'b@example.com', 'ANALYST', admin.memberId);
+      const accepted = await service.createInvite(admin.org.id, 'c@example.com', 'ANALYST', admin.memberId);
+      await service.acceptInvite(tokenOf(accepted.id));
+      await service.createInvite(other.org.id, 'd@example.com', 'ANALYST', other.memberId);
+
+      expect((await service.listInvites(admin.org.id, firstPage)).map((i) => i.id)).toEqual([a.id, b.id]);
+      clock.advance(TTL_HOURS * HOUR - 500);
+      expect((await service.listInvites(admin.org.id, firstPage)).map((i) => i.id)).toEqual([b.id]);
+    });
+  });
+
+  describe('revoking invites', () => {
+    it('deletes a pending invite once', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(admin.org.id, 'grace@example.com', 'ANALYST', admin.memberId);
+
+      await service.revokeInvite(admin.org.id, invite.id);
+
+      expect(store.state.invites.has(invite.id)).toBe(false);
+      await expectCode(service.revokeInvite(admin.org.id, invite.id), 'INVITE_NOT_FOUND');
+      await expectCode(service.acceptInvite(tokenOf(invite.id)), 'INVITE_TOKEN_INVALID');
+    });
+
+    it('answers INVITE_NOT_FOUND for another organization’s invite and leaves it alone', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const other = await login(userPrincipal('other@example.com'));
+      const invite = await service.createInvite(admin.org.id, 'grace@example.com', 'ANALYST', admin.memberId);
+
+      await expectCode(service.revokeInvite(other.org.id, invite.id), 'INVITE_NOT_FOUND');
+      await expectCode(service.revokeInvite(admin.org.id, randomUUID()), 'INVITE_NOT_FOUND');
+      await expectCode(service.revokeInvite(admin.org.id, 'not-a-uuid'), 'INVITE_NOT_FOUND');
+      expect(store.state.invites.get(invite.id)?.status).toBe('pending');
+    });
+
+    it('cannot revoke an accepted invite', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(admin.org.id, 'grace@example.com', 'ANALYST', admin.memberId);
+      await service.acceptInvite(tokenOf(invite.id));
+
+      await expectCode(service.revokeInvite(admin.org.id, invite.id), 'INVITE_NOT_FOUND');
+      expect(store.state.invites.get(invite.id)?.status).toBe('accepted');
+    });
+  });
+
+  describe('accepting invites', () => {
+    it('accepts a live token once and returns the invite and organization', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(
+        admin.org.id,
+        'grace@example.com',
+        'APP_USER',
+        admin.memberId,
+      );
+      clock.advance(HOUR);
+
+      const accepted = await service.acceptInvite(tokenOf(invite.id));
+
+      expect(accepted.org).toEqual(admin.org);
+      expect(accepted.invite).toMatchObject({
+        id: invite.id,
+        email: 'grace@example.com',
+        role: 'APP_USER',
+        status: 'accepted',
+        acceptedAt: clock.now(),
+      });
+      expect(store.state.invites.get(invite.id)).toMatchObject({
+        status: 'accepted',
+        acceptedAt: clock.now(),
+      });
+
+      await expectCode(service.acceptInvite(tokenOf(invite.id)), 'INVITE_TOKEN_INVALID');
+    });
+
+    it('refuses an expired token (valid until just before expires_at)', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const live = await service.createInvite(admin.org.id, 'a@example.com', 'ANALYST', admin.memberId);
+      const late = await service.createInvite(admin.org.id, 'b@example.com', 'ANALYST', admin.memberId);
+      clock.advance(TTL_HOURS * HOUR - 1);
+
+      await service.acceptInvite(tokenOf(live.id));
+      clock.advance(1);
+      await expectCode(service.acceptInvite(tokenOf(late.id)), 'INVITE_TOKEN_INVALID');
+      expect(store.state.invites.get(late.id)?.status).toBe('pending');
+    });
+
+    it('refuses unknown tokens and tokens without the sts_inv_ prefix without a transaction', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(admin.org.id, 'grace@example.com', 'ANALYST', admin.memberId);
+      const token = tokenOf(invite.id);
+      const transactions = store.commits + store.rollbacks;
+
+      await expectCode(service.acceptInvite(token.replace('sts_inv_', 'sts_xyz_')), 'INVITE_TOKEN_INVALID');
+      await expectCode(service.acceptInvite(token.slice('sts_inv_'.length)), 'INVITE_TOKEN_INVALID');
+      await expectCode(service.acceptInvite(''), 'INVITE_TOKEN_INVALID');
+      expect(store.commits + store.rollbacks).toBe(transactions);
+
+      await expectCode(service.acceptInvite(`sts_inv_${'A'.repeat(43)}`), 'INVITE_TOKEN_INVALID');
+      await expectCode(service.acceptInvite(`${token}x`), 'INVITE_TOKEN_INVALID');
+      expect(store.state.invites.get(invite.id)?.status).toBe('pending');
+    });
+  });
+});
+
+describe('InMemoryIdentityStore', () => {
+  const org = (name: string) => ({
+    id: randomUUID(),
+    name,
+    domain: null,
+    createdAt: new Date('2026-03-01T00:00:00Z'),
+  });
+
+  it('commits a transaction’s rows and events only when its work succeeds', async () => {
+    const store = new InMemoryIdentityStore();
+    const kept = org('kept');
+    await store.transaction(async (repos) => {
+      await repos.insertOrganization(kept);
+      await repos.emit('org.created', {
+        org_id: kept.id,
+        name: kept.name,
+        domain: null,
+        created_at: kept.createdAt.toISOString(),
+      });
+    });
+
+    const lost = org('lost');
+    await expect(
+      store.transaction(async (repos) => {
+        await repos.insertOrganization(lost);
+        await repos.emit('org.created', {
+          org_id: lost.id,
+          name: lost.name,
+          domain: null,
+          created_at: lost.createdAt.toISOString(),
+        });
+        await repos.updateUserProfile('nobody', 'x@example.com', 'x');
+        throw new Error('boom');
+      }),
+    ).rejects.toThrow('boom');
+
+    expect([...store.state.orgs.keys()]).toEqual([kept.id]);
+    expect(store.eventsOf('org.created').map((e) => e.org_id)).toEqual([kept.id]);
+    expect(store.commits).toBe(1);
+    expect(store.rollbacks).toBe(1);
+  });
+
+  it('does not show uncommitted writes to reads', async () => {
+    const store = new InMemoryIdentityStore();
+    const pending = org('pending');
+    let seenInside: unknown = 'unset';
+    await store.transaction(async (repos) => {
+      await repos.insertOrganization(pending);
+      seenInside = await store.read((outside) => outside.findOrganization(pending.id));
+    });
+    expect(seenInside).toBeNull();
+    expect(await store.read((repos) => repos.findOrganization(pending.id))).toEqual(pending);
+  });
+
+  it('reports a unique key broken by a concurrent commit as UniqueConflict and keeps the other commit', async () => {
+    const store = new InMemoryIdentityStore();
+    const user = (id: string) => ({
+      id,
+      issuer: ISSUER,
+      subject: 'same',
+      email: 'a@example.com',
+      name: 'a',
+      createdAt: new Date(),
+    });
+    const theirs = randomUUID();
+    store.interleaveBeforeNextCommit((committed) => committed.insertUser(user(theirs)));
+
+    await expect(store.transaction((repos) => repos.insertUser(user(randomUUID())))).rejects.toBeInstanceOf(
+      UniqueConflict,
+    );
+
+    expect([...store.state.users.keys()]).toEqual([theirs]);
+  });
+
+  it('enforces one pending invite per organization and e-mail, as `on conflict do nothing`', async () => {
+    const store = new InMemoryIdentityStore();
+    const acme = org('acme');
+    const invite = (id: string, tokenHash: string) => ({
+      id,
+      orgId: acme.id,
+      email: 'grace@example.com',
+      role: 'ANALYST' as const,
+      status: 'pending' as const,
+      tokenHash,
+      invitedByMemberId: null,
+      createdAt: new Date('2026-03-01T00:00:00Z'),
+      expiresAt: new Date('2026-03-08T00:00:00Z'),
+      acceptedAt: null,
+    });
+    const results = await store.transaction(async (repos) => {
+      await repos.insertOrganization(acme);
+      return [
+        await repos.insertInvite(invite(randomUUID(), 'h1')),
+        await repos.insertInvite(invite(randomUUID(), 'h2')),
+      ];
+    });
+    expect(results).toEqual([true, false]);
+    expect(store.state.invites.size).toBe(1);
+  });
+});
