@@ -1,0 +1,711 @@
+import type { LightMyRequestResponse } from 'fastify';
+import { AppError } from '@sts/errors/app-error';
+import { Role as ProtoRole } from '@sts/proto/gen/identity/v1/identity';
+import { ORG_ID, OTHER_ORG_ID, protoMember } from './test/fake-upstream';
+import { startTestGateway, type TestGateway } from './test/test-gateway';
+
+// light-my-request (behind app.inject) requires `cookie` 2, which is ESM only; jest.config.js does not
+// transform it, so jest cannot load it. It is used only for inject's `cookies` option, which these tests
+// do not use. Remove this stand-in once jest.config.js transforms `cookie` like `jose`.
+jest.mock('cookie', () => ({
+  stringifySetCookie: () => {
+    throw new Error('cookies are not supported in these tests');
+  },
+}));
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Asserts an RFC 9457 problem response and returns its body. */
+function expectProblem(
+  response: LightMyRequestResponse,
+  status: number,
+  code: string,
+): Record<string, unknown> {
+  expect({ status: response.statusCode, body: response.body }).toMatchObject({ status });
+  expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
+  const body = response.json<Record<string, unknown>>();
+  expect(body).toMatchObject({
+    type: `urn:sts:problem:${code.toLowerCase().replace(/_/g, '-')}`,
+    title: expect.any(String),
+    status,
+    detail: expect.any(String),
+    code,
+    request_id: response.headers['x-request-id'],
+  });
+  expect(Object.keys(body).sort()).toEqual(
+    [
+      'code',
+      'detail',
+      'request_id',
+      'status',
+      'title',
+      'type',
+      ...('errors' in body ? ['errors'] : []),
+    ].sort(),
+  );
+  return body;
+}
+
+describe('gateway (fake upstream, real token verifier)', () => {
+  let gw: TestGateway;
+  let admin: string;
+
+  beforeEach(async () => {
+    gw = await startTestGateway();
+    admin = await gw.tokens.user('ada@example.com');
+  });
+
+  afterEach(async () => {
+    await gw.app.close();
+  });
+
+  const as = (token: string, headers: Record<string, string> = {}) => ({
+    authorization: `Bearer ${token}`,
+    ...headers,
+  });
+
+  describe('Fastify errors as problem+json', () => {
+    it('answers invalid JSON with 400 MALFORMED_REQUEST', async () => {
+      const response = await gw.app.inject({
+        method: 'POST',
+        url: '/api/invites/accept',
+        headers: { 'content-type': 'application/json' },
+        payload: '{"token": ',
+      });
+      expectProblem(response, 400, 'MALFORMED_REQUEST');
+      expect(gw.upstream.calls).toEqual([]);
+    });
+
+    it('answers an empty JSON body with 400 MALFORMED_REQUEST', async () => {
+      const response = await gw.app.inject({
+        method: 'POST',
+        url: '/api/invites',
+        headers: as(admin, { 'content-type': 'application/json' }),
+        payload: '',
+      });
+      expect(expectProblem(response, 400, 'MALFORMED_REQUEST').detail).toMatch(/empty/);
+      expect(gw.upstream.callsOf('createInvite')).toEqual([]);
+    });
+
+    it.each(['text/plain', 'application/x-www-form-urlencoded', 'application/xml'])(
+      'answers a %s body with 415',
+      async (type) => {
+        const response = await gw.app.inject({
+          method: 'POST',
+          url: '/api/invites/accept',
+          headers: { 'content-type': type },
+          payload: 'token=sts_inv_x',
+        });
+        expectProblem(response, 415, 'UNSUPPORTED_MEDIA_TYPE');
+        expect(gw.upstream.calls).toEqual([]);
+      },
+    );
+
+    it('answers a body over the limit with 413', async () => {
+      const small = await startTestGateway({ BODY_LIMIT_BYTES: 1024 });
+      try {
+        const response = await small.app.inject({
+          method: 'POST',
+          url: '/api/invites/accept',
+          headers: { 'content-type': 'application/json' },
+          payload: JSON.stringify({ token: 'x'.repeat(2048) }),
+        });
+        expectProblem(response, 413, 'PAYLOAD_TOO_LARGE');
+        expect(small.upstream.calls).toEqual([]);
+      } finally {
+        await small.app.close();
+      }
+    });
+
+    it('answers invalid fields with 400 VALIDATION_FAILED naming each field path', async () => {
+      const response = await gw.app.inject({
+        method: 'POST',
+        url: '/api/invites',
+        headers: as(admin),
+        payload: { email: 'not-an-email', role: 'BOSS' },
+      });
+      const body = expectProblem(response, 400, 'VALIDATION_FAILED');
+      const errors = body.errors as { path: string; message: string }[];
+      expect(errors.map((e) => e.path).sort()).toEqual(['body.email', 'body.role']);
+      for (const error of errors) expect(error.message.length).toBeGreaterThan(0);
+      expect(body.detail).toContain('body.email');
+      expect(gw.upstream.callsOf('createInvite')).toEqual([]);
+    });
+
+    it('refuses unknown body fields, wrong types and bad query values', async () => {
+      const unknownField = await gw.app.inject({
+        method: 'POST',
+        url: '/api/invites',
+        headers: as(admin),
+        payload: { email: 'grace@example.com', role: 'ANALYST', rol: 'x' },
+      });
+      expect(
+        (expectProblem(unknownField, 400, 'VALIDATION_FAILED').errors as { path: string }[])[0]?.path,
+      ).toMatch(/^body/);
+
+      const wrongType = await gw.app.inject({
+        method: 'PATCH',
+        url: '/api/members/m-2',
+        headers: as(admin),
+        payload: { dashboard_access: 'yes' },
+      });
+      expect(expectProblem(wrongType, 400, 'VALIDATION_FAILED').errors).toEqual([
+        { path: 'body.dashboard_access', message: expect.any(String) },
+      ]);
+
+      const empty = await gw.app.inject({
+        method: 'PATCH',
+        url: '/api/members/m-2',
+        headers: as(admin),
+        payload: {},
+      });
+      expect(expectProblem(empty, 400, 'VALIDATION_FAILED').errors).toEqual([
+        { path: 'body', message: 'send role, dashboard_access or both' },
+      ]);
+
+      const limit = await gw.app.inject({ method: 'GET', url: '/api/members?limit=0', headers: as(admin) });
+      expect(expectProblem(limit, 400, 'VALIDATION_FAILED').errors).toEqual([
+        { path: 'querystring.limit', message: expect.any(String) },
+      ]);
+
+      const unread = await gw.app.inject({
+        method: 'GET',
+        url: '/api/notifications?unread=maybe',
+        headers: as(admin),
+      });
+      expect(expectProblem(unread, 400, 'VALIDATION_FAILED').errors).toEqual([
+        { path: 'querystring.unread', message: expect.any(String) },
+      ]);
+
+      expect(gw.upstream.callsOf('createInvite')).toEqual([]);
+      expect(gw.upstream.callsOf('updateMember')).toEqual([]);
+      expect(gw.upstream.callsOf('listMembers')).toEqual([]);
+    });
+
+    it('answers an unknown route with 404 ROUTE_NOT_FOUND, without the query string', async () => {
+      const response = await gw.app.inject({ method: 'GET', url: '/api/nope?secret=1' });
+      expect(expectProblem(response, 404, 'ROUTE_NOT_FOUND').detail).toBe('No route GET /api/nope');
+
+      const wrongMethod = await gw.app.inject({ method: 'PUT', url: '/api/members', headers: as(admin) });
+      expectProblem(wrongMethod, 404, 'ROUTE_NOT_FOUND');
+    });
+  });
+
+  describe('errors from upstream services', () => {
+    it.each([
+      ['LAST_ADMIN', 409],
+      ['MEMBER_NOT_FOUND', 404],
+      ['SERVICE_UNAVAILABLE', 503],
+      ['DEADLINE_EXCEEDED', 504],
+    ] as const)('keeps the code and status of an AppError (%s → %i)', async (code, status) => {
+      gw.upstream.identity.updateMember = async () => {
+        throw new AppError(code, `upstream says ${code}`);
+      };
+      const response = await gw.app.inject({
+        method: 'PATCH',
+        url: '/api/members/m-2',
+        headers: as(admin),
+        payload: { role: 'ANALYST' },
+      });
+      expect(expectProblem(response, status, code).detail).toBe(`upstream says ${code}`);
+    });
+
+    it('answers an unexpected error with 500 INTERNAL without leaking its message, and logs it', async () => {
+      gw.upstream.identity.listMembers = async () => {
+        throw new Error('pg: password authentication failed for user "secret_user"');
+      };
+      const response = await gw.app.inject({ method: 'GET', url: '/api/members', headers: as(admin) });
+
+      const body = expectProblem(response, 500, 'INTERNAL');
+      expect(body.detail).toBe('Internal error');
+      expect(response.body).not.toContain('secret_user');
+      expect(response.body).not.toContain('pg:');
+      const logged = gw.logs.find((line) => line.msg === 'request failed');
+      expect(JSON.stringify(logged)).toContain('secret_user');
+      // Nothing logged carries the bearer token.
+      expect(JSON.stringify(gw.logs)).not.toContain(admin);
+    });
+
+    it('answers an upstream answer outside the contract with 500 INTERNAL and logs it', async () => {
+      gw.upstream.identity.listMembers = async () => ({
+        members: [protoMember({ role: ProtoRole.ROLE_UNSPECIFIED })],
+        nextCursor: '',
+      });
+      const response = await gw.app.inject({ method: 'GET', url: '/api/members', headers: as(admin) });
+      expectProblem(response, 500, 'INTERNAL');
+      expect(gw.logs.some((line) => line.msg === 'request failed')).toBe(true);
+    });
+  });
+
+  describe('authentication and roles', () => {
+    it('answers 401 without a token, with a token of an unknown key and with an expired token', async () => {
+      expectProblem(await gw.app.inject({ method: 'GET', url: '/api/session' }), 401, 'UNAUTHENTICATED');
+      const foreign = await gw.tokens.foreign('ada@example.com');
+      expectProblem(
+        await gw.app.inject({ method: 'GET', url: '/api/session', headers: as(foreign) }),
+        401,
+        'UNAUTHENTICATED',
+      );
+      const expired = await gw.tokens.user('ada@example.com', { exp: Math.floor(Date.now() / 1000) - 60 });
+      const response = await gw.app.inject({ method: 'GET', url: '/api/session', headers: as(expired) });
+      expect(expectProblem(response, 401, 'UNAUTHENTICATED').detail).toBe('Token has expired');
+      expect(gw.upstream.calls).toEqual([]);
+    });
+
+    it('checks the role before the body: an ANALYST posting an invalid invite gets 403, not 400', async () => {
+      const analyst = await gw.tokens.user('ana@example.com');
+      gw.upstream.memberships.set('ana@example.com', { role: ProtoRole.ROLE_ANALYST, dashboardAccess: true });
+
+      const response = await gw.app.inject({
+        method: 'POST',
+        url: '/api/invites',
+        headers: as(analyst),
+        payload: { email: 'nope', extra: 1 },
+      });
+      expectProblem(response, 403, 'FORBIDDEN');
+      const malformed = await gw.app.inject({
+        method: 'POST',
+        url: '/api/invites',
+        headers: as(analyst, { 'content-type': 'application/json' }),
+        payload: '{',
+      });
+      expectProblem(malformed, 403, 'FORBIDDEN');
+      expect(gw.upstream.callsOf('createInvite')).toEqual([]);
+    });
+
+    it('applies least privilege by role', async () => {
+      const analyst = await gw.tokens.user('ana@example.com');
+      const appUser = await gw.tokens.user('app@example.com');
+      gw.upstream.memberships.set('ana@example.com', { role: ProtoRole.ROLE_ANALYST, dashboardAccess: true });
+      gw.upstream.memberships.set('app@example.com', {
+        role: ProtoRole.ROLE_APP_USER,
+        dashboardAccess: true,
+      });
+      const status = async (
+        token: string,
+        method: 'GET' | 'DELETE' | 'PATCH',
+        url: string,
+        payload?: object,
+      ) =>
+        (await gw.app.inject({ method, url, headers: as(token), ...(payload ? { payload } : {}) }))
+          .statusCode;
+
+      expect(await status(analyst, 'GET', '/api/members')).toBe(200);
+      expect(await status(appUser, 'GET', '/api/members')).toBe(403);
+      expect(await status(analyst, 'GET', '/api/invites')).toBe(403);
+      expect(await status(analyst, 'DELETE', '/api/members/m-2')).toBe(403);
+      expect(await status(analyst, 'PATCH', '/api/members/m-2', { role: 'ORG_ADMIN' })).toBe(403);
+      expect(await status(appUser, 'GET', '/api/session')).toBe(200);
+      expect(await status(appUser, 'GET', '/api/notifications')).toBe(200);
+      expect(gw.upstream.callsOf('removeMember')).toEqual([]);
+      expect(gw.upstream.callsOf('updateMember')).toEqual([]);
+    });
+
+    it('refuses users without dashboard access (403 DASHBOARD_ACCESS_DENIED) on every route', async () => {
+      const kept = await gw.tokens.user('kept@example.com');
+      gw.upstream.memberships.set('kept@example.com', {
+        role: ProtoRole.ROLE_ORG_ADMIN,
+        dashboardAccess: false,
+      });
+
+      for (const url of ['/api/session', '/api/notifications', '/api/members']) {
+        expectProblem(
+          await gw.app.inject({ method: 'GET', url, headers: as(kept) }),
+          403,
+          'DASHBOARD_ACCESS_DENIED',
+        );
+      }
+      expect(gw.upstream.callsOf('getLicense')).toEqual([]);
+      expect(gw.upstream.callsOf('listMembers')).toEqual([]);
+    });
+
+    it('does not apply the dashboard rule to client-credentials tokens', async () => {
+      // Even if identity said "no dashboard access", a client token is not a dashboard user.
+      gw.upstream.identity.resolveCaller = async () => ({
+        user: { id: 'client:ci', email: '', name: 'ci' },
+        org: { id: ORG_ID, name: 'Acme' },
+        memberId: '',
+        role: ProtoRole.ROLE_ANALYST,
+        dashboardAccess: false,
+      });
+      const client = await gw.tokens.client('ci', ORG_ID);
+
+      const response = await gw.app.inject({ method: 'GET', url: '/api/members', headers: as(client) });
+
+      expect(response.statusCode).toBe(200);
+    });
+
+    it('resolves client tokens with their organization and role (ANALYST by default)', async () => {
+      const withRole = await gw.tokens.client('ci', ORG_ID, 'ORG_ADMIN');
+      const withoutRole = await gw.tokens.client('ro', OTHER_ORG_ID);
+
+      const session = await gw.app.inject({
+        method: 'GET',
+        url: '/api/session',
+        headers: as(withRole, { 'x-org-id': OTHER_ORG_ID }),
+      });
+      expect(session.json()).toMatchObject({
+        user: { id: 'client:ci', role: 'ORG_ADMIN' },
+        org: { id: ORG_ID },
+      });
+      expect(gw.upstream.callsOf('resolveCaller')[0]?.request).toEqual({
+        principal: {
+          $case: 'client',
+          value: {
+            issuer: 'https://idp.test/',
+            subject: 'ci',
+            orgId: ORG_ID,
+            role: ProtoRole.ROLE_ORG_ADMIN,
+          },
+        },
+        // A client token's organization is fixed; X-Org-Id is not passed on.
+        orgId: '',
+      });
+
+      expect(
+        (await gw.app.inject({ method: 'GET', url: '/api/invites', headers: as(withoutRole) })).statusCode,
+      ).toBe(403);
+      expect(gw.upstream.callsOf('resolveCaller')[1]?.request).toMatchObject({
+        principal: { value: { role: ProtoRole.ROLE_ANALYST } },
+      });
+    });
+
+    it('passes a well-formed X-Org-Id to identity and refuses a malformed one', async () => {
+      await gw.app.inject({
+        method: 'GET',
+        url: '/api/session',
+        headers: as(admin, { 'x-org-id': OTHER_ORG_ID }),
+      });
+      expect(gw.upstream.callsOf('resolveCaller')[0]?.request).toMatchObject({
+        principal: {
+          $case: 'user',
+          value: { subject: 'ada@example.com', email: 'ada@example.com', emailVerified: true, name: 'ada' },
+        },
+        orgId: OTHER_ORG_ID,
+      });
+
+      const response = await gw.app.inject({
+        method: 'GET',
+        url: '/api/session',
+        headers: as(admin, { 'x-org-id': "1' or '1'='1" }),
+      });
+      expect(expectProblem(response, 400, 'VALIDATION_FAILED').errors).toEqual([
+        { path: 'headers.x-org-id', message: 'invalid id' },
+      ]);
+      expect(gw.upstream.callsOf('resolveCaller')).toHaveLength(1);
+    });
+
+    it('passes identity errors of the caller resolution through (unknown organization → 404)', async () => {
+      gw.upstream.identity.resolveCaller = async () => {
+        throw new AppError('ORGANIZATION_NOT_FOUND', 'not a member of the requested organization');
+      };
+      expectProblem(
+        await gw.app.inject({ method: 'GET', url: '/api/session', headers: as(admin) }),
+        404,
+        'ORGANIZATION_NOT_FOUND',
+      );
+    });
+  });
+
+  describe('request ids', () => {
+    it('echoes a well-formed X-Request-Id and passes it upstream', async () => {
+      const response = await gw.app.inject({
+        method: 'GET',
+        url: '/api/members',
+        headers: as(admin, { 'x-request-id': 'req-123.abc:XYZ_9' }),
+      });
+
+      expect(response.statusCode).toBe(200);
+      expect(response.headers['x-request-id']).toBe('req-123.abc:XYZ_9');
+      expect(gw.upstream.calls.map((c) => c.requestId)).toEqual(['req-123.abc:XYZ_9', 'req-123.abc:XYZ_9']);
+    });
+
+    it.each([
+      ['markup', '<script>alert(1)</script>'],
+      ['spaces', 'a b'],
+      ['too long', 'a'.repeat(65)],
+      ['log injection', 'abc\\nlevel=error'],
+    ])('replaces a hostile X-Request-Id (%s) with a fresh UUID, also in problems', async (_name, hostile) => {
+      const response = await gw.app.inject({
+        method: 'GET',
+        url: '/api/nope',
+        headers: { 'x-request-id': hostile },
+      });
+
+      expect(response.headers['x-request-id']).toMatch(UUID);
+      expect(response.json()).toMatchObject({ request_id: response.headers['x-request-id'] });
+      expect(response.body).not.toContain(hostile);
+    });
+
+    it('generates one when none is sent', async () => {
+      const response = await gw.app.inject({ method: 'GET', url: '/api/analytics/health' });
+      expect(response.json()).toEqual({ status: 'ok' });
+      expect(response.headers['x-request-id']).toMatch(UUID);
+    });
+  });
+
+  describe('accepting invites (no authentication, rate limited)', () => {
+    it('returns the accepted invite and organization', async () => {
+      const response = await gw.app.inject({
+        method: 'POST',
+        url: '/api/invites/accept',
+        payload: { token: 'sts_inv_abc' },
+      });
+
+      expect(response.statusCode).toBe(200);
+      expect(response.json()).toEqual({
+        status: 'accepted',
+        email: 'grace@example.com',
+        role: 'ANALYST',
+        org: { id: ORG_ID, name: 'Acme' },
+      });
+      expect(gw.upstream.callsOf('acceptInvite')[0]?.request).toEqual({ token: 'sts_inv_abc' });
+    });
+
+    it('answers an invalid token with 400 INVITE_TOKEN_INVALID', async () => {
+      gw.upstream.identity.acceptInvite = async () => {
+        throw new AppError('INVITE_TOKEN_INVALID');
+      };
+      expectProblem(
+        await gw.app.inject({
+          method: 'POST',
+          url: '/api/invites/accept',
+          payload: { token: 'sts_inv_used' },
+        }),
+        400,
+        'INVITE_TOKEN_INVALID',
+      );
+    });
+
+    it('allows RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE requests per client address, then 429 RATE_LIMITED', async () => {
+      const limited = await startTestGateway({ RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 3 });
+      try {
+        const accept = (remoteAddress = '203.0.113.7') =>
+          limited.app.inject({
+            method: 'POST',
+            url: '/api/invites/accept',
+            payload: { token: 'sts_inv_abc' },
+            remoteAddress,
+          });
+
+        for (let i = 0; i < 3; i += 1) expect((await accept()).statusCode).toBe(200);
+        const fourth = await accept();
+
+        expect(expectProblem(fourth, 429, 'RATE_LIMITED').detail).toMatch(
+          /^Too many requests; retry in \d+ s$/,
+        );
+        expect(Number(fourth.headers['retry-after'])).toBeGreaterThan(0);
+        expect(limited.upstream.callsOf('acceptInvite')).toHaveLength(3);
+        // Without TRUST_PROXY a client cannot pick its address with X-Forwarded-For.
+        const spoofed = await limited.app.inject({
+          method: 'POST',
+          url: '/api/invites/accept',
+          payload: { token: 'sts_inv_abc' },
+          remoteAddress: '203.0.113.7',
+          headers: { 'x-forwarded-for': '198.51.100.1' },
+        });
+        expectProblem(spoofed, 429, 'RATE_LIMITED');
+        // Another address has its own allowance; authenticated routes are not limited.
+        expect((await accept('203.0.113.8')).statusCode).toBe(200);
+        const token = await limited.tokens.user('ada@example.com');
+        for (let i = 0; i < 5; i += 1) {
+          expect(
+            (
+              await limited.app.inject({
+                method: 'GET',
+                url: '/api/members',
+                headers: as(token),
+                remoteAddress: '203.0.113.7',
+              })
+            ).statusCode,
+          ).toBe(200);
+        }
+      } finally {
+        await limited.app.close();
+      }
+    });
+  });
+
+  describe('responses', () => {
+    it('serializes only the contract fields, whatever upstream adds', async () => {
+      gw.upstream.identity.listMembers = async () => ({
+        members: [
+          { ...protoMember(), passwordHash: 'bcrypt$secret', internalNote: 'vip' } as ReturnType<
+            typeof protoMember
+          >,
+        ],
+        nextCursor: '',
+      });
+      const getLicense = gw.upstream.billing.getLicense;
+      gw.upstream.billing.getLicense = async (request) => {
+        const { license } = await getLicense(request);
+        return { license: license && ({ ...license, stripeCustomerId: 'cus_secret' } as typeof license) };
+      };
+
+      const members = await gw.app.inject({ method: 'GET', url: '/api/members', headers: as(admin) });
+      expect(members.json()).toEqual([
+        {
+          id: 'm-1',
+          email: 'ada@example.com',
+          name: 'Ada',
+          role: 'ORG_ADMIN',
+          dashboard_access: true,
+          joined_at: '2026-03-01T12:00:00.000Z',
+        },
+      ]);
+      expect(members.body).not.toMatch(/secret|vip|userId|u-1/);
+
+      const session = await gw.app.inject({ method: 'GET', url: '/api/session', headers: as(admin) });
+      expect(session.json()).toEqual({
+        user: {
+          id: 'user:ada@example.com',
+          email: 'ada@example.com',
+          name: 'ada',
+          role: 'ORG_ADMIN',
+          dashboard_access: true,
+        },
+        org: { id: ORG_ID, name: 'Acme', domain: null },
+        license: {
+          plan: 'none',
+          status: 'pending',
+          billing_cycle: 'monthly',
+          expires_at: '2026-03-15T12:00:00.000Z',
+        },
+      });
+      expect(session.body).not.toContain('cus_secret');
+    });
+
+    it('sets a Link header for the next page and passes limit and cursor upstream', async () => {
+      const requests: unknown[] = [];
+      gw.upstream.identity.listMembers = async (request) => {
+        requests.push(request);
+        return { members: [protoMember()], nextCursor: 'next/cur+sor=' };
+      };
+
+      const response = await gw.app.inject({
+        method: 'GET',
+        url: '/api/members?limit=1&cursor=prev',
+        headers: as(admin),
+      });
+
+      expect(response.headers.link).toBe('</api/members?limit=1&cursor=next%2Fcur%2Bsor%3D>; rel="next"');
+      const next = new URL(/^<([^>]+)>/.exec(String(response.headers.link))?.[1] ?? '', 'http://x');
+      expect(next.searchParams.get('cursor')).toBe('next/cur+sor=');
+
+      gw.upstream.identity.listMembers = async (request) => {
+        requests.push(request);
+        return { members: [], nextCursor: '' };
+      };
+      const last = await gw.app.inject({
+        method: 'GET',
+        url: '/api/members?cursor=next',
+        headers: as(admin),
+      });
+      expect(last.headers.link).toBeUndefined();
+      expect(requests).toEqual([
+        { orgId: ORG_ID, limit: 1, cursor: 'prev' },
+        { orgId: ORG_ID, limit: 0, cursor: 'next' },
+      ]);
+    });
+
+    it('lists notifications with X-Unread-Count and the unread filter', async () => {
+      const response = await gw.app.inject({
+        method: 'GET',
+        url: '/api/notifications?unread=true',
+        headers: as(admin),
+      });
+
+      expect(response.statusCode).toBe(200);
+      expect(response.headers['x-unread-count']).toBe('1');
+      expect(response.json()).toEqual([
+        {
+          id: 'n-1',
+          type: 'member.joined',
+          message: 'Grace (grace@example.com) joined as ANALYST',
+          read: false,
+          created_at: '2026-03-01T12:00:00.000Z',
+        },
+      ]);
+      expect(gw.upstream.callsOf('listNotifications')[0]?.request).toEqual({
+        orgId: ORG_ID,
+        userId: 'user:ada@example.com',
+        limit: 0,
+        cursor: '',
+        unreadOnly: true,
+      });
+    });
+
+    it('creates invites (201) with the proto role and the inviting member, and deletes with 204', async () => {
+      const created = await gw.app.inject({
+        method: 'POST',
+        url: '/api/invites',
+        headers: as(admin),
+        payload: { email: 'Grace@Example.com', role: 'APP_USER' },
+      });
+      expect(created.statusCode).toBe(201);
+      expect(created.json()).toEqual({
+        id: 'i-1',
+        email: 'grace@example.com',
+        role: 'APP_USER',
+        created_at: '2026-03-01T12:00:00.000Z',
+        expires_at: '2026-03-08T12:00:00.000Z',
+      });
+      expect(gw.upstream.callsOf('createInvite')[0]?.request).toEqual({
+        orgId: ORG_ID,
+        email: 'Grace@Example.com',
+        role: ProtoRole.ROLE_APP_USER,
+        invitedByMemberId: 'member:ada@example.com',
+      });
+
+      const revoked = await gw.app.inject({ method: 'DELETE', url: '/api/invites/i-1', headers: as(admin) });
+      expect(revoked.statusCode).toBe(204);
+      expect(revoked.body).toBe('');
+      const removed = await gw.app.inject({ method: 'DELETE', url: '/api/members/m-2', headers: as(admin) });
+      expect(removed.statusCode).toBe(204);
+      expect(gw.upstream.callsOf('removeMember')[0]?.request).toEqual({ orgId: ORG_ID, memberId: 'm-2' });
+    });
+
+    it('patches a member with only the fields sent', async () => {
+      const response = await gw.app.inject({
+        method: 'PATCH',
+        url: '/api/members/m-2',
+        headers: as(admin),
+        payload: { dashboard_access: false },
+      });
+      expect(response.statusCode).toBe(200);
+      expect(gw.upstream.callsOf('updateMember')[0]?.request).toEqual({
+        orgId: ORG_ID,
+        memberId: 'm-2',
+        role: undefined,
+        dashboardAccess: false,
+      });
+    });
+  });
+
+  describe('OpenAPI', () => {
+    it('serves an OpenAPI 3.1.0 document with bearerAuth on protected routes only', async () => {
+      const response = await gw.app.inject({ method: 'GET', url: '/docs/json' });
+      expect(response.statusCode).toBe(200);
+      const doc = response.json<{
+        openapi: string;
+        components: { securitySchemes: Record<string, unknown>; schemas: Record<string, unknown> };
+        paths: Record<string, Record<string, { security?: unknown; responses: Record<string, unknown> }>>;
+      }>();
+
+      expect(doc.openapi).toBe('3.1.0');
+      expect(doc.components.securitySchemes.bearerAuth).toEqual({
+        type: 'http',
+        scheme: 'bearer',
+        bearerFormat: 'JWT',
+      });
+      expect(doc.paths['/api/members']?.get?.security).toEqual([{ bearerAuth: [] }]);
+      expect(doc.paths['/api/invites/accept']?.post?.security).toBeUndefined();
+      expect(Object.keys(doc.paths['/api/invites/accept']?.post?.responses ?? {})).toEqual(
+        expect.arrayContaining(['200', '400', '429']),
+      );
+      expect(Object.keys(doc.components.schemas)).toEqual(
+        expect.arrayContaining(['Member', 'Invite', 'Problem', 'Session']),
+      );
+    });
+  });
+});

@@ -1,0 +1,37 @@
+import pino from 'pino';
+import { REDACTED_PATHS } from '@sts/logger/create-logger';
+import { buildGateway, type GatewayDependencies } from '../build-gateway';
+import { FakeUpstream } from './fake-upstream';
+import { TestTokens } from './test-tokens';
+
+export type TestGateway = Awaited<ReturnType<typeof startTestGateway>>;
+
+/**
+ * The real gateway (routes, hooks, validation, problem+json, OpenAPI, rate limit) over fake upstream
+ * clients and a real token verifier with a local key; log lines are kept in `logs` for assertions.
+ * Use `app.inject`; nothing listens on a port.
+ */
+export async function startTestGateway(config: Partial<GatewayDependencies['config']> = {}) {
+  const tokens = await TestTokens.create();
+  const upstream = new FakeUpstream();
+  const logs: Record<string, unknown>[] = [];
+  const logger = pino(
+    { level: 'debug', redact: { paths: REDACTED_PATHS, censor: '[redacted]' } },
+    { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) },
+  );
+  const app = await buildGateway({
+    config: {
+      BODY_LIMIT_BYTES: 64 * 1024,
+      TRUST_PROXY: false,
+      RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 30,
+      ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 600,
+      ENROLL_FAILURES_PER_MINUTE: 20,
+      ...config,
+    },
+    logger,
+    clients: upstream.clients(),
+    verifier: tokens.verifier,
+  });
+  await app.ready();
+  return { app, upstream, tokens, logs };
+}
