@@ -1,0 +1,21 @@
+import { z } from 'zod';
+import { commonEnv, grpcServerEnv, natsEnv, postgresEnv, sealingEnv } from '@sts/config/env-fragments';
+
+export const enrollmentEnvSchema = z.object({
+  ...commonEnv,
+  ...postgresEnv,
+  ...natsEnv,
+  ...sealingEnv,
+  ...grpcServerEnv,
+  GRPC_PORT: grpcServerEnv.GRPC_PORT.default(50054),
+  /**
+   * 32-byte key (base64) the enrollment service alone holds. Keys derived from it (HKDF) encrypt
+   * enrollment keys at rest and key the HMAC of enrollment codes. Losing it makes stored keys
+   * unreadable (rotate them) and live codes unusable (make new ones).
+   */
+  ENROLLMENT_KEY_ENCRYPTION_KEY: z
+    .string()
+    .refine((value) => Buffer.from(value, 'base64').length === 32, 'must be 32 bytes, base64-encoded'),
+});
+
+export type EnrollmentConfig = z.infer<typeof enrollmentEnvSchema>;

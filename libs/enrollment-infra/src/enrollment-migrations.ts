@@ -1,0 +1,57 @@
+import { Migration } from '@mikro-orm/migrations';
+import type { MigrationEntry } from '@sts/db/service-orm';
+import { processedEventsTableSql } from '@sts/db/processed-events';
+import { outboxTableSql } from '@sts/outbox/outbox';
+
+export const ENROLLMENT_SCHEMA = 'enrollment';
+
+class InitialEnrollmentSchema extends Migration {
+  override up(): void {
+    this.addSql(`
+      -- At most one current key per organization; the key is sealed (AES-256-GCM) and hashed (SHA-256).
+      create table enrollment.enrollment_keys (
+        org_id uuid primary key,
+        key_hash char(64) not null,
+        key_sealed text not null,
+        created_at timestamptz not null,
+        constraint enrollment_keys_key_hash_key unique (key_hash)
+      );
+
+      create table enrollment.devices (
+        id uuid primary key,
+        org_id uuid not null,
+        machine_id text not null,
+        hostname text not null,
+        status text not null check (status in ('active', 'disabled')),
+        metadata jsonb not null default '{}'::jsonb check (jsonb_typeof(metadata) = 'object'),
+        token_hash char(64) not null,
+        enrolled_at timestamptz not null,
+        last_seen_at timestamptz not null,
+        -- A machine is enrolled in one organization at most: concurrent enrollments elsewhere collide here.
+        constraint devices_machine_id_key unique (machine_id),
+        constraint devices_token_hash_key unique (token_hash)
+      );
+      -- Keyset pages of an organization, all devices or one status.
+      create index devices_org_enrolled_idx on enrollment.devices (org_id, enrolled_at, id);
+      create index devices_org_status_enrolled_idx on enrollment.devices (org_id, status, enrolled_at, id);
+
+      -- Codes are stored as HMAC-SHA256 only.
+      create table enrollment.enrollment_codes (
+        id uuid primary key,
+        org_id uuid not null,
+        code_hash char(64) not null,
+        created_at timestamptz not null,
+        expires_at timestamptz not null,
+        consumed_at timestamptz null,
+        consumed_by_device_id uuid null,
+        constraint enrollment_codes_org_code_hash_key unique (org_id, code_hash)
+      );
+      create index enrollment_codes_consumer_idx on enrollment.enrollment_codes (consumed_by_device_id)
+        where consumed_by_device_id is not null;
+    `);
+    this.addSql(outboxTableSql(ENROLLMENT_SCHEMA));
+    this.addSql(processedEventsTableSql(ENROLLMENT_SCHEMA));
+  }
+}
+
+export const ENROLLMENT_MIGRATIONS: MigrationEntry[] = [{ name: '0001_initial_enrollment_schema', class: InitialEnrollmentSchema }];

@@ -1,0 +1,261 @@
+import { UniqueConstraintViolationException, type EntityManager, type MikroORM } from '@mikro-orm/postgresql';
+import { isUuid, sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
+import type {
+  Device,
+  DeviceFilter,
+  DeviceIdentity,
+  DeviceMetadata,
+  DeviceStatus,
+} from '@sts/enrollment-domain/enrollment-model';
+import {
+  UniqueConflict,
+  type CodeOutcome,
+  type ConsumeCodeInput,
+  type EnrollmentRepositories,
+  type EnrollmentStore,
+  type EnrollmentTarget,
+  type StoredEnrollmentCode,
+  type StoredEnrollmentKey,
+} from '@sts/enrollment-domain/enrollment-ports';
+import type { EventData, EventType } from '@sts/events/event-catalogue';
+import type { PageRequest } from '@sts/pagination/keyset-cursor';
+import { enqueueEvent } from '@sts/outbox/outbox';
+import { EnrollmentKeyEntity } from './enrollment-entities';
+
+interface DeviceSqlRow {
+  id: string;
+  org_id: string;
+  machine_id: string;
+  hostname: string;
+  status: DeviceStatus;
+  metadata: DeviceMetadata;
+  enrolled_at: Date;
+  last_seen_at: Date;
+}
+
+const DEVICE_COLUMNS = 'id, org_id, machine_id, hostname, status, metadata, enrolled_at, last_seen_at';
+
+/** EnrollmentStore over PostgreSQL (schema `enrollment`). `onCommitWithEvents` lets the outbox relay publish at once. */
+export class MikroEnrollmentStore implements EnrollmentStore {
+  constructor(
+    private readonly orm: MikroORM,
+    private readonly onCommitWithEvents: () => void = () => undefined,
+  ) {}
+
+  async transaction<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T> {
+    const counters = { emitted: 0 };
+    try {
+      const result = await this.orm.em.fork().transactional((tx) => work(new EnrollmentRepositoriesSql(tx, counters)));
+      if (counters.emitted > 0) this.onCommitWithEvents();
+      return result;
+    } catch (error) {
+      if (isUniqueViolation(error)) throw new UniqueConflict(error);
+      throw error;
+    }
+  }
+
+  read<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T> {
+    return work(new EnrollmentRepositoriesSql(this.orm.em.fork(), { emitted: 0 }));
+  }
+}
+
+class EnrollmentRepositoriesSql implements EnrollmentRepositories {
+  private readonly sql: SqlRunner;
+
+  constructor(
+    private readonly em: EntityManager,
+    private readonly counters: { emitted: number },
+  ) {
+    this.sql = sqlRunner(em);
+  }
+
+  async findKey(orgId: string): Promise<StoredEnrollmentKey | null> {
+    if (!isUuid(orgId)) return null;
+    const row = await this.em.findOne(EnrollmentKeyEntity, { orgId }, { disableIdentityMap: true });
+    return row ? { orgId: row.orgId, keyHash: row.keyHash, keySealed: row.keySealed, createdAt: row.createdAt } : null;
+  }
+
+  async upsertKey(key: StoredEnrollmentKey): Promise<void> {
+    await this.sql.run(
+      `insert into enrollment.enrollment_keys (org_id, key_hash, key_sealed, created_at) values (?, ?, ?, ?)
+       on conflict (org_id) do update
+         set key_hash = excluded.key_hash, key_sealed = excluded.key_sealed, created_at = excluded.created_at`,
+      [key.orgId, key.keyHash, key.keySealed, key.createdAt],
+    );
+  }
+
+  async deleteKey(orgId: string): Promise<boolean> {
+    if (!isUuid(orgId)) return false;
+    return (await this.em.nativeDelete(EnrollmentKeyEntity, { orgId })) > 0;
+  }
+
+  async insertCodes(codes: StoredEnrollmentCode[]): Promise<void> {
+    if (codes.length === 0) return;
+    const params: unknown[] = [];
+    for (const c of codes) params.push(c.id, c.orgId, c.codeHash, c.createdAt, c.expiresAt);
+    await this.sql.run(
+      `insert into enrollment.enrollment_codes (id, org_id, code_hash, created_at, expires_at)
+       values ${codes.map(() => '(?, ?, ?, ?, ?)').join(', ')}`,
+      params,
+    );
+  }
+
+  async purgeCodes(orgId: string, expiredBefore: Date): Promise<number> {
+    if (!isUuid(orgId)) return 0;
+    return this.sql.run(`delete from enrollment.enrollment_codes where org_id = ? and expires_at < ?`, [orgId, expiredBefore]);
+  }
+
+  async findEnrollmentTarget(keyHash: string, machineId: string): Promise<EnrollmentTarget | null> {
+    const row = await this.sql.one<{ key_org_id: string } & { [K in keyof DeviceSqlRow]: DeviceSqlRow[K] | null }>(
+      `select k.org_id as key_org_id, d.id, d.org_id, d.machine_id, d.hostname, d.status, d.metadata, d.enrolled_at, d.last_seen_at
+       from enrollment.enrollment_keys k
+       left join enrollment.devices d on d.machine_id = ?
+       where k.key_hash = ?`,
+      [machineId, keyHash],
+    );
+    if (!row) return null;
+    return { orgId: row.key_org_id, existing: row.id ? toDevice(row as DeviceSqlRow) : null };
+  }
+
+  /**
+   * One statement: the conditional update consumes the code (row lock: of concurrent consumers one
+   * wins, the others re-check `consumed_at is null` after it commits and match nothing); the device
+   * write runs only if that update returned a row; the final select says why a code did not match.
+   * It reads the statement's snapshot, so a code consumed by a transaction that committed while we
+   * waited for its lock still looks live there: that case is `used` too.
+   */
+  async consumeCode(input: ConsumeCodeInput): Promise<{ outcome: CodeOutcome; written: boolean }> {
+    const { orgId, codeHash, deviceId, now, write } = input;
+    let written: string;
+    let writeParams: unknown[];
+    switch (write.kind) {
+      case 'insert': {
+        const d = write.device;
+        written = `insert into enrollment.devices
+            (id, org_id, machine_id, hostname, status, metadata, token_hash, enrolled_at, last_seen_at)
+          select ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ? where exists (select 1 from consumed)
+          returning id`;
+        writeParams = [d.id, d.orgId, d.machineId, d.hostname, d.status, JSON.stringify(d.metadata), write.tokenHash, d.enrolledAt, d.lastSeenAt];
+        break;
+      }
+      case 're-enroll':
+        written = `update enrollment.devices
+          set hostname = ?, metadata = ?::jsonb, token_hash = ?, last_seen_at = ?
+          where id = ? and org_id = ? and exists (select 1 from consumed)
+          returning id`;
+        writeParams = [write.hostname, JSON.stringify(write.metadata), write.tokenHash, write.lastSeenAt, write.deviceId, orgId];
+        break;
+      case 'none':
+        written = `select null::uuid as id where false`;
+        writeParams = [];
+        break;
+    }
+    const row = await this.sql.one<{ consumed: boolean; written: boolean; state: 'used' | 'expired' | null }>(
+      `with consumed as (
+         update enrollment.enrollment_codes set consumed_at = ?, consumed_by_device_id = ?
+         where org_id = ? and code_hash = ? and consumed_at is null and expires_at > ?
+         returning id
+       ), written as (${written})
+       select exists (select 1 from consumed) as consumed,
+              exists (select 1 from written) as written,
+              (select case when c.expires_at <= ? and c.consumed_at is null then 'expired' else 'used' end
+                 from enrollment.enrollment_codes c where c.org_id = ? and c.code_hash = ?) as state`,
+      [now, deviceId, orgId, codeHash, now, ...writeParams, now, orgId, codeHash],
+    );
+    if (!row) throw new Error('consume statement returned no row');
+    if (row.consumed) return { outcome: 'consumed', written: row.written };
+    return { outcome: row.state ?? 'unknown', written: false };
+  }
+
+  async findDevice(orgId: string, deviceId: string): Promise<Device | null> {
+    if (!isUuid(orgId) || !isUuid(deviceId)) return null;
+    const row = await this.sql.one<DeviceSqlRow>(`select ${DEVICE_COLUMNS} from enrollment.devices where org_id = ? and id = ?`, [orgId, deviceId]);
+    return row ? toDevice(row) : null;
+  }
+
+  async lockDevice(orgId: string, deviceId: string): Promise<Device | null> {
+    if (!isUuid(orgId) || !isUuid(deviceId)) return null;
+    const row = await this.sql.one<DeviceSqlRow>(
+      `select ${DEVICE_COLUMNS} from enrollment.devices where org_id = ? and id = ? for update`,
+      [orgId, deviceId],
+    );
+    return row ? toDevice(row) : null;
+  }
+
+  async setDeviceStatus(orgId: string, deviceId: string, status: DeviceStatus): Promise<void> {
+    await this.sql.run(`update enrollment.devices set status = ? where org_id = ? and id = ?`, [status, orgId, deviceId]);
+  }
+
+  async deleteDevice(orgId: string, deviceId: string): Promise<void> {
+    await this.sql.run(
+      `with gone as (delete from enrollment.devices where org_id = ? and id = ? returning id)
+       update enrollment.enrollment_codes set consumed_by_device_id = null
+       where consumed_by_device_id in (select id from gone)`,
+      [orgId, deviceId],
+    );
+  }
+
+  async listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<Device[]> {
+    if (!isUuid(orgId) || (page.after && !isUuid(page.after.id))) return [];
+    const conditions = ['org_id = ?'];
+    const params: unknown[] = [orgId];
+    if (filter.status) {
+      conditions.push('status = ?');
+      params.push(filter.status);
+    }
+    if (filter.query) {
+      const pattern = `%${escapeLike(filter.query)}%`;
+      conditions.push(`(hostname ilike ? escape '\\' or machine_id ilike ? escape '\\')`);
+      params.push(pattern, pattern);
+    }
+    if (page.after) {
+      conditions.push('(enrolled_at, id) > (?, ?)');
+      params.push(new Date(page.after.at), page.after.id);
+    }
+    params.push(page.limit + 1);
+    const rows = await this.sql.all<DeviceSqlRow>(
+      `select ${DEVICE_COLUMNS} from enrollment.devices where ${conditions.join(' and ')} order by enrolled_at, id limit ?`,
+      params,
+    );
+    return rows.map(toDevice);
+  }
+
+  async findDeviceByTokenHash(tokenHash: string): Promise<DeviceIdentity | null> {
+    const row = await this.sql.one<{ id: string; org_id: string; status: DeviceStatus }>(
+      `select id, org_id, status from enrollment.devices where token_hash = ?`,
+      [tokenHash],
+    );
+    return row ? { deviceId: row.id, orgId: row.org_id, status: row.status } : null;
+  }
+
+  async emit<Type extends EventType>(type: Type, data: EventData<Type>): Promise<void> {
+    await enqueueEvent(this.em, type, data);
+    this.counters.emitted += 1;
+  }
+}
+
+/**
+ * MikroORM converts driver errors of its own queries; raw statements run through `execute` surface
+ * the driver's error, whose SQLSTATE 23505 is a unique violation.
+ */
+function isUniqueViolation(error: unknown): boolean {
+  return error instanceof UniqueConstraintViolationException || (error instanceof Error && (error as { code?: unknown }).code === '23505');
+}
+
+/** `%`, `_` and the escape character itself match literally. */
+export function escapeLike(text: string): string {
+  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+function toDevice(row: DeviceSqlRow): Device {
+  return {
+    id: row.id,
+    orgId: row.org_id,
+    machineId: row.machine_id,
+    hostname: row.hostname,
+    status: row.status,
+    metadata: row.metadata,
+    enrolledAt: new Date(row.enrolled_at),
+    lastSeenAt: new Date(row.last_seen_at),
+  };
+}
