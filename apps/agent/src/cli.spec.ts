@@ -1,0 +1,312 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  AGENT_VERSION,
+  ENROLL_USAGE,
+  EXIT,
+  EXIT_CODE_BY_FAILURE,
+  runCli,
+  STATUS_USAGE,
+  USAGE,
+  type AgentDeps,
+} from './cli';
+import { MachineIdError } from './machine-identity';
+
+// Argument handling of the CLI, with the network replaced by a fake fetch and files in a temp dir.
+
+const KEY = 'stsek_unit_key_0123456789';
+const TOKEN = 'stsdt_unit_token_abcdef';
+
+interface Seen {
+  url: string;
+  headers: Record<string, string>;
+  body: Record<string, unknown>;
+}
+
+describe('agent CLI arguments', () => {
+  let dir: string;
+  let seen: Seen[];
+  let respond: () => Response;
+  let deps: Partial<AgentDeps>;
+
+  const fakeFetch = (async (url: string, init: RequestInit) => {
+    seen.push({
+      url,
+      headers: init.headers as Record<string, string>,
+      body: JSON.parse(init.body as string) as Record<string, unknown>,
+    });
+    return respond();
+  }) as unknown as typeof fetch;
+
+  const run = async (argv: string[], env: Record<string, string> = {}, extra: Partial<AgentDeps> = {}) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(
+      argv,
+      { HOME: dir, ...env },
+      { out: (l) => out.push(l), err: (l) => err.push(l) },
+      {
+        ...deps,
+        ...extra,
+      },
+    );
+    return { code, out: out.join('\n'), err: err.join('\n') };
+  };
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'agent-cli-'));
+    seen = [];
+    respond = () =>
+      new Response(
+        JSON.stringify({ device_id: 'dev_1', org_id: 'org_1', device_token: TOKEN, re_enrolled: false }),
+        {
+          status: 200,
+          headers: { 'content-type': 'application/json' },
+        },
+      );
+    deps = {
+      fetch: fakeFetch,
+      readMachineId: () => Promise.resolve('3d1219c7c4c5404aaa1f6d2a48adfda4'),
+      hostFacts: () => ({
+        hostname: 'laptop-7',
+        os: 'linux',
+        osRelease: '6.1.0',
+        osType: 'Linux',
+        arch: 'x64',
+      }),
+      platform: 'linux',
+      isRoot: false,
+      homedir: dir,
+      cwd: dir,
+      now: () => new Date('2026-03-01T12:00:00.000Z'),
+    };
+  });
+
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('prints help at top level and for each command, with the exit codes', async () => {
+    for (const argv of [['--help'], ['-h'], ['help']]) {
+      const { code, out } = await run(argv);
+      expect(code).toBe(0);
+      expect(out).toBe(USAGE);
+    }
+    expect(USAGE).toContain('17  timed out');
+    for (const argv of [
+      ['enroll', '--help'],
+      ['help', 'enroll'],
+      ['--help', 'enroll'],
+      ['enroll', '-h'],
+    ]) {
+      const { code, out } = await run(argv);
+      expect(code).toBe(0);
+      expect(out).toBe(ENROLL_USAGE);
+    }
+    expect(ENROLL_USAGE).toContain('11  enrollment code rejected');
+    expect(await run(['status', '--help'])).toMatchObject({ code: 0, out: STATUS_USAGE });
+    expect(await run(['--version'])).toMatchObject({ code: 0, out: AGENT_VERSION });
+  });
+
+  it.each([
+    [[], /Usage:/],
+    [['frobnicate'], /unknown command "frobnicate"/],
+    [['--bogus'], /unknown option "--bogus"/],
+    [['help', 'frobnicate'], /no help for unknown command/],
+    [['enroll', '--bogus'], /Unknown option '--bogus'/],
+    [['enroll', '--server'], /argument missing/],
+    [['status', 'extra'], /unexpected argument "extra"/],
+    [['status', '--json=yes'], /does not take an argument/],
+  ])('%p is a usage error (exit 2)', async (argv, message) => {
+    const { code, err } = await run(argv);
+    expect(code).toBe(EXIT.USAGE);
+    expect(err).toMatch(message);
+    expect(seen).toHaveLength(0);
+  });
+
+  it('names every missing required value', async () => {
+    const { code, err } = await run(['enroll']);
+    expect(code).toBe(2);
+    expect(err).toContain(
+      'enroll needs --server URL (or STS_SERVER_URL), --key KEY (or STS_ENROLLMENT_KEY), --code CODE (or STS_ENROLLMENT_CODE)',
+    );
+    expect(err).toContain(ENROLL_USAGE);
+  });
+
+  it.each([
+    [['--server', 'api.example.com'], /--server must be a URL/],
+    [['--server', 'ftp://api.example.com'], /must start with https:\/\//],
+    [['--key', 'two words'], /enrollment key must be one word/],
+    [['--code', ''], /enrollment code must be one word/],
+    [['--timeout', 'soon'], /--timeout must be a number/],
+    [['--timeout', '0'], /--timeout must be a number/],
+    [['--machine-id', 'has space'], /--machine-id must be/],
+    [['--machine-id', 'x'.repeat(129)], /--machine-id must be/],
+    [['--hostname', 'bad\u0007name'], /--hostname must be/],
+    [['--hostname', 'h'.repeat(256)], /--hostname must be/],
+    [['--config', ''], /--config must be a file path/],
+  ])('rejects %p', async (override, message) => {
+    const flags: Record<string, string> = {
+      '--server': 'https://api.example.com',
+      '--key': KEY,
+      '--code': 'AAAA-BBBB',
+    };
+    for (let i = 0; i < override.length; i += 2) flags[override[i] as string] = override[i + 1] as string;
+    const { code, err } = await run(['enroll', ...Object.entries(flags).flat()]);
+    expect(code).toBe(EXIT.USAGE);
+    expect(err).toMatch(message);
+    expect(seen).toHaveLength(0);
+  });
+
+  it('takes every value from the environment, flags winning, and never prints the key or token', async () => {
+    const env = {
+      STS_SERVER_URL: 'https://env.example.com/',
+      STS_ENROLLMENT_KEY: KEY,
+      STS_ENROLLMENT_CODE: 'ENV1-CODE',
+      STS_AGENT_CONFIG: 'custom/agent.json',
+    };
+    const { code, out, err } = await run(['enroll'], env);
+    expect({ code, err }).toEqual({ code: 0, err: '' });
+    expect(seen[0]?.url).toBe('https://env.example.com/api/device/enroll');
+    expect(seen[0]?.headers['x-enrollment-key']).toBe(KEY);
+    expect(seen[0]?.body).toEqual({
+      code: 'ENV1-CODE',
+      machine_id: '3d1219c7c4c5404aaa1f6d2a48adfda4',
+      hostname: 'laptop-7',
+      metadata: {
+        os: 'linux',
+        os_release: '6.1.0',
+        os_type: 'Linux',
+        arch: 'x64',
+        agent_version: AGENT_VERSION,
+      },
+    });
+    const configPath = join(dir, 'custom', 'agent.json'); // relative to the working directory
+    expect(out).toContain(configPath);
+    expect(out).toContain('dev_1');
+    expect(`${out}${err}`).not.toContain(KEY);
+    expect(`${out}${err}`).not.toContain(TOKEN);
+    expect(JSON.parse(await readFile(configPath, 'utf8'))).toMatchObject({
+      server: 'https://env.example.com',
+      device_token: TOKEN,
+      enrolled_at: '2026-03-01T12:00:00.000Z',
+    });
+
+    const flagged = await run(
+      [
+        'enroll',
+        '--server',
+        'https://flag.example.com',
+        '--code',
+        'FLAG-CODE',
+        '--config',
+        join(dir, 'f.json'),
+        '--hostname',
+        ' box-1 ',
+      ],
+      env,
+    );
+    expect(flagged.code).toBe(0);
+    expect(seen[1]?.url).toBe('https://flag.example.com/api/device/enroll');
+    expect(seen[1]?.body).toMatchObject({ code: 'FLAG-CODE', hostname: 'box-1' });
+  });
+
+  it('uses the default config path under $HOME/.config', async () => {
+    const { code, out } = await run([
+      'enroll',
+      '--server',
+      'https://x.example',
+      '--key',
+      KEY,
+      '--code',
+      'C-1',
+    ]);
+    expect(code).toBe(0);
+    expect(out).toContain(join(dir, '.config', 'sts-agent', 'agent.json'));
+  });
+
+  it('warns about plain http to a non-local host only', async () => {
+    const args = ['--key', KEY, '--code', 'C-1', '--force', '--config', join(dir, 'a.json')];
+    const remote = await run(['enroll', '--server', 'http://api.example.com', ...args]);
+    expect(remote.code).toBe(0);
+    expect(remote.err).toMatch(/warning: http:\/\/api\.example\.com is plain http/);
+    const local = await run(['enroll', '--server', 'http://127.0.0.1:8080', ...args]);
+    expect(local.err).toBe('');
+  });
+
+  it('--machine-id (or STS_MACHINE_ID) replaces reading it; an unreadable machine id is exit 5', async () => {
+    const failing = () =>
+      Promise.reject(new MachineIdError("Could not read this machine's id. Pass --machine-id ID"));
+    const base = ['enroll', '--server', 'https://x.example', '--key', KEY, '--code', 'C-1'];
+    const failed = await run(base, {}, { readMachineId: failing });
+    expect(failed).toMatchObject({ code: EXIT.LOCAL, err: expect.stringContaining('--machine-id') });
+    expect(seen).toHaveLength(0);
+
+    expect((await run([...base, '--machine-id', 'my-id-1'], {}, { readMachineId: failing })).code).toBe(0);
+    expect(seen[0]?.body['machine_id']).toBe('my-id-1');
+  });
+
+  it('status: not enrolled (3), enrolled (0, no token), unreadable (5)', async () => {
+    const config = join(dir, 'agent.json');
+    expect(await run(['status', '--config', config])).toMatchObject({
+      code: EXIT.NOT_ENROLLED,
+      err: expect.stringContaining('not enrolled'),
+    });
+    const notEnrolledJson = await run(['status', '--config', config, '--json']);
+    expect(notEnrolledJson.code).toBe(3);
+    expect(JSON.parse(notEnrolledJson.out)).toEqual({ enrolled: false, config_path: config });
+
+    await run(['enroll', '--server', 'https://x.example', '--key', KEY, '--code', 'C-1', '--config', config]);
+    const human = await run(['status', '--config', config]);
+    expect(human.code).toBe(0);
+    expect(human.out).toContain('device id:     dev_1');
+    expect(human.out).not.toContain(TOKEN);
+    const json = await run(['status', '--json'], { STS_AGENT_CONFIG: config });
+    expect(JSON.parse(json.out)).toEqual({
+      enrolled: true,
+      server: 'https://x.example',
+      device_id: 'dev_1',
+      org_id: 'org_1',
+      hostname: 'laptop-7',
+      machine_id: '3d1219c7c4c5404aaa1f6d2a48adfda4',
+      enrolled_at: '2026-03-01T12:00:00.000Z',
+      config_path: config,
+    });
+
+    await writeFile(config, 'garbage');
+    expect(await run(['status', '--config', config])).toMatchObject({
+      code: EXIT.LOCAL,
+      err: expect.stringContaining('not valid JSON'),
+    });
+  });
+
+  it('treats a file that is not an enrollment as taken unless --force', async () => {
+    const config = join(dir, 'agent.json');
+    await writeFile(config, '{"hello": "world"}');
+    const base = [
+      'enroll',
+      '--server',
+      'https://x.example',
+      '--key',
+      KEY,
+      '--code',
+      'C-1',
+      '--config',
+      config,
+    ];
+    expect(await run(base)).toMatchObject({
+      code: EXIT.ALREADY_ENROLLED,
+      err: expect.stringContaining('--force'),
+    });
+    expect(seen).toHaveLength(0);
+    expect((await run([...base, '--force'])).code).toBe(0);
+    expect(JSON.parse(await readFile(config, 'utf8'))).toMatchObject({ device_id: 'dev_1' });
+  });
+
+  it('maps every failure kind to its own exit code', () => {
+    const codes = Object.values(EXIT_CODE_BY_FAILURE);
+    expect(new Set(codes).size).toBe(codes.length);
+    expect(codes.every((code) => code >= 10)).toBe(true);
+  });
+});

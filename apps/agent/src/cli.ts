@@ -1,0 +1,595 @@
+import { rmdir } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import agentPackage from '../package.json';
+import {
+  AgentConfigError,
+  ConfigExistsError,
+  defaultConfigPath,
+  InvalidConfigError,
+  prepareConfigDirectory,
+  readAgentConfig,
+  writeAgentConfig,
+  type AgentConfig,
+  type StoredConfig,
+} from './agent-config';
+import {
+  DEFAULT_TIMEOUT_MS,
+  enrollDevice,
+  parseServerUrl,
+  ServerUrlError,
+  type EnrollFailureKind,
+} from './enroll-client';
+import { MachineIdError, readHostFacts, readMachineId, type HostFacts } from './machine-identity';
+
+export const AGENT_VERSION: string = agentPackage.version;
+
+/** Exit codes; stable, documented in --help, so scripts may branch on them. */
+export const EXIT = {
+  OK: 0,
+  UNEXPECTED: 1,
+  USAGE: 2,
+  NOT_ENROLLED: 3,
+  ALREADY_ENROLLED: 4,
+  LOCAL: 5,
+  KEY_REJECTED: 10,
+  CODE_REJECTED: 11,
+  MACHINE_ENROLLED_ELSEWHERE: 12,
+  RATE_LIMITED: 13,
+  REQUEST_REJECTED: 14,
+  SERVER_ERROR: 15,
+  NETWORK: 16,
+  TIMEOUT: 17,
+  BAD_RESPONSE: 18,
+} as const;
+
+export const EXIT_CODE_BY_FAILURE: Record<EnrollFailureKind, number> = {
+  key_rejected: EXIT.KEY_REJECTED,
+  code_rejected: EXIT.CODE_REJECTED,
+  machine_enrolled_elsewhere: EXIT.MACHINE_ENROLLED_ELSEWHERE,
+  rate_limited: EXIT.RATE_LIMITED,
+  request_rejected: EXIT.REQUEST_REJECTED,
+  server_error: EXIT.SERVER_ERROR,
+  network: EXIT.NETWORK,
+  timeout: EXIT.TIMEOUT,
+  bad_response: EXIT.BAD_RESPONSE,
+};
+
+const EXIT_CODES_HELP = `Exit codes:
+   0  success
+   1  unexpected error
+   2  usage error (unknown command or option, missing or invalid value)
+   3  not enrolled (status)
+   4  already enrolled (enroll without --force)
+   5  local problem: machine id unreadable, config file unreadable or unwritable
+  10  enrollment key rejected (missing, wrong, rotated or revoked)
+  11  enrollment code rejected (invalid, expired or already used)
+  12  this machine is enrolled in another organization
+  13  rate limited by the server (retry after the time shown)
+  14  request rejected by the server (other 4xx, e.g. too large)
+  15  server error (5xx)
+  16  network error (connection refused, DNS, TLS, connection reset)
+  17  timed out waiting for the server
+  18  unexpected or malformed answer from the server`;
+
+const CONFIG_HELP = `Config file (--config PATH or STS_AGENT_CONFIG): by default
+$XDG_CONFIG_HOME/sts-agent/agent.json, else ~/.config/sts-agent/agent.json;
+/etc/sts-agent/agent.json when run as root; %APPDATA%\\sts-agent\\agent.json on Windows.`;
+
+export const USAGE = `sts-agent ${AGENT_VERSION}: connects this device to the security telemetry service.
+
+Usage:
+  agent enroll --server URL --key KEY --code CODE [options]
+      Enroll this device with a one-time enrollment code and the organization's enrollment key.
+  agent status [--config PATH] [--json]
+      Show what this device is enrolled as.
+  agent help [COMMAND]      (or: agent COMMAND --help)
+  agent --version
+
+${CONFIG_HELP}
+
+${EXIT_CODES_HELP}
+`;
+
+export const ENROLL_USAGE = `Usage:
+  agent enroll --server URL --key KEY --code CODE [--config PATH] [--hostname NAME]
+               [--machine-id ID] [--timeout SECONDS] [--force]
+
+Enrolls this device: sends the one-time code, this machine's id, its hostname, OS and
+architecture to POST <server>/api/device/enroll (authenticated by the enrollment key), then
+stores the device id and device token in the config file, readable only by its owner (0600).
+Neither the key nor the token is ever printed.
+
+Options (each flag wins over its environment variable):
+  --server URL        service base address, https://... (STS_SERVER_URL)
+  --key KEY           the organization's enrollment key (STS_ENROLLMENT_KEY). Prefer the
+                      variable: command-line arguments are visible to other users.
+  --code CODE         one-time enrollment code, e.g. 7KQD-M3XP (STS_ENROLLMENT_CODE)
+  --config PATH       where to store the enrollment (STS_AGENT_CONFIG)
+  --hostname NAME     name to report instead of this machine's hostname
+  --machine-id ID     identifier to report when the machine id cannot be read (STS_MACHINE_ID)
+  --timeout SECONDS   how long to wait for the server (default ${DEFAULT_TIMEOUT_MS / 1000})
+  --force             replace an existing enrollment in the config file
+  -h, --help          show this help
+
+Machine id: /etc/machine-id or /var/lib/dbus/machine-id (Linux), IOPlatformUUID (macOS),
+MachineGuid (Windows).
+
+${CONFIG_HELP}
+
+${EXIT_CODES_HELP}
+`;
+
+export const STATUS_USAGE = `Usage:
+  agent status [--config PATH] [--json]
+
+Shows what this device is enrolled as: server, device id, organization id, hostname, machine id
+and enrollment time (never the device token).
+
+Options:
+  --config PATH   the config file to read (STS_AGENT_CONFIG)
+  --json          print one JSON object ({"enrolled": false, ...} when not enrolled)
+  -h, --help      show this help
+
+${CONFIG_HELP}
+
+Exit codes:
+   0  enrolled
+   1  unexpected error
+   2  usage error
+   3  not enrolled (no config file)
+   5  the config file cannot be read or is not an enrollment
+`;
+
+export interface CliIo {
+  out(line: string): void;
+  err(line: string): void;
+}
+
+/** What runCli needs from the machine; tests and the end-to-end suite replace any of it. */
+export interface AgentDeps {
+  readMachineId: () => Promise<string>;
+  hostFacts: () => HostFacts;
+  fetch: typeof fetch;
+  platform: NodeJS.Platform;
+  isRoot: boolean;
+  homedir: string;
+  cwd: string;
+  now: () => Date;
+}
+
+export function defaultAgentDeps(env: Record<string, string | undefined>): AgentDeps {
+  return {
+    readMachineId: () => readMachineId(),
+    hostFacts: readHostFacts,
+    fetch: (input, init) => fetch(input, init),
+    platform: process.platform,
+    isRoot: process.getuid?.() === 0,
+    homedir: env['HOME'] ?? os.homedir(),
+    cwd: process.cwd(),
+    now: () => new Date(),
+  };
+}
+
+class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly usage: string,
+  ) {
+    super(message);
+  }
+}
+
+const COMMANDS: Record<string, string> = { enroll: ENROLL_USAGE, status: STATUS_USAGE };
+
+/** Runs the agent CLI; resolves with the process exit code. Never throws. */
+export async function runCli(
+  argv: readonly string[],
+  env: Record<string, string | undefined>,
+  io: CliIo,
+  deps: Partial<AgentDeps> = {},
+): Promise<number> {
+  const machine = { ...defaultAgentDeps(env), ...deps };
+  try {
+    const [command, ...rest] = argv;
+    if (command === undefined) {
+      io.err(USAGE);
+      return EXIT.USAGE;
+    }
+    switch (command) {
+      case '-h':
+      case '--help':
+        return help(rest[0], io);
+      case 'help':
+        return help(rest[0], io);
+      case '--version':
+        if (rest.length > 0) throw new UsageError('--version takes no arguments', USAGE);
+        io.out(AGENT_VERSION);
+        return EXIT.OK;
+      case 'enroll':
+        return await enroll(rest, env, io, machine);
+      case 'status':
+        return await status(rest, env, io, machine);
+      default:
+        throw new UsageError(
+          command.startsWith('-') ? `unknown option "${command}"` : `unknown command "${command}"`,
+          USAGE,
+        );
+    }
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.err(`agent: ${error.message}\n\n${error.usage}`);
+      return EXIT.USAGE;
+    }
+    io.err(`agent: unexpected error: ${error instanceof Error ? error.message : String(error)}`);
+    return EXIT.UNEXPECTED;
+  }
+}
+
+function help(topic: string | undefined, io: CliIo): number {
+  if (topic === undefined) {
+    io.out(USAGE);
+    return EXIT.OK;
+  }
+  const usage = COMMANDS[topic];
+  if (!usage) throw new UsageError(`no help for unknown command "${topic}"`, USAGE);
+  io.out(usage);
+  return EXIT.OK;
+}
+
+async function enroll(
+  args: readonly string[],
+  env: Record<string, string | undefined>,
+  io: CliIo,
+  machine: AgentDeps,
+): Promise<number> {
+  const values = parseCommand(args, ENROLL_USAGE, {
+    help: { type: 'boolean', short: 'h' },
+    server: { type: 'string' },
+    key: { type: 'string' },
+    code: { type: 'string' },
+    config: { type: 'string' },
+    hostname: { type: 'string' },
+    'machine-id': { type: 'string' },
+    timeout: { type: 'string' },
+    force: { type: 'boolean' },
+  });
+  if (values['help']) {
+    io.out(ENROLL_USAGE);
+    return EXIT.OK;
+  }
+  const options = resolveEnrollOptions(values, env, machine);
+
+  // Before spending the one-time code: is there an enrollment already, and can the result be stored?
+  const configPath = options.configPath;
+  let existing: StoredConfig | undefined;
+  try {
+    existing = await readAgentConfig(configPath);
+  } catch (error) {
+    if (!(error instanceof AgentConfigError)) throw error;
+    if (!(error instanceof InvalidConfigError)) {
+      io.err(`agent: ${error.message}. Nothing was sent to the server.`);
+      return EXIT.LOCAL;
+    }
+    if (!options.force) {
+      io.err(`agent: ${error.message}.\nPass --force to replace it with a new enrollment.`);
+      return EXIT.ALREADY_ENROLLED;
+    }
+  }
+  if (existing && !options.force) {
+    io.err(
+      `agent: this device is already enrolled as device ${existing.config.device_id} ` +
+        `(organization ${existing.config.org_id}, server ${existing.config.server}); see ${configPath}.\n` +
+        'Pass --force to enroll again and replace that enrollment.',
+    );
+    return EXIT.ALREADY_ENROLLED;
+  }
+
+  let machineId = options.machineId;
+  if (machineId === undefined) {
+    try {
+      machineId = await machine.readMachineId();
+    } catch (error) {
+      if (!(error instanceof MachineIdError)) throw error;
+      io.err(`agent: ${error.message}`);
+      return EXIT.LOCAL;
+    }
+  }
+  const facts = machine.hostFacts();
+  const hostname = options.hostname ?? facts.hostname.trim();
+  if (!isReasonableName(hostname)) {
+    io.err('agent: this machine reports no usable hostname; pass --hostname NAME.');
+    return EXIT.LOCAL;
+  }
+
+  let createdDirectory: string | undefined;
+  try {
+    const prepared = await prepareConfigDirectory(configPath);
+    if (prepared.created) createdDirectory = prepared.directory;
+    for (const warning of prepared.warnings) io.err(`agent: warning: ${warning}`);
+  } catch (error) {
+    if (!(error instanceof AgentConfigError)) throw error;
+    io.err(`agent: ${error.message}. Nothing was sent to the server.`);
+    return EXIT.LOCAL;
+  }
+
+  if (options.insecure) {
+    io.err(
+      `agent: warning: ${options.server.origin} is plain http: the enrollment key and the device token ` +
+        'cross the network unencrypted. Use https:// outside local testing.',
+    );
+  }
+
+  const result = await enrollDevice({
+    server: options.server,
+    enrollmentKey: options.key,
+    body: {
+      code: options.code,
+      machine_id: machineId,
+      hostname,
+      metadata: {
+        os: facts.os,
+        os_release: facts.osRelease,
+        os_type: facts.osType,
+        arch: facts.arch,
+        agent_version: AGENT_VERSION,
+      },
+    },
+    timeoutMs: options.timeoutMs,
+    userAgent: `sts-agent/${AGENT_VERSION} (${facts.os}; ${facts.arch})`,
+    fetch: machine.fetch,
+    now: machine.now,
+  });
+  if (!result.ok) {
+    // Leave no trace of a failed attempt (the directory only goes if it is still empty).
+    if (createdDirectory) await rmdir(createdDirectory).catch(() => undefined);
+    io.err(`agent: enrollment failed. ${result.message}`);
+    return EXIT_CODE_BY_FAILURE[result.kind];
+  }
+
+  const { enrollment } = result;
+  const config: AgentConfig = {
+    server: serverString(options.server),
+    device_id: enrollment.device_id,
+    org_id: enrollment.org_id,
+    device_token: enrollment.device_token,
+    machine_id: machineId,
+    hostname,
+    enrolled_at: machine.now().toISOString(),
+  };
+  try {
+    await writeAgentConfig(configPath, config, { overwrite: options.force });
+  } catch (error) {
+    if (!(error instanceof AgentConfigError)) throw error;
+    io.err(
+      `agent: the server enrolled this device as ${enrollment.device_id}, but its credentials could not be saved: ` +
+        `${error.message}.\n` +
+        (error instanceof ConfigExistsError
+          ? 'Another enrollment was written meanwhile; '
+          : 'Fix the problem, then ') +
+        'enroll again with a new code and --force (the device keeps its id).',
+    );
+    return error instanceof ConfigExistsError ? EXIT.ALREADY_ENROLLED : EXIT.LOCAL;
+  }
+
+  io.out(`Enrolled ${hostname} with ${config.server}.`);
+  io.out(`  device id:     ${enrollment.device_id}`);
+  io.out(`  organization:  ${enrollment.org_id}`);
+  io.out(`  machine id:    ${machineId}`);
+  io.out(`  config:        ${configPath} (owner only, 0600)`);
+  if (enrollment.re_enrolled) {
+    io.out('This machine was already enrolled in this organization: same device id, new device token.');
+  }
+  if (existing) io.out(`Replaced the previous enrollment (device ${existing.config.device_id}).`);
+  return EXIT.OK;
+}
+
+interface EnrollOptions {
+  server: URL;
+  insecure: boolean;
+  key: string;
+  code: string;
+  configPath: string;
+  hostname: string | undefined;
+  machineId: string | undefined;
+  timeoutMs: number;
+  force: boolean;
+}
+
+function resolveEnrollOptions(
+  values: Record<string, string | boolean | undefined>,
+  env: Record<string, string | undefined>,
+  machine: AgentDeps,
+): EnrollOptions {
+  const server = stringOption(values, 'server') ?? fromEnv(env, 'STS_SERVER_URL');
+  const key = stringOption(values, 'key') ?? fromEnv(env, 'STS_ENROLLMENT_KEY');
+  const code = stringOption(values, 'code') ?? fromEnv(env, 'STS_ENROLLMENT_CODE');
+  const missing = [
+    server === undefined ? '--server URL (or STS_SERVER_URL)' : undefined,
+    key === undefined ? '--key KEY (or STS_ENROLLMENT_KEY)' : undefined,
+    code === undefined ? '--code CODE (or STS_ENROLLMENT_CODE)' : undefined,
+  ].filter((entry): entry is string => entry !== undefined);
+  if (server === undefined || key === undefined || code === undefined) {
+    throw new UsageError(`enroll needs ${missing.join(', ')}`, ENROLL_USAGE);
+  }
+
+  let parsed: ReturnType<typeof parseServerUrl>;
+  try {
+    parsed = parseServerUrl(server);
+  } catch (error) {
+    if (error instanceof ServerUrlError) throw new UsageError(error.message, ENROLL_USAGE);
+    throw error;
+  }
+  const trimmedKey = key.trim();
+  // Header values cannot hold spaces or control characters; catch a bad paste before fetch does.
+  if (!/^[\x21-\x7e]{1,512}$/.test(trimmedKey)) {
+    throw new UsageError(
+      'the enrollment key must be one word of printable characters (check the copy and paste)',
+      ENROLL_USAGE,
+    );
+  }
+  const trimmedCode = code.trim();
+  if (!/^[\x21-\x7e]{1,64}$/.test(trimmedCode)) {
+    throw new UsageError(
+      'the enrollment code must be one word such as 7KQD-M3XP (check the copy and paste)',
+      ENROLL_USAGE,
+    );
+  }
+
+  const hostname = stringOption(values, 'hostname')?.trim();
+  if (hostname !== undefined && !isReasonableName(hostname)) {
+    throw new UsageError('--hostname must be 1 to 255 characters without control characters', ENROLL_USAGE);
+  }
+  const machineId = (stringOption(values, 'machine-id') ?? fromEnv(env, 'STS_MACHINE_ID'))?.trim();
+  if (machineId !== undefined && !/^[\x21-\x7e]{1,128}$/.test(machineId)) {
+    throw new UsageError(
+      '--machine-id must be 1 to 128 printable ASCII characters without spaces',
+      ENROLL_USAGE,
+    );
+  }
+
+  const timeoutText = stringOption(values, 'timeout');
+  let timeoutMs = DEFAULT_TIMEOUT_MS;
+  if (timeoutText !== undefined) {
+    const seconds = Number(timeoutText);
+    if (timeoutText.trim() === '' || !Number.isFinite(seconds) || seconds <= 0 || seconds > 3600) {
+      throw new UsageError('--timeout must be a number of seconds between 0 and 3600', ENROLL_USAGE);
+    }
+    timeoutMs = Math.max(1, Math.round(seconds * 1000));
+  }
+
+  return {
+    server: parsed.url,
+    insecure: parsed.insecure,
+    key: trimmedKey,
+    code: trimmedCode,
+    configPath: resolveConfigPath(values, env, machine),
+    hostname,
+    machineId,
+    timeoutMs,
+    force: values['force'] === true,
+  };
+}
+
+async function status(
+  args: readonly string[],
+  env: Record<string, string | undefined>,
+  io: CliIo,
+  machine: AgentDeps,
+): Promise<number> {
+  const values = parseCommand(args, STATUS_USAGE, {
+    help: { type: 'boolean', short: 'h' },
+    config: { type: 'string' },
+    json: { type: 'boolean' },
+  });
+  if (values['help']) {
+    io.out(STATUS_USAGE);
+    return EXIT.OK;
+  }
+  const configPath = resolveConfigPath(values, env, machine);
+  let stored: StoredConfig | undefined;
+  try {
+    stored = await readAgentConfig(configPath);
+  } catch (error) {
+    if (!(error instanceof AgentConfigError)) throw error;
+    io.err(`agent: ${error.message}`);
+    return EXIT.LOCAL;
+  }
+  if (!stored) {
+    if (values['json']) io.out(JSON.stringify({ enrolled: false, config_path: configPath }));
+    io.err(`agent: not enrolled (no config file at ${configPath}). See "agent enroll --help".`);
+    return EXIT.NOT_ENROLLED;
+  }
+  for (const warning of stored.warnings) io.err(`agent: warning: ${warning}`);
+  const { config } = stored;
+  if (values['json']) {
+    io.out(
+      JSON.stringify({
+        enrolled: true,
+        server: config.server,
+        device_id: config.device_id,
+        org_id: config.org_id,
+        hostname: config.hostname,
+        machine_id: config.machine_id,
+        enrolled_at: config.enrolled_at,
+        config_path: configPath,
+      }),
+    );
+    return EXIT.OK;
+  }
+  io.out(`Enrolled with ${config.server}`);
+  io.out(`  device id:     ${config.device_id}`);
+  io.out(`  organization:  ${config.org_id}`);
+  io.out(`  hostname:      ${config.hostname}`);
+  io.out(`  machine id:    ${config.machine_id}`);
+  io.out(`  enrolled at:   ${config.enrolled_at}`);
+  io.out(`  config:        ${configPath}`);
+  return EXIT.OK;
+}
+
+type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>;
+
+function parseCommand(
+  args: readonly string[],
+  usage: string,
+  options: OptionSpec,
+): Record<string, string | boolean | undefined> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: [...args], options, strict: true, allowPositionals: true });
+  } catch (error) {
+    // Unknown or malformed options (ERR_PARSE_ARGS_*), checked by shape: jest runs code in another realm.
+    const message = (error as { message?: unknown } | null)?.message;
+    const text =
+      typeof message === 'string'
+        ? message.replace(/\. To specify a positional argument[\s\S]*$/, '')
+        : String(error);
+    throw new UsageError(text, usage);
+  }
+  if (parsed.positionals.length > 0) {
+    throw new UsageError(`unexpected argument "${parsed.positionals[0]}"`, usage);
+  }
+  return parsed.values;
+}
+
+function resolveConfigPath(
+  values: Record<string, string | boolean | undefined>,
+  env: Record<string, string | undefined>,
+  machine: AgentDeps,
+): string {
+  const given = stringOption(values, 'config') ?? fromEnv(env, 'STS_AGENT_CONFIG');
+  if (given !== undefined) {
+    if (given.trim() === '') throw new UsageError('--config must be a file path', USAGE);
+    return path.resolve(machine.cwd, given);
+  }
+  return defaultConfigPath(env, {
+    platform: machine.platform,
+    isRoot: machine.isRoot,
+    homedir: machine.homedir,
+  });
+}
+
+function stringOption(
+  values: Record<string, string | boolean | undefined>,
+  name: string,
+): string | undefined {
+  const value = values[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+function fromEnv(env: Record<string, string | undefined>, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value;
+}
+
+/** What the server accepts as a hostname: 1 to 255 characters, no control characters, well-formed Unicode. */
+function isReasonableName(name: string): boolean {
+  return name.length > 0 && name.length <= 255 && !/\p{Cc}/u.test(name) && !LONE_SURROGATE.test(name);
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function serverString(server: URL): string {
+  return `${server.origin}${server.pathname.replace(/\/+$/, '')}`;
+}
