@@ -19,9 +19,9 @@ const common = {
   rootDir: __dirname,
   testEnvironment: 'node',
   moduleNameMapper,
-  // jose and content-disposition are published as ESM only; swc turns it into CommonJS for jest's module system.
+  // jose, content-disposition and cookie are published as ESM only; swc turns it into CommonJS for jest's module system.
   transform: { '^.+\\.(t|j)s$': swc },
-  transformIgnorePatterns: ['/node_modules/(?!(jose|content-disposition)/)'],
+  transformIgnorePatterns: ['/node_modules/(?!(jose|content-disposition|cookie)/)'],
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
 };
 

@@ -7,12 +7,6 @@ import { startTestGateway, type TestGateway } from './test/test-gateway';
 // light-my-request (behind app.inject) requires `cookie` 2, which is ESM only; jest.config.js does not
 // transform it, so jest cannot load it. It is used only for inject's `cookies` option, which these tests
 // do not use. Remove this stand-in once jest.config.js transforms `cookie` like `jose`.
-jest.mock('cookie', () => ({
-  stringifySetCookie: () => {
-    throw new Error('cookies are not supported in these tests');
-  },
-}));
-
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Asserts an RFC 9457 problem response and returns its body. */
@@ -232,8 +226,29 @@ describe('gateway (fake upstream, real token verifier)', () => {
         nextCursor: '',
       });
       const response = await gw.app.inject({ method: 'GET', url: '/api/members', headers: as(admin) });
-      expectProblem(response, 500, 'INTERNAL');
+      expect(expectProblem(response, 500, 'INTERNAL').detail).toBe('Internal error');
+      expect(response.body).not.toContain('ROLE_UNSPECIFIED');
       expect(gw.logs.some((line) => line.msg === 'request failed')).toBe(true);
+    });
+  });
+
+  describe('URLs rejected before routing', () => {
+    it.each([
+      ['an over-long id', `/api/members/${'a'.repeat(300)}`, 404, 'ROUTE_NOT_FOUND'],
+      ['a badly percent-encoded id', '/api/members/%E0%A4%A', 400, 'MALFORMED_REQUEST'],
+    ] as const)('answers %s with problem+json and the request id', async (_label, url, status, code) => {
+      const response = await gw.app.inject({ method: 'DELETE', url, headers: as(admin, { 'x-request-id': 'req-1' }) });
+      expect(response.headers['x-request-id']).toBe('req-1');
+      expect(expectProblem(response, status, code).request_id).toBe('req-1');
+      expect(response.body).not.toContain('aaaaaaaaaa');
+    });
+
+    it('names each unknown body field and asks for a Bearer token on 401', async () => {
+      const response = await gw.app.inject({ method: 'POST', url: '/api/invites', headers: as(admin), payload: { email: 'a@b.test', role: 'ANALYST', rol: 'x' } });
+      expect(expectProblem(response, 400, 'VALIDATION_FAILED').errors).toEqual([{ path: 'body.rol', message: 'is not a known field' }]);
+      const anonymous = await gw.app.inject({ method: 'GET', url: '/api/members' });
+      expectProblem(anonymous, 401, 'UNAUTHENTICATED');
+      expect(anonymous.headers['www-authenticate']).toBe('Bearer');
     });
   });
 
@@ -709,3 +724,4 @@ describe('gateway (fake upstream, real token verifier)', () => {
     });
   });
 });
+

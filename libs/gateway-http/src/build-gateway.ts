@@ -58,6 +58,16 @@ export async function buildGateway({ config, logger, clients, verifier }: Gatewa
     },
     // Our ids and query values are short; this bounds parser work on hostile URLs.
     routerOptions: { maxParamLength: 200 },
+    // Errors raised before routing (over-long or badly encoded URLs) get problem+json too.
+    frameworkErrors: (error, request, reply) => {
+      void sendProblem(
+        reply.header('x-request-id', request.id),
+        request,
+        error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? new AppError('ROUTE_NOT_FOUND', 'No such resource')
+          : new AppError('MALFORMED_REQUEST', 'The URL is not valid'),
+      );
+    },
   }).withTypeProvider<ZodTypeProvider>();
 
   // The API speaks JSON only; other bodies get 415 instead of reaching validation as strings.

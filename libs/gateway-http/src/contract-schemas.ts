@@ -10,7 +10,7 @@ export type Role = z.infer<typeof roleSchema>;
 
 const timestamp = z.iso.datetime().describe('ISO 8601 timestamp in UTC');
 /** Ids are opaque to clients; ours are UUIDs, and anything else cannot name one of our resources. */
-export const idParam = z.string().min(1).max(100);
+export const idParam = z.string().min(1);
 
 export const memberPayload = z
   .object({

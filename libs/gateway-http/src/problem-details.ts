@@ -27,7 +27,8 @@ export function toProblem(error: AppError, requestId: string): ProblemDetails {
     type: problemTypeUri(error.code),
     title: definition.title,
     status: definition.httpStatus,
-    detail: error.detail,
+    // Internal errors are logged with their details; clients learn only that something broke.
+    detail: error.code === 'INTERNAL' ? definition.title : error.detail,
     code: error.code,
     request_id: requestId,
     ...(error.fields.length > 0 ? { errors: [...error.fields] } : {}),
@@ -39,10 +40,13 @@ export function toAppError(error: FastifyError | Error): AppError {
   if (isAppError(error)) return error;
   if (hasZodFastifySchemaValidationErrors(error)) {
     const where = error.validationContext ?? 'request';
-    const fields = error.validation.map((violation) => ({
-      path: [where, ...violation.instancePath.split('/').filter(Boolean)].join('.'),
-      message: violation.message ?? 'is invalid',
-    }));
+    const fields = error.validation.flatMap((violation) => {
+      const path = [where, ...violation.instancePath.split('/').filter(Boolean)].join('.');
+      // Name each unknown field, so a typo is easy to spot.
+      const unknownKeys = violation.keyword === 'unrecognized_keys' ? (violation.params as { keys?: unknown }).keys : undefined;
+      if (Array.isArray(unknownKeys)) return unknownKeys.map((key) => ({ path: `${path}.${String(key)}`, message: 'is not a known field' }));
+      return [{ path, message: violation.message ?? 'is invalid' }];
+    });
     return new AppError('VALIDATION_FAILED', `Invalid ${where}: ${fields.map((f) => `${f.path} ${f.message}`).join('; ')}`, { fields });
   }
   const code = (error as FastifyError).code;
@@ -70,6 +74,7 @@ export function toAppError(error: FastifyError | Error): AppError {
 
 export function sendProblem(reply: FastifyReply, request: FastifyRequest, error: AppError): FastifyReply {
   const problem = toProblem(error, request.id);
+  if (problem.status === 401) reply.header('www-authenticate', 'Bearer');
   return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(problem);
 }
 

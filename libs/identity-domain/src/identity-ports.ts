@@ -36,7 +36,11 @@ export interface IdentityRepositories {
   listPendingInvites(orgId: string, now: Date, page: PageRequest): Promise<Invite[]>;
   /** Returns false when another pending invite for the same e-mail and organization exists. */
   insertInvite(invite: Invite): Promise<boolean>;
-  expirePendingInvites(orgId: string, email: string, now: Date): Promise<void>;
+  /**
+   * Retires what a new invite for this e-mail replaces: pending invites past their lifetime, and
+   * accepted invites that have not become a membership yet (the newest invite's role must win).
+   */
+  retireSupersededInvites(orgId: string, email: string, now: Date): Promise<void>;
   deleteInvite(orgId: string, inviteId: string): Promise<void>;
   /** Atomically moves a live pending invite with this token hash to accepted; null if none. */
   acceptInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null>;

@@ -310,6 +310,23 @@ describe('IdentityService', () => {
       expect(store.eventsOf('member.joined')).toHaveLength(1);
     });
 
+    it('lets a newer invite replace an accepted one that has not become a membership yet', async () => {
+      const admin = await login(userPrincipal('ada@example.com', { name: 'Ada' }));
+      const first = await service.createInvite(admin.org.id, 'grace@example.com', 'APP_USER', admin.memberId);
+      clock.advance(1_000);
+      await service.acceptInvite(tokenOf(first.id));
+      clock.advance(1_000);
+      const corrected = await service.createInvite(admin.org.id, 'grace@example.com', 'ORG_ADMIN', admin.memberId);
+      expect(store.state.invites.get(first.id)?.status).toBe('expired');
+      clock.advance(1_000);
+      await service.acceptInvite(tokenOf(corrected.id));
+      clock.advance(1_000);
+
+      const grace = await login(userPrincipal('grace@example.com', { name: 'Grace' }));
+      expect(grace).toMatchObject({ org: { id: admin.org.id }, role: 'ORG_ADMIN' });
+      expect(store.eventsOf('member.joined')).toHaveLength(1);
+    });
+
     it('gives a new user who accepted an invite only the inviting organization', async () => {
       const admin = await login(userPrincipal('ada@example.com'));
       const invite = await service.createInvite(

@@ -91,7 +91,7 @@ export class IdentityService {
         throw new AppError('ALREADY_MEMBER', `${email} is already a member of this organization`);
       }
       const inviter = invitedByMemberId ? await repos.findMember(orgId, invitedByMemberId) : null;
-      await repos.expirePendingInvites(orgId, email, now);
+      await repos.retireSupersededInvites(orgId, email, now);
 
       const token = generateSecret(INVITE_TOKEN_PREFIX);
       const invite: Invite = {

@@ -207,9 +207,10 @@ class IdentityRepositoriesSql implements IdentityRepositories {
     return inserted === 1;
   }
 
-  async expirePendingInvites(orgId: string, email: string, now: Date): Promise<void> {
+  async retireSupersededInvites(orgId: string, email: string, now: Date): Promise<void> {
     await this.sql.run(
-      `update identity.invites set status = 'expired' where org_id = ? and email = ? and status = 'pending' and expires_at <= ?`,
+      `update identity.invites set status = 'expired'
+       where org_id = ? and email = ? and (status = 'accepted' or (status = 'pending' and expires_at <= ?))`,
       [orgId, email, now],
     );
   }

@@ -302,13 +302,12 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
       s().invites.set(invite.id, { ...copy(invite), status: 'pending', acceptedAt: null });
       return true;
     },
-    expirePendingInvites: async (orgId, email, now) => {
+    retireSupersededInvites: async (orgId, email, now) => {
       for (const invite of s().invites.values()) {
         if (
           invite.orgId === orgId &&
           invite.email === email &&
-          invite.status === 'pending' &&
-          invite.expiresAt.getTime() <= now.getTime()
+          (invite.status === 'accepted' || (invite.status === 'pending' && invite.expiresAt.getTime() <= now.getTime()))
         ) {
           invite.status = 'expired';
         }
