@@ -23,16 +23,24 @@ export interface StoredEnrollmentCode {
   consumedByDeviceId: string | null;
 }
 
+/** Where a code stands at a moment: `live` is unconsumed and unexpired. */
+export type CodeState = 'live' | 'unknown' | 'expired' | 'used';
+
 /** What an enrollment attempt needs to know, read in one round trip. */
 export interface EnrollmentTarget {
   /** The organization whose current key was presented. */
   orgId: string;
   /** The device with the presented machine id, in whatever organization it is. */
   existing: Device | null;
+  /** The presented code in that organization (`unknown` when there is none, or no code was given). */
+  code: CodeState;
 }
 
-/** How a code fared: consumed now, or why not. */
-export type CodeOutcome = 'consumed' | 'unknown' | 'expired' | 'used';
+/**
+ * How consuming a code went: consumed now, or why not. `key-invalid`: the key no longer names the
+ * organization (rotated or revoked meanwhile, or a stale guess of the caller); nothing changed.
+ */
+export type CodeOutcome = 'consumed' | 'unknown' | 'expired' | 'used' | 'key-invalid';
 
 /** The device change that goes with consuming the code; applied only if the code was consumed. */
 export type DeviceWrite =
@@ -44,16 +52,22 @@ export type DeviceWrite =
       metadata: DeviceMetadata;
       tokenHash: string;
       lastSeenAt: Date;
-    }
-  | { kind: 'none' };
+    };
+
+/** An event as handed to the outbox. */
+export type OutboxEvent = { [Type in EventType]: { type: Type; data: EventData<Type> } }[EventType];
 
 export interface ConsumeCodeInput {
+  /** The presented key, checked again in the same atomic step: it must still be `orgId`'s current key. */
+  keyHash: string;
   orgId: string;
   codeHash: string;
   /** Recorded as the code's consumer. */
   deviceId: string;
   now: Date;
   write: DeviceWrite;
+  /** Written to the outbox with the device. */
+  event: OutboxEvent;
 }
 
 export interface EnrollmentRepositories {
@@ -68,16 +82,11 @@ export interface EnrollmentRepositories {
   /** Deletes the organization's codes that expired before `expiredBefore`; returns how many. */
   purgeCodes(orgId: string, expiredBefore: Date): Promise<number>;
 
-  /** Null when no organization has a key with this hash. */
-  findEnrollmentTarget(keyHash: string, machineId: string): Promise<EnrollmentTarget | null>;
   /**
-   * Atomically consumes a live code (unconsumed, unexpired) of the organization and, only if it was
-   * consumed, applies `write`. Of concurrent consumers of one code exactly one gets `consumed`; the
-   * others `used`. `written` tells whether the device change hit a row (false for `none`, for an
-   * unconsumed code, and when the device to re-enroll was deleted meanwhile).
-   * Throws {@link UniqueConflict} when the inserted machine id was enrolled concurrently.
+   * Null when no organization has a key with this hash. Otherwise the key's organization, the device
+   * with this machine id (in any organization) and the state of the code (`codeHash` null: `unknown`).
    */
-  consumeCode(input: ConsumeCodeInput): Promise<{ outcome: CodeOutcome; written: boolean }>;
+  findEnrollmentTarget(keyHash: string, machineId: string, codeHash: string | null, now: Date): Promise<EnrollmentTarget | null>;
 
   /** Scoped by organization: a device of another organization is simply not found. */
   findDevice(orgId: string, deviceId: string): Promise<Device | null>;
@@ -94,7 +103,10 @@ export interface EnrollmentRepositories {
   emit<Type extends EventType>(type: Type, data: EventData<Type>): Promise<void>;
 }
 
-/** Thrown by a store when a transaction lost a race on a unique key; the work may be retried. */
+/**
+ * Thrown by a store when a write lost a race (a unique key taken, a row changed or deleted
+ * concurrently) and left nothing behind; the work may be retried.
+ */
 export class UniqueConflict extends Error {
   constructor(cause?: unknown) {
     super('unique constraint conflict', { cause });
@@ -107,6 +119,15 @@ export interface EnrollmentStore {
   transaction<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T>;
   /** Runs reads without a transaction. */
   read<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T>;
+  /**
+   * The write of an enrollment, atomic on its own (one statement in SQL, no surrounding transaction,
+   * so the hot path costs one round trip): if `keyHash` is still the organization's key, consumes a
+   * live code of the organization and, only if it was consumed, applies `write` and puts `event` in
+   * the outbox. Of concurrent consumers of one code
+   * exactly one gets `consumed`, the others `used`. Throws {@link UniqueConflict}, with nothing
+   * changed, when the machine id was enrolled concurrently or the device to re-enroll is gone.
+   */
+  consumeCode(input: ConsumeCodeInput): Promise<CodeOutcome>;
 }
 
 export interface Clock {

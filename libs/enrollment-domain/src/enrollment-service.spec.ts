@@ -41,6 +41,8 @@ describe('enrollment service', () => {
     service = new EnrollmentService(store, { keyring, eventSealingKey }, clock, new RecordingIds());
   });
 
+  const coldService = () => new EnrollmentService(store, { keyring, eventSealingKey }, clock, new RecordingIds());
+
   async function setUp(orgId = ORG_A) {
     const { key } = await service.rotateEnrollmentKey(orgId);
     const codes = await service.createEnrollmentCodes(orgId, 5);
@@ -216,8 +218,9 @@ describe('enrollment service', () => {
     it('with the wrong key does not reveal anything about the code', async () => {
       const { codes } = await setUp();
       const { key: other } = await service.rotateEnrollmentKey(ORG_B);
-      expect(await codeOf(service.enrollDevice(enrollment(`${other.slice(0, -1)}A`, 'bad')))).toBe('ENROLLMENT_KEY_INVALID');
-      expect(await codeOf(service.enrollDevice(enrollment(`${other.slice(0, -1)}A`, codes[0]!)))).toBe('ENROLLMENT_KEY_INVALID');
+      const wrong = `${other.slice(0, -1)}${other.endsWith('A') ? 'B' : 'A'}`;
+      expect(await codeOf(service.enrollDevice(enrollment(wrong, 'bad')))).toBe('ENROLLMENT_KEY_INVALID');
+      expect(await codeOf(service.enrollDevice(enrollment(wrong, codes[0]!)))).toBe('ENROLLMENT_KEY_INVALID');
     });
 
     it('re-enrolls a machine of the same organization: same id, new token, new hostname and metadata', async () => {
@@ -265,47 +268,82 @@ describe('enrollment service', () => {
       expect(store.state.devices.size).toBe(1);
     });
 
+    it('takes one round trip for a new machine once the key is known, and checks the key in it', async () => {
+      const { key, codes } = await setUp();
+      await service.enrollDevice(enrollment(key, codes[0]!));
+      const reads = store.reads;
+      const second = await service.enrollDevice(enrollment(key, codes[1]!, { machineId: 'machine-2' }));
+      expect(store.reads).toBe(reads);
+      expect(second.reEnrolled).toBe(false);
+      // A known machine goes the general way: same device, new token.
+      const third = await service.enrollDevice(enrollment(key, codes[2]!, { machineId: 'machine-2' }));
+      expect(third).toMatchObject({ deviceId: second.deviceId, reEnrolled: true });
+      expect(store.state.devices.size).toBe(2);
+    });
+
+    it('refuses the key when it is rotated between the read and the write', async () => {
+      const { key, codes } = await setUp();
+      store.interleaveBeforeNextTransaction(async () => {
+        store.state.keys.set(ORG_A, { ...store.state.keys.get(ORG_A)!, keyHash: 'rotated' });
+      });
+      expect(await codeOf(coldService().enrollDevice(enrollment(key, codes[0]!)))).toBe('ENROLLMENT_KEY_INVALID');
+      expect([...store.state.codes.values()].every((c) => c.consumedAt === null)).toBe(true);
+    });
+
+    /** What a concurrent enrollment that commits first leaves behind: the machine enrolled with one of the codes. */
+    const concurrentWinner = (orgId: string, code: string, deviceId: string) => () => {
+      const stored = [...store.state.codes.values()].find((c) => c.orgId === orgId && c.codeHash === hashEnrollmentCode(code, keyring.codeHmac))!;
+      stored.consumedAt = clock.now();
+      stored.consumedByDeviceId = deviceId;
+      store.state.devices.set(deviceId, {
+        id: deviceId,
+        orgId,
+        machineId: 'machine-1',
+        hostname: 'winner',
+        status: 'active',
+        metadata: {},
+        enrolledAt: clock.now(),
+        lastSeenAt: clock.now(),
+        tokenHash: 'winner-token',
+      });
+      return Promise.resolve();
+    };
+
     it('retries when the same new machine was enrolled concurrently in this organization', async () => {
       const { key, codes } = await setUp();
-      const ids = new RecordingIds();
-      store.interleaveBeforeNextCommit(async (committed) => {
-        await committed.consumeCode({
-          orgId: ORG_A,
-          codeHash: hashEnrollmentCode(codes[1]!, keyring.codeHmac),
-          deviceId: 'winner',
-          now: clock.now(),
-          write: {
-            kind: 'insert',
-            tokenHash: 'winner-token',
-            device: { id: ids.newId(), orgId: ORG_A, machineId: 'machine-1', hostname: 'winner', status: 'active', metadata: {}, enrolledAt: clock.now(), lastSeenAt: clock.now() },
-          },
-        });
-      });
+      const winnerId = new RecordingIds().newId();
+      store.interleaveBeforeNextCommit(concurrentWinner(ORG_A, codes[1]!, winnerId));
       const result = await service.enrollDevice(enrollment(key, codes[0]!));
-      expect(result.reEnrolled).toBe(true);
-      expect(result.deviceId).toBe(ids.issued[0]);
+      expect(result).toMatchObject({ deviceId: winnerId, reEnrolled: true });
       expect(store.state.devices.size).toBe(1);
+      expect(store.state.devices.get(winnerId)?.tokenHash).toBe(hashSecret(result.deviceToken));
       expect(store.rollbacks).toBe(1);
+      expect(store.eventsOf('device.enrolled')).toHaveLength(1);
     });
 
     it('reports the other organization when a concurrent enrollment there won the machine', async () => {
       const a = await setUp(ORG_A);
       const b = await setUp(ORG_B);
-      store.interleaveBeforeNextCommit(async (committed) => {
-        await committed.consumeCode({
-          orgId: ORG_B,
-          codeHash: hashEnrollmentCode(b.codes[0]!, keyring.codeHmac),
-          deviceId: 'winner',
-          now: clock.now(),
-          write: {
-            kind: 'insert',
-            tokenHash: 'winner-token',
-            device: { id: new RecordingIds().newId(), orgId: ORG_B, machineId: 'machine-1', hostname: 'winner', status: 'active', metadata: {}, enrolledAt: clock.now(), lastSeenAt: clock.now() },
-          },
-        });
-      });
+      store.interleaveBeforeNextCommit(concurrentWinner(ORG_B, b.codes[0]!, new RecordingIds().newId()));
       expect(await codeOf(service.enrollDevice(enrollment(a.key, a.codes[0]!)))).toBe('MACHINE_ENROLLED_ELSEWHERE');
       expect([...store.state.codes.values()].filter((c) => c.orgId === ORG_A && c.consumedAt)).toHaveLength(0);
+      expect(store.eventsOf('device.enrolled')).toHaveLength(0);
+    });
+
+    it('enrolls anew when the device to re-enroll is deleted meanwhile, consuming the code once', async () => {
+      const { key, codes } = await setUp();
+      const first = await service.enrollDevice(enrollment(key, codes[0]!));
+      store.interleaveBeforeNextTransaction(() => {
+        store.state.devices.delete(first.deviceId);
+        return Promise.resolve();
+      });
+      // A fresh instance knows no organizations yet, so it reads first and then writes.
+      const again = await coldService().enrollDevice(enrollment(key, codes[1]!));
+      expect(again.reEnrolled).toBe(false);
+      expect(again.deviceId).not.toBe(first.deviceId);
+      expect(store.rollbacks).toBe(1);
+      const consumer = [...store.state.codes.values()].find((c) => c.codeHash === hashEnrollmentCode(codes[1]!, keyring.codeHmac));
+      expect(consumer?.consumedByDeviceId).toBe(again.deviceId);
     });
   });
 

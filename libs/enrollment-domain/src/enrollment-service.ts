@@ -1,7 +1,7 @@
 import { generateSecret, hashSecret, openSealedSecret, sealSecret } from '@sts/crypto/secrets';
 import { AppError } from '@sts/errors/app-error';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
-import { validateDeviceInput } from './device-input';
+import { validateDeviceInput, type DeviceInput } from './device-input';
 import {
   CODE_RETENTION_AFTER_EXPIRY_MS,
   ENROLLMENT_CODE_TTL_MS,
@@ -17,6 +17,8 @@ import {
 import {
   UniqueConflict,
   type Clock,
+  type CodeOutcome,
+  type CodeState,
   type DeviceWrite,
   type EnrollmentRepositories,
   type EnrollmentStore,
@@ -61,8 +63,16 @@ export interface EmailCodeInput {
 
 /** How often a transaction that lost a unique-key race is tried again. */
 const MAX_ATTEMPTS = 3;
+/** Enrollment keys (by hash) whose organization is remembered for the one-round-trip path. */
+const ORG_HINTS_MAX = 10_000;
 
 export class EnrollmentService {
+  /**
+   * Key hash → organization, learnt from enrollments. Only a guess: the write checks that the key
+   * is still the organization's, so a rotated or revoked key is never honoured from here.
+   */
+  private readonly orgHints = new Map<string, string>();
+
   constructor(
     private readonly store: EnrollmentStore,
     private readonly settings: EnrollmentSettings,
@@ -139,10 +149,11 @@ export class EnrollmentService {
   }
 
   /**
-   * In one transaction: the key names the organization; the code is consumed (at most once, ever);
-   * the device is created, or re-enrolled when its machine id is already in this organization (same
-   * id, new token, new hostname and metadata); `device.enrolled` is written to the outbox. A machine
-   * enrolled in another organization is refused and the code stays unused.
+   * The key names the organization; the code is consumed (at most once, ever); the device is created,
+   * or re-enrolled when its machine id is already in this organization (same id, new token, new
+   * hostname and metadata); `device.enrolled` goes to the outbox with it. A machine enrolled in
+   * another organization is refused and the code stays unused. Hot path: one read, then one atomic
+   * write; failures (wrong key, bad code, machine elsewhere) write nothing.
    */
   async enrollDevice(input: EnrollDeviceInput): Promise<EnrollmentResult> {
     const device = validateDeviceInput(input);
@@ -152,60 +163,101 @@ export class EnrollmentService {
     const code = normalizeEnrollmentCode(input.code);
     const codeHash = code ? hashEnrollmentCode(code, this.settings.keyring.codeHmac) : null;
 
-    return this.withRetry(() =>
-      this.store.transaction(async (repos) => {
-        const target = await repos.findEnrollmentTarget(keyHash, device.machineId);
-        if (!target) throw new AppError('ENROLLMENT_KEY_INVALID');
-        if (!codeHash) throw new AppError('ENROLLMENT_CODE_INVALID');
+    let attempt = 0;
+    return this.withRetry(async () => {
+      attempt += 1;
+      const now = this.clock.now();
+      // Fast path (one round trip): the key's organization is known from an earlier enrollment, and
+      // the machine is new. The write checks both; if either guess is wrong, it changes nothing and
+      // the general path below reads what is needed first.
+      const hintedOrgId = attempt === 1 && codeHash ? this.orgHints.get(keyHash) : undefined;
+      if (hintedOrgId && codeHash) {
+        const outcome = await this.writeEnrollment(keyHash, hintedOrgId, codeHash, null, device, now).catch((error: unknown) => {
+          if (error instanceof UniqueConflict) return null; // the machine is known: take the general path
+          throw error;
+        });
+        if (outcome && outcome !== 'key-invalid') return outcome;
+        this.orgHints.delete(keyHash);
+      }
 
-        const now = this.clock.now();
-        const { orgId, existing } = target;
-        const elsewhere = existing !== null && existing.orgId !== orgId;
-        const deviceToken = generateSecret(DEVICE_TOKEN_PREFIX);
-        const tokenHash = hashSecret(deviceToken);
-        const deviceId = existing && !elsewhere ? existing.id : this.ids.newId();
-        const write: DeviceWrite = elsewhere
-          ? { kind: 'none' }
-          : existing
-            ? { kind: 're-enroll', deviceId, hostname: device.hostname, metadata: device.metadata, tokenHash, lastSeenAt: now }
-            : {
-                kind: 'insert',
-                tokenHash,
-                device: {
-                  id: deviceId,
-                  orgId,
-                  machineId: device.machineId,
-                  hostname: device.hostname,
-                  status: 'active',
-                  metadata: device.metadata,
-                  enrolledAt: now,
-                  lastSeenAt: now,
-                },
-              };
+      const target = await this.store.read((repos) => repos.findEnrollmentTarget(keyHash, device.machineId, codeHash, now));
+      if (!target) throw new AppError('ENROLLMENT_KEY_INVALID');
+      this.rememberOrg(keyHash, target.orgId);
+      // The code is checked before the machine: only a holder of a valid code learns that the
+      // machine is enrolled elsewhere.
+      throwUnlessLive(target.code);
+      if (!codeHash) throw new AppError('ENROLLMENT_CODE_INVALID');
+      const { orgId, existing } = target;
+      if (existing && existing.orgId !== orgId) {
+        throw new AppError('MACHINE_ENROLLED_ELSEWHERE', 'this machine is enrolled in another organization; delete it there first');
+      }
+      const outcome = await this.writeEnrollment(keyHash, orgId, codeHash, existing, device, now);
+      // The key was rotated or revoked between our read and our write.
+      if (outcome === 'key-invalid') throw new AppError('ENROLLMENT_KEY_INVALID');
+      return outcome;
+    });
+  }
 
-        // The code is checked before the machine: only a holder of a valid code learns that the
-        // machine is enrolled elsewhere, and the rollback that follows leaves the code unused.
-        const { outcome, written } = await repos.consumeCode({ orgId, codeHash, deviceId, now, write });
-        if (outcome === 'unknown') throw new AppError('ENROLLMENT_CODE_INVALID');
-        if (outcome === 'expired') throw new AppError('ENROLLMENT_CODE_EXPIRED');
-        if (outcome === 'used') throw new AppError('ENROLLMENT_CODE_USED');
-        if (elsewhere) {
-          throw new AppError('MACHINE_ENROLLED_ELSEWHERE', 'this machine is enrolled in another organization; delete it there first');
-        }
-        // The device to re-enroll was deleted between our read and our write: start over.
-        if (!written) throw new UniqueConflict(new Error(`device ${deviceId} vanished during re-enrollment`));
-
-        await repos.emit('device.enrolled', {
+  /**
+   * Consumes the code for a new device (`existing` null) or a re-enrollment, with the device write and
+   * `device.enrolled` in the same atomic step. Throws the code's error when it did not apply.
+   */
+  private async writeEnrollment(
+    keyHash: string,
+    orgId: string,
+    codeHash: string,
+    existing: Device | null,
+    device: DeviceInput,
+    now: Date,
+  ): Promise<EnrollmentResult | 'key-invalid'> {
+    const deviceToken = generateSecret(DEVICE_TOKEN_PREFIX);
+    const tokenHash = hashSecret(deviceToken);
+    const deviceId = existing ? existing.id : this.ids.newId();
+    const write: DeviceWrite = existing
+      ? { kind: 're-enroll', deviceId, hostname: device.hostname, metadata: device.metadata, tokenHash, lastSeenAt: now }
+      : {
+          kind: 'insert',
+          tokenHash,
+          device: {
+            id: deviceId,
+            orgId,
+            machineId: device.machineId,
+            hostname: device.hostname,
+            status: 'active',
+            metadata: device.metadata,
+            enrolledAt: now,
+            lastSeenAt: now,
+          },
+        };
+    const reEnrolled = existing !== null;
+    const outcome = await this.store.consumeCode({
+      keyHash,
+      orgId,
+      codeHash,
+      deviceId,
+      now,
+      write,
+      event: {
+        type: 'device.enrolled',
+        data: {
           org_id: orgId,
           device_id: deviceId,
           machine_id: device.machineId,
           hostname: device.hostname,
           enrolled_at: now.toISOString(),
-          re_enrolled: existing !== null,
-        });
-        return { deviceId, orgId, deviceToken, reEnrolled: existing !== null };
-      }),
-    );
+          re_enrolled: reEnrolled,
+        },
+      },
+    });
+    if (outcome === 'key-invalid') return outcome;
+    // Another agent consumed the code between a read and this write, or it was never live.
+    throwUnlessLive(outcome);
+    return { deviceId, orgId, deviceToken, reEnrolled };
+  }
+
+  private rememberOrg(keyHash: string, orgId: string): void {
+    if (this.orgHints.size >= ORG_HINTS_MAX) this.orgHints.clear();
+    this.orgHints.set(keyHash, orgId);
   }
 
   async listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<Device[]> {
@@ -281,4 +333,10 @@ export class EnrollmentService {
       }
     }
   }
+}
+
+function throwUnlessLive(state: CodeState | Exclude<CodeOutcome, 'key-invalid'>): void {
+  if (state === 'unknown') throw new AppError('ENROLLMENT_CODE_INVALID');
+  if (state === 'expired') throw new AppError('ENROLLMENT_CODE_EXPIRED');
+  if (state === 'used') throw new AppError('ENROLLMENT_CODE_USED');
 }

@@ -45,9 +45,20 @@ class InitialEnrollmentSchema extends Migration {
         consumed_at timestamptz null,
         consumed_by_device_id uuid null,
         constraint enrollment_codes_org_code_hash_key unique (org_id, code_hash)
-      );
-      create index enrollment_codes_consumer_idx on enrollment.enrollment_codes (consumed_by_device_id)
-        where consumed_by_device_id is not null;
+      ) with (fillfactor = 70);
+      -- No index on consumed_by_device_id, and room left in each page: consuming a code is then a HOT
+      -- update (no index changes). Deleting a device clears its references within its organization's codes.
+
+      -- Lets a single statement undo itself: raises serialization_failure (40001, "retry") unless ok.
+      create function enrollment.retry_unless(ok boolean, message text) returns boolean
+        language plpgsql volatile as $fn$
+        begin
+          if ok is not true then
+            raise exception using errcode = '40001', message = message;
+          end if;
+          return true;
+        end
+        $fn$;
     `);
     this.addSql(outboxTableSql(ENROLLMENT_SCHEMA));
     this.addSql(processedEventsTableSql(ENROLLMENT_SCHEMA));

@@ -16,7 +16,12 @@ import {
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { Client } from 'pg';
+import { createServiceOrm, type ServiceOrm } from '@sts/db/service-orm';
+import { UniqueConflict, type ConsumeCodeInput } from '@sts/enrollment-domain/enrollment-ports';
 import { enrollmentEnvSchema } from './enrollment-config';
+import { ENROLLMENT_ENTITIES } from './enrollment-entities';
+import { ENROLLMENT_MIGRATIONS, ENROLLMENT_SCHEMA } from './enrollment-migrations';
+import { MikroEnrollmentStore } from './mikro-enrollment-store';
 import { startEnrollmentService, type RunningService } from './start-enrollment-service';
 
 const ANY = DeviceStatus.DEVICE_STATUS_UNSPECIFIED;
@@ -314,6 +319,56 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       const ok = await enroll(key, codes[0]!, { metadataJson: '' });
       const [row] = await query<{ metadata: unknown }>(`select metadata from enrollment.devices where id = $1`, [ok.deviceId]);
       expect(row!.metadata).toEqual({});
+    });
+  });
+
+  describe('the one-statement enrollment write', () => {
+    let orm: ServiceOrm;
+    let store: MikroEnrollmentStore;
+
+    beforeAll(async () => {
+      orm = await createServiceOrm({ databaseUrl: database.url, schema: ENROLLMENT_SCHEMA, entities: ENROLLMENT_ENTITIES, migrations: ENROLLMENT_MIGRATIONS, logger });
+      store = new MikroEnrollmentStore(orm);
+    });
+
+    afterAll(async () => {
+      await orm?.close();
+    });
+
+    const input = (org: { orgId: string; key: string; codes: string[] }, overrides: Partial<ConsumeCodeInput> = {}): ConsumeCodeInput => {
+      const deviceId = randomUUID();
+      const now = new Date();
+      return {
+        keyHash: createHash('sha256').update(org.key).digest('hex'),
+        orgId: org.orgId,
+        codeHash: hashEnrollmentCode(org.codes[0]!, deriveEnrollmentKeyring(masterKey).codeHmac),
+        deviceId,
+        now,
+        write: { kind: 're-enroll', deviceId, hostname: 'h', metadata: {}, tokenHash: 'f'.repeat(64), lastSeenAt: now },
+        event: {
+          type: 'device.enrolled',
+          data: { org_id: org.orgId, device_id: deviceId, machine_id: 'm', hostname: 'h', enrolled_at: now.toISOString(), re_enrolled: true },
+        },
+        ...overrides,
+      };
+    };
+    const unspent = (orgId: string) => count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`, [orgId]);
+    const events = (orgId: string) => count(`select count(*) as n from enrollment.outbox where envelope->'data'->>'org_id' = $1`, [orgId]);
+
+    it('undoes itself when the device to re-enroll is gone: the code stays unused, no event', async () => {
+      const org = await organization(1);
+      const error = await store.consumeCode(input(org)).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(UniqueConflict);
+      expect(await unspent(org.orgId)).toBe(1);
+      expect(await events(org.orgId)).toBe(0);
+    });
+
+    it('changes nothing when the key is no longer the organization\'s', async () => {
+      const org = await organization(1);
+      await client.rotateEnrollmentKey({ orgId: org.orgId });
+      expect(await store.consumeCode(input(org))).toBe('key-invalid');
+      expect(await unspent(org.orgId)).toBe(1);
+      expect(await events(org.orgId)).toBe(0);
     });
   });
 

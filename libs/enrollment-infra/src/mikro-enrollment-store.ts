@@ -10,6 +10,7 @@ import type {
 import {
   UniqueConflict,
   type CodeOutcome,
+  type CodeState,
   type ConsumeCodeInput,
   type EnrollmentRepositories,
   type EnrollmentStore,
@@ -17,7 +18,8 @@ import {
   type StoredEnrollmentCode,
   type StoredEnrollmentKey,
 } from '@sts/enrollment-domain/enrollment-ports';
-import type { EventData, EventType } from '@sts/events/event-catalogue';
+import { parseEventData, type EventData, type EventType } from '@sts/events/event-catalogue';
+import { newEnvelope } from '@sts/events/event-envelope';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import { enqueueEvent } from '@sts/outbox/outbox';
 import { EnrollmentKeyEntity } from './enrollment-entities';
@@ -56,6 +58,76 @@ export class MikroEnrollmentStore implements EnrollmentStore {
 
   read<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T> {
     return work(new EnrollmentRepositoriesSql(this.orm.em.fork(), { emitted: 0 }));
+  }
+
+  /**
+   * One statement, so one round trip and atomic without BEGIN/COMMIT:
+   * - `key`: the presented key is still the organization's (rotation and revocation win at once).
+   * - `consumed`: the conditional update takes the code. Concurrent consumers queue on the row lock;
+   *   after the winner commits, the others re-check `consumed_at is null` and match nothing.
+   * - `written`: the device insert or re-enrollment update, only if the code was consumed. A machine
+   *   id taken meanwhile fails the insert (unique violation); a device deleted meanwhile makes the
+   *   update match nothing, and `retry_unless` then fails the whole statement, so no code is spent.
+   * - `event`: the outbox row, only if the device was written.
+   * - The last column says why a code did not match. It reads the statement's snapshot, so a code
+   *   consumed by a transaction that committed while we waited for its lock still looks live there:
+   *   that case is `used` too.
+   */
+  async consumeCode(input: ConsumeCodeInput): Promise<CodeOutcome> {
+    const { keyHash, orgId, codeHash, deviceId, now, write, event } = input;
+    let writeSql: string;
+    let writeParams: unknown[];
+    if (write.kind === 'insert') {
+      const d = write.device;
+      writeSql = `insert into enrollment.devices
+          (id, org_id, machine_id, hostname, status, metadata, token_hash, enrolled_at, last_seen_at)
+        select ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ? where exists (select 1 from consumed)
+        returning id`;
+      writeParams = [d.id, d.orgId, d.machineId, d.hostname, d.status, JSON.stringify(d.metadata), write.tokenHash, d.enrolledAt, d.lastSeenAt];
+    } else {
+      writeSql = `update enrollment.devices
+        set hostname = ?, metadata = ?::jsonb, token_hash = ?, last_seen_at = ?
+        where id = ? and org_id = ? and exists (select 1 from consumed)
+        returning id`;
+      writeParams = [write.hostname, JSON.stringify(write.metadata), write.tokenHash, write.lastSeenAt, write.deviceId, orgId];
+    }
+    // As `enqueueEvent` (libs/outbox) writes it: validated against the catalogue, in its envelope.
+    const envelope = newEnvelope(event.type, parseEventData(event.type, event.data), now);
+    const em = this.orm.em.fork();
+    try {
+      const row = await sqlRunner(em).one<{ key_ok: boolean; consumed: boolean; state: 'used' | 'expired' | null }>(
+        `with key as (
+           select 1 from enrollment.enrollment_keys where org_id = ? and key_hash = ?
+         ), consumed as (
+           update enrollment.enrollment_codes set consumed_at = ?, consumed_by_device_id = ?
+           where org_id = ? and code_hash = ? and consumed_at is null and expires_at > ? and exists (select 1 from key)
+           returning id
+         ), written as (${writeSql}
+         ), event as (
+           insert into enrollment.outbox (id, type, envelope)
+           select ?, ?, ?::jsonb where exists (select 1 from written)
+           returning id
+         )
+         select exists (select 1 from key) as key_ok,
+                exists (select 1 from consumed) as consumed,
+                enrollment.retry_unless(
+                  (select count(*) from consumed) = (select count(*) from event),
+                  'device changed during enrollment') as complete,
+                (select case when c.expires_at <= ? and c.consumed_at is null then 'expired' else 'used' end
+                   from enrollment.enrollment_codes c where c.org_id = ? and c.code_hash = ?) as state`,
+        [orgId, keyHash, now, deviceId, orgId, codeHash, now, ...writeParams, envelope.id, envelope.type, JSON.stringify(envelope), now, orgId, codeHash],
+      );
+      if (!row) throw new Error('consume statement returned no row');
+      if (!row.key_ok) return 'key-invalid';
+      if (row.consumed) {
+        this.onCommitWithEvents();
+        return 'consumed';
+      }
+      return row.state ?? 'unknown';
+    } catch (error) {
+      if (isUniqueViolation(error) || isRetryable(error)) throw new UniqueConflict(error);
+      throw error;
+    }
   }
 }
 
@@ -105,66 +177,23 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
     return this.sql.run(`delete from enrollment.enrollment_codes where org_id = ? and expires_at < ?`, [orgId, expiredBefore]);
   }
 
-  async findEnrollmentTarget(keyHash: string, machineId: string): Promise<EnrollmentTarget | null> {
-    const row = await this.sql.one<{ key_org_id: string } & { [K in keyof DeviceSqlRow]: DeviceSqlRow[K] | null }>(
-      `select k.org_id as key_org_id, d.id, d.org_id, d.machine_id, d.hostname, d.status, d.metadata, d.enrolled_at, d.last_seen_at
+  async findEnrollmentTarget(keyHash: string, machineId: string, codeHash: string | null, now: Date): Promise<EnrollmentTarget | null> {
+    const row = await this.sql.one<{ key_org_id: string; code_state: CodeState | null } & Nullable<DeviceSqlRow>>(
+      `select k.org_id as key_org_id,
+              d.id, d.org_id, d.machine_id, d.hostname, d.status, d.metadata, d.enrolled_at, d.last_seen_at,
+              (select case when c.consumed_at is not null then 'used' when c.expires_at <= ? then 'expired' else 'live' end
+                 from enrollment.enrollment_codes c where c.org_id = k.org_id and c.code_hash = ?) as code_state
        from enrollment.enrollment_keys k
        left join enrollment.devices d on d.machine_id = ?
        where k.key_hash = ?`,
-      [machineId, keyHash],
+      [now, codeHash ?? '', machineId, keyHash],
     );
     if (!row) return null;
-    return { orgId: row.key_org_id, existing: row.id ? toDevice(row as DeviceSqlRow) : null };
-  }
-
-  /**
-   * One statement: the conditional update consumes the code (row lock: of concurrent consumers one
-   * wins, the others re-check `consumed_at is null` after it commits and match nothing); the device
-   * write runs only if that update returned a row; the final select says why a code did not match.
-   * It reads the statement's snapshot, so a code consumed by a transaction that committed while we
-   * waited for its lock still looks live there: that case is `used` too.
-   */
-  async consumeCode(input: ConsumeCodeInput): Promise<{ outcome: CodeOutcome; written: boolean }> {
-    const { orgId, codeHash, deviceId, now, write } = input;
-    let written: string;
-    let writeParams: unknown[];
-    switch (write.kind) {
-      case 'insert': {
-        const d = write.device;
-        written = `insert into enrollment.devices
-            (id, org_id, machine_id, hostname, status, metadata, token_hash, enrolled_at, last_seen_at)
-          select ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ? where exists (select 1 from consumed)
-          returning id`;
-        writeParams = [d.id, d.orgId, d.machineId, d.hostname, d.status, JSON.stringify(d.metadata), write.tokenHash, d.enrolledAt, d.lastSeenAt];
-        break;
-      }
-      case 're-enroll':
-        written = `update enrollment.devices
-          set hostname = ?, metadata = ?::jsonb, token_hash = ?, last_seen_at = ?
-          where id = ? and org_id = ? and exists (select 1 from consumed)
-          returning id`;
-        writeParams = [write.hostname, JSON.stringify(write.metadata), write.tokenHash, write.lastSeenAt, write.deviceId, orgId];
-        break;
-      case 'none':
-        written = `select null::uuid as id where false`;
-        writeParams = [];
-        break;
-    }
-    const row = await this.sql.one<{ consumed: boolean; written: boolean; state: 'used' | 'expired' | null }>(
-      `with consumed as (
-         update enrollment.enrollment_codes set consumed_at = ?, consumed_by_device_id = ?
-         where org_id = ? and code_hash = ? and consumed_at is null and expires_at > ?
-         returning id
-       ), written as (${written})
-       select exists (select 1 from consumed) as consumed,
-              exists (select 1 from written) as written,
-              (select case when c.expires_at <= ? and c.consumed_at is null then 'expired' else 'used' end
-                 from enrollment.enrollment_codes c where c.org_id = ? and c.code_hash = ?) as state`,
-      [now, deviceId, orgId, codeHash, now, ...writeParams, now, orgId, codeHash],
-    );
-    if (!row) throw new Error('consume statement returned no row');
-    if (row.consumed) return { outcome: 'consumed', written: row.written };
-    return { outcome: row.state ?? 'unknown', written: false };
+    return {
+      orgId: row.key_org_id,
+      existing: row.id ? toDevice(row as DeviceSqlRow) : null,
+      code: codeHash ? (row.code_state ?? 'unknown') : 'unknown',
+    };
   }
 
   async findDevice(orgId: string, deviceId: string): Promise<Device | null> {
@@ -190,8 +219,8 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
     await this.sql.run(
       `with gone as (delete from enrollment.devices where org_id = ? and id = ? returning id)
        update enrollment.enrollment_codes set consumed_by_device_id = null
-       where consumed_by_device_id in (select id from gone)`,
-      [orgId, deviceId],
+       where org_id = ? and consumed_by_device_id in (select id from gone)`,
+      [orgId, deviceId, orgId],
     );
   }
 
@@ -241,6 +270,13 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
 function isUniqueViolation(error: unknown): boolean {
   return error instanceof UniqueConstraintViolationException || (error instanceof Error && (error as { code?: unknown }).code === '23505');
 }
+
+/** serialization_failure, as `enrollment.retry_unless` raises it. */
+function isRetryable(error: unknown): boolean {
+  return error instanceof Error && (error as { code?: unknown }).code === '40001';
+}
+
+type Nullable<Row> = { [Key in keyof Row]: Row[Key] | null };
 
 /** `%`, `_` and the escape character itself match literally. */
 export function escapeLike(text: string): string {

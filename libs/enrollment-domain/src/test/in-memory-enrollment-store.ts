@@ -5,6 +5,9 @@ import type { Device, DeviceIdentity } from '../enrollment-model';
 import {
   UniqueConflict,
   type Clock,
+  type CodeOutcome,
+  type CodeState,
+  type ConsumeCodeInput,
   type EnrollmentRepositories,
   type EnrollmentStore,
   type IdGenerator,
@@ -49,9 +52,12 @@ export class InMemoryEnrollmentStore implements EnrollmentStore {
   state: EnrollmentState = emptyState();
   commits = 0;
   rollbacks = 0;
+  /** How many reads ran (round trips of the hot path). */
+  reads = 0;
 
   private queue: Promise<unknown> = Promise.resolve();
   private beforeCommitHooks: ((committed: EnrollmentRepositories) => Promise<void>)[] = [];
+  private beforeStartHooks: (() => Promise<void>)[] = [];
 
   eventsOf<Type extends EventType>(type: Type): EventData<Type>[] {
     return this.state.events.filter((event): event is RecordedEvent<Type> => event.type === type).map((event) => event.data);
@@ -66,6 +72,11 @@ export class InMemoryEnrollmentStore implements EnrollmentStore {
     this.beforeCommitHooks.push(write);
   }
 
+  /** Simulates a concurrent transaction that commits just before the next transaction of this store starts. */
+  interleaveBeforeNextTransaction(write: () => Promise<void>): void {
+    this.beforeStartHooks.push(write);
+  }
+
   transaction<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T> {
     const run = this.queue.then(() => this.runTransaction(work));
     this.queue = run.catch(() => undefined);
@@ -73,18 +84,62 @@ export class InMemoryEnrollmentStore implements EnrollmentStore {
   }
 
   read<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T> {
+    this.reads += 1;
     return work(repositoriesOver(() => this.state));
   }
 
+  /** Atomic like the one SQL statement: a transaction of its own that changes nothing unless all of it applies. */
+  consumeCode(input: ConsumeCodeInput): Promise<CodeOutcome> {
+    return this.transaction(async (repos) => {
+      const working = this.working;
+      if (!working) throw new Error('no working state');
+      const { keyHash, orgId, codeHash, deviceId, now, write, event } = input;
+      if (working.keys.get(orgId)?.keyHash !== keyHash) return 'key-invalid';
+      const code = [...working.codes.values()].find((c) => c.orgId === orgId && c.codeHash === codeHash);
+      const state = codeState(code, now);
+      if (!code || state !== 'live') return state === 'live' ? 'unknown' : state;
+      code.consumedAt = new Date(now);
+      code.consumedByDeviceId = deviceId;
+      if (write.kind === 'insert') {
+        const { device, tokenHash } = write;
+        if (working.devices.has(device.id)) throw new UniqueConflict(new Error('devices_pkey'));
+        if ([...working.devices.values()].some((d) => d.machineId === device.machineId)) {
+          throw new UniqueConflict(new Error('devices_machine_id_key'));
+        }
+        working.devices.set(device.id, { ...structuredClone(device), tokenHash });
+      } else {
+        const row = working.devices.get(write.deviceId);
+        if (!row || row.orgId !== orgId) throw new UniqueConflict(new Error(`device ${write.deviceId} is gone`));
+        working.devices.set(row.id, {
+          ...row,
+          hostname: write.hostname,
+          metadata: structuredClone(write.metadata),
+          tokenHash: write.tokenHash,
+          lastSeenAt: new Date(write.lastSeenAt),
+        });
+      }
+      await repos.emit(event.type, event.data);
+      return 'consumed';
+    });
+  }
+
+  /** The state the running transaction works on. */
+  private working: EnrollmentState | null = null;
+
   private async runTransaction<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T> {
+    const startHook = this.beforeStartHooks.shift();
+    if (startHook) await startHook();
     const base = structuredClone(this.state);
     const working = structuredClone(this.state);
     let result: T;
+    this.working = working;
     try {
       result = await work(repositoriesOver(() => working));
     } catch (error) {
       this.rollbacks += 1;
       throw error;
+    } finally {
+      this.working = null;
     }
     const hook = this.beforeCommitHooks.shift();
     if (hook) await hook(repositoriesOver(() => this.state));
@@ -130,6 +185,12 @@ function uniqueViolation(state: EnrollmentState): string | null {
     }
   }
   return null;
+}
+
+function codeState(code: StoredEnrollmentCode | undefined, now: Date): CodeState {
+  if (!code) return 'unknown';
+  if (code.consumedAt) return 'used';
+  return code.expiresAt.getTime() <= now.getTime() ? 'expired' : 'live';
 }
 
 function compare(a: string, b: string): number {
@@ -184,44 +245,12 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
       return purged;
     },
 
-    findEnrollmentTarget: async (keyHash, machineId) => {
+    findEnrollmentTarget: async (keyHash, machineId, codeHash, now) => {
       const key = [...s().keys.values()].find((k) => k.keyHash === keyHash);
       if (!key) return null;
       const existing = [...s().devices.values()].find((d) => d.machineId === machineId);
-      return { orgId: key.orgId, existing: existing ? toDevice(existing) : null };
-    },
-    consumeCode: async ({ orgId, codeHash, deviceId, now, write }) => {
-      const code = [...s().codes.values()].find((c) => c.orgId === orgId && c.codeHash === codeHash);
-      if (!code) return { outcome: 'unknown', written: false };
-      if (code.consumedAt) return { outcome: 'used', written: false };
-      if (code.expiresAt.getTime() <= now.getTime()) return { outcome: 'expired', written: false };
-      code.consumedAt = new Date(now);
-      code.consumedByDeviceId = deviceId;
-      switch (write.kind) {
-        case 'none':
-          return { outcome: 'consumed', written: false };
-        case 'insert': {
-          const { device, tokenHash } = write;
-          if (s().devices.has(device.id)) throw new UniqueConflict(new Error('devices_pkey'));
-          if ([...s().devices.values()].some((d) => d.machineId === device.machineId)) {
-            throw new UniqueConflict(new Error('devices_machine_id_key'));
-          }
-          s().devices.set(device.id, { ...copy(device), tokenHash });
-          return { outcome: 'consumed', written: true };
-        }
-        case 're-enroll': {
-          const row = deviceOf(orgId, write.deviceId);
-          if (!row) return { outcome: 'consumed', written: false };
-          s().devices.set(row.id, {
-            ...row,
-            hostname: write.hostname,
-            metadata: copy(write.metadata),
-            tokenHash: write.tokenHash,
-            lastSeenAt: new Date(write.lastSeenAt),
-          });
-          return { outcome: 'consumed', written: true };
-        }
-      }
+      const code = codeHash ? [...s().codes.values()].find((c) => c.orgId === key.orgId && c.codeHash === codeHash) : undefined;
+      return { orgId: key.orgId, existing: existing ? toDevice(existing) : null, code: codeState(code, now) };
     },
 
     findDevice: async (orgId, deviceId) => {
