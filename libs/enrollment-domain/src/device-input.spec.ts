@@ -97,7 +97,7 @@ describe('device list query', () => {
   it('is trimmed, bounded and free of control characters', () => {
     expect(normalizeDeviceQuery('  ')).toBeNull();
     expect(normalizeDeviceQuery(' Lap% ')).toBe('Lap%');
-    expect(paths(failure(() => normalizeDeviceQuery('x'.repeat(256))))).toEqual(['q']);
-    expect(paths(failure(() => normalizeDeviceQuery('a\u0000')))).toEqual(['q']);
+    expect(paths(failure(() => normalizeDeviceQuery('x'.repeat(256))))).toEqual(['query']);
+    expect(paths(failure(() => normalizeDeviceQuery('a\u0000')))).toEqual(['query']);
   });
 });

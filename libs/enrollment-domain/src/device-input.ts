@@ -131,7 +131,7 @@ export function invalid(path: string, message: string): AppError {
 export function normalizeDeviceQuery(query: string): string | null {
   const trimmed = query.trim();
   if (trimmed === '') return null;
-  if ([...trimmed].length > DEVICE_QUERY_MAX_LENGTH) throw invalid('q', `must be at most ${DEVICE_QUERY_MAX_LENGTH} characters`);
-  if (CONTROL_CHARACTER.test(trimmed) || !wellFormed(trimmed)) throw invalid('q', 'must not contain control characters');
+  if ([...trimmed].length > DEVICE_QUERY_MAX_LENGTH) throw invalid('query', `must be at most ${DEVICE_QUERY_MAX_LENGTH} characters`);
+  if (CONTROL_CHARACTER.test(trimmed) || !wellFormed(trimmed)) throw invalid('query', 'must not contain control characters');
   return trimmed;
 }

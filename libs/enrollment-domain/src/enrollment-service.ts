@@ -152,8 +152,9 @@ export class EnrollmentService {
    * The key names the organization; the code is consumed (at most once, ever); the device is created,
    * or re-enrolled when its machine id is already in this organization (same id, new token, new
    * hostname and metadata); `device.enrolled` goes to the outbox with it. A machine enrolled in
-   * another organization is refused and the code stays unused. Hot path: one read, then one atomic
-   * write; failures (wrong key, bad code, machine elsewhere) write nothing.
+   * another organization is refused and the code stays unused. Failures (wrong key, bad code,
+   * machine elsewhere) write nothing. Hot path: one atomic write when the key's organization is
+   * remembered from an earlier enrollment; otherwise one read first.
    */
   async enrollDevice(input: EnrollDeviceInput): Promise<EnrollmentResult> {
     const device = validateDeviceInput(input);
@@ -176,8 +177,8 @@ export class EnrollmentService {
           if (error instanceof UniqueConflict) return null; // the machine is known: take the general path
           throw error;
         });
-        if (outcome && outcome !== 'key-invalid') return outcome;
-        this.orgHints.delete(keyHash);
+        if (outcome === 'key-invalid') this.orgHints.delete(keyHash);
+        else if (outcome) return outcome;
       }
 
       const target = await this.store.read((repos) => repos.findEnrollmentTarget(keyHash, device.machineId, codeHash, now));
