@@ -36,6 +36,15 @@ if [ -z "${SECRET_SEALING_KEY:-}" ]; then
   export SECRET_SEALING_KEY
 fi
 
+# One key per checkout for the enrollment service's own secrets (enrollment keys at rest, code HMACs).
+if [ -z "${ENROLLMENT_KEY_ENCRYPTION_KEY:-}" ]; then
+  [ -f "$DEV_DIR/enrollment-key-encryption-key" ] || node -e "process.stdout.write(require('crypto').randomBytes(32).toString('base64'))" >"$DEV_DIR/enrollment-key-encryption-key"
+  chmod 600 "$DEV_DIR/enrollment-key-encryption-key"
+  ENROLLMENT_KEY_ENCRYPTION_KEY=$(cat "$DEV_DIR/enrollment-key-encryption-key")
+  export ENROLLMENT_KEY_ENCRYPTION_KEY
+fi
+export PUBLIC_API_URL="${PUBLIC_API_URL:-http://localhost:$PORT}"
+
 START_DEV_IDP=false
 if [ -z "${OIDC_ISSUER:-}" ]; then
   START_DEV_IDP=true
@@ -107,10 +116,12 @@ $START_DEV_IDP && start dev-idp apps/dev-idp/src/main.ts
 start identity apps/identity/src/main.ts GRPC_PORT=50051
 start notification apps/notification/src/main.ts GRPC_PORT=50052
 start billing apps/billing/src/main.ts GRPC_PORT=50053
+start enrollment apps/enrollment/src/main.ts GRPC_PORT=50054
 $START_DEV_IDP && wait_for_port dev-idp "$DEV_IDP_PORT"
 wait_for_port identity 50051
 wait_for_port notification 50052
 wait_for_port billing 50053
+wait_for_port enrollment 50054
 start gateway apps/gateway/src/main.ts
 wait_for_port gateway "$PORT"
 
@@ -131,6 +142,11 @@ if $START_DEV_IDP; then
     curl -s -H "Authorization: Bearer \$TOKEN" http://localhost:$PORT/api/session
 
   Integrations (client credentials): npm run token -- client add --org <org id from /api/session>
+
+  Enroll this machine:
+    KEY=\$(curl -s -X POST -H "Authorization: Bearer \$TOKEN" http://localhost:$PORT/api/enrollment-key | node -pe 'JSON.parse(require("fs").readFileSync(0)).key')
+    CODE=\$(curl -s -X POST -H "Authorization: Bearer \$TOKEN" -H 'content-type: application/json' -d '{"count":1}' http://localhost:$PORT/api/enrollment-codes | node -pe 'JSON.parse(require("fs").readFileSync(0)).codes[0].code')
+    npm run agent -- enroll --server http://localhost:$PORT --key \$KEY --code \$CODE --config .dev/agent.json
 INFO
 fi
 cat <<INFO

@@ -6,6 +6,8 @@ import { startGateway, type RunningGateway } from '@sts/gateway-http/start-gatew
 import { identityEnvSchema } from '@sts/identity-infra/identity-config';
 import { startIdentityService } from '@sts/identity-infra/start-identity-service';
 import { billingEnvSchema } from '@sts/billing-infra/billing-config';
+import { enrollmentEnvSchema } from '@sts/enrollment-infra/enrollment-config';
+import { startEnrollmentService } from '@sts/enrollment-infra/start-enrollment-service';
 import { startBillingService } from '@sts/billing-infra/start-billing-service';
 import { notificationEnvSchema } from '@sts/notification-infra/notification-config';
 import { startNotificationService } from '@sts/notification-infra/start-notification-service';
@@ -24,6 +26,8 @@ export interface ApiResponse<Body = unknown> {
 
 export interface SystemUnderTest {
   gateway: RunningGateway;
+  /** host:port of the enrollment service's gRPC server, for checks no public route offers yet. */
+  enrollmentAddress: string;
   idp: DevOidcProvider;
   mail: SmtpSink;
   /** A user access token for this e-mail, signed by the trusted identity provider. */
@@ -40,7 +44,7 @@ export interface SystemUnderTest {
  * Starts the whole system in this process on random ports: its own PostgreSQL database, its own
  * NATS namespace, a local OpenID provider (JWKS over HTTP) and an SMTP sink. Nothing is mocked.
  */
-export async function startSystem(): Promise<SystemUnderTest> {
+export async function startSystem(options: { gatewayEnv?: Record<string, string> } = {}): Promise<SystemUnderTest> {
   const lifecycle = new Lifecycle();
   const logger = createLogger('e2e', process.env.E2E_LOG_LEVEL ?? 'silent');
   try {
@@ -71,6 +75,7 @@ export async function startSystem(): Promise<SystemUnderTest> {
       GRPC_PORT: '0',
       SMTP_URL: mail.url,
       PUBLIC_APP_URL: 'https://dashboard.e2e.test',
+      ENROLLMENT_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
     };
     const identity = await startIdentityService(loadConfig(identityEnvSchema, shared), logger);
     lifecycle.add('identity', () => identity.stop());
@@ -78,6 +83,8 @@ export async function startSystem(): Promise<SystemUnderTest> {
     lifecycle.add('notification', () => notification.stop());
     const billing = await startBillingService(loadConfig(billingEnvSchema, shared), logger);
     lifecycle.add('billing', () => billing.stop());
+    const enrollment = await startEnrollmentService(loadConfig(enrollmentEnvSchema, shared), logger);
+    lifecycle.add('enrollment', () => enrollment.stop());
 
     const gateway = await startGateway(
       loadConfig(gatewayEnvSchema, {
@@ -88,7 +95,10 @@ export async function startSystem(): Promise<SystemUnderTest> {
         IDENTITY_GRPC_ADDRESS: `127.0.0.1:${identity.grpcPort}`,
         NOTIFICATION_GRPC_ADDRESS: `127.0.0.1:${notification.grpcPort}`,
         BILLING_GRPC_ADDRESS: `127.0.0.1:${billing.grpcPort}`,
+        ENROLLMENT_GRPC_ADDRESS: `127.0.0.1:${enrollment.grpcPort}`,
         RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: '1000',
+        ENROLL_FAILURES_PER_MINUTE: '1000',
+        ...options.gatewayEnv,
       }),
       logger,
     );
@@ -96,6 +106,7 @@ export async function startSystem(): Promise<SystemUnderTest> {
 
     return {
       gateway,
+      enrollmentAddress: `127.0.0.1:${enrollment.grpcPort}`,
       idp,
       mail,
       tokenFor: (email, options = {}) => idp.issueUserToken({ email, ...options }),

@@ -78,7 +78,7 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
         summary: 'Generate one-time enrollment codes (valid 24 hours)',
         description: `count defaults to 1 and may be at most ${MAX_CODES_PER_REQUEST}.`,
         security,
-        body: z.object({ count: z.number().int().min(1).max(MAX_CODES_PER_REQUEST).optional() }).strict().optional(),
+        body: z.object({ count: z.number().int().min(1).max(MAX_CODES_PER_REQUEST).optional() }).strict().nullish(),
         response: {
           200: z.object({ codes: z.array(enrollmentCodePayload) }).meta({ id: 'EnrollmentCodes' }),
           ...errorResponses(400, 401, 403),
