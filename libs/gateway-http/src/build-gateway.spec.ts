@@ -725,3 +725,22 @@ describe('gateway (fake upstream, real token verifier)', () => {
   });
 });
 
+describe('gateway caches', () => {
+  it('reuses a resolved caller and a license within their TTL', async () => {
+    const gw = await startTestGateway({ CALLER_CACHE_TTL_MS: 60_000, LICENSE_CACHE_TTL_MS: 60_000 });
+    try {
+      const token = await gw.tokens.user('ada@example.com');
+      for (let i = 0; i < 3; i += 1) {
+        const response = await gw.app.inject({ method: 'GET', url: '/api/session', headers: { authorization: `Bearer ${token}` } });
+        expect(response.statusCode).toBe(200);
+      }
+      expect(gw.upstream.callsOf('resolveCaller')).toHaveLength(1);
+      expect(gw.upstream.callsOf('getLicense')).toHaveLength(1);
+      const other = await gw.tokens.user('grace@example.com');
+      await gw.app.inject({ method: 'GET', url: '/api/session', headers: { authorization: `Bearer ${other}` } });
+      expect(gw.upstream.callsOf('resolveCaller')).toHaveLength(2);
+    } finally {
+      await gw.app.close();
+    }
+  });
+});

@@ -6,16 +6,17 @@ import swaggerUi from '@fastify/swagger-ui';
 import {
   jsonSchemaTransform,
   jsonSchemaTransformObject,
-  serializerCompiler,
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import type { AccessTokenVerifier } from '@sts/auth/access-token-verifier';
 import { AppError } from '@sts/errors/app-error';
 import type { Logger } from '@sts/logger/create-logger';
-import { authenticate } from './caller-context';
+import { authenticate, type Caller } from './caller-context';
 import type { GatewayConfig } from './gateway-config';
 import { problemErrorHandler, sendProblem } from './problem-details';
+import { responseSerializerCompiler } from './response-serializer';
+import { TtlCache } from './ttl-cache';
 import { FailureLimiter } from './failure-limiter';
 import { deviceEnrollRoute } from './routes/device-enroll-route';
 import { deviceRoutes } from './routes/device-routes';
@@ -24,7 +25,7 @@ import { healthRoutes } from './routes/health-routes';
 import { acceptInviteRoute, inviteRoutes } from './routes/invite-routes';
 import { memberRoutes } from './routes/member-routes';
 import { notificationRoutes } from './routes/notification-routes';
-import { sessionRoutes } from './routes/session-routes';
+import { sessionRoutes, type SessionLicense } from './routes/session-routes';
 import type { UpstreamClients } from './upstream-clients';
 
 export interface GatewayDependencies {
@@ -35,6 +36,8 @@ export interface GatewayDependencies {
     | 'RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE'
     | 'ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE'
     | 'ENROLL_FAILURES_PER_MINUTE'
+    | 'CALLER_CACHE_TTL_MS'
+    | 'LICENSE_CACHE_TTL_MS'
   >;
   logger: Logger;
   clients: UpstreamClients;
@@ -73,7 +76,7 @@ export async function buildGateway({ config, logger, clients, verifier }: Gatewa
   // The API speaks JSON only; other bodies get 415 instead of reaching validation as strings.
   app.removeContentTypeParser(['text/plain']);
   app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(serializerCompiler);
+  app.setSerializerCompiler(responseSerializerCompiler);
   app.setErrorHandler(problemErrorHandler);
   app.setNotFoundHandler((request, reply) => sendProblem(reply, request, new AppError('ROUTE_NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`)));
   app.decorateRequest('caller', null);
@@ -117,8 +120,8 @@ export async function buildGateway({ config, logger, clients, verifier }: Gatewa
 
   // Everything else needs a bearer token.
   await app.register(async (authenticated) => {
-    authenticated.addHook('onRequest', authenticate(verifier, clients));
-    await authenticated.register(sessionRoutes, { clients });
+    authenticated.addHook('onRequest', authenticate(verifier, clients, new TtlCache<Caller>(config.CALLER_CACHE_TTL_MS)));
+    await authenticated.register(sessionRoutes, { clients, licenses: new TtlCache<SessionLicense>(config.LICENSE_CACHE_TTL_MS) });
     await authenticated.register(memberRoutes, { clients });
     await authenticated.register(inviteRoutes, { clients });
     await authenticated.register(notificationRoutes, { clients });

@@ -15,6 +15,13 @@ export const gatewayEnvSchema = z.object({
   ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: z.coerce.number().int().min(1).default(600),
   /** Failed enrollments (bad key or code) per minute per enrollment key, and per client address. */
   ENROLL_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(20),
+  /**
+   * How long a resolved caller (membership, role, dashboard access) is reused for the same token
+   * subject. Changes to roles and memberships take effect within this time. 0 disables the cache.
+   */
+  CALLER_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
+  /** How long an organization's license is reused for GET /api/session. 0 disables the cache. */
+  LICENSE_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
   /** Set when behind a reverse proxy, so client addresses come from X-Forwarded-For. */
   TRUST_PROXY: z.stringbool().default(false),
 });

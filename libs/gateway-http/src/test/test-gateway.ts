@@ -26,6 +26,9 @@ export async function startTestGateway(config: Partial<GatewayDependencies['conf
       RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 30,
       ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 600,
       ENROLL_FAILURES_PER_MINUTE: 20,
+      // Most tests change what upstream answers between requests; caching has its own test.
+      CALLER_CACHE_TTL_MS: 0,
+      LICENSE_CACHE_TTL_MS: 0,
       ...config,
     },
     logger,
