@@ -24,6 +24,16 @@ export const EVENT_CATALOGUE = {
     role,
     joined_at: z.iso.datetime(),
   }),
+  /** A member's role or dashboard access changed. */
+  'member.updated': z.object({
+    org_id: z.string(),
+    member_id: z.string(),
+    user_id: z.string(),
+    role,
+    dashboard_access: z.boolean(),
+    at: z.iso.datetime(),
+  }),
+  'member.removed': z.object({ org_id: z.string(), member_id: z.string(), user_id: z.string(), at: z.iso.datetime() }),
   'invite.created': z.object({
     org_id: z.string(),
     org_name: z.string(),

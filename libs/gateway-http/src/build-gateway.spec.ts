@@ -727,7 +727,7 @@ describe('gateway (fake upstream, real token verifier)', () => {
 
 describe('gateway caches', () => {
   it('reuses a resolved caller and a license within their TTL', async () => {
-    const gw = await startTestGateway({ CALLER_CACHE_TTL_MS: 60_000, LICENSE_CACHE_TTL_MS: 60_000 });
+    const gw = await startTestGateway({}, { CALLER_CACHE_TTL_MS: 60_000, LICENSE_CACHE_TTL_MS: 60_000 });
     try {
       const token = await gw.tokens.user('ada@example.com');
       for (let i = 0; i < 3; i += 1) {

@@ -12,11 +12,11 @@ import {
 import type { AccessTokenVerifier } from '@sts/auth/access-token-verifier';
 import { AppError } from '@sts/errors/app-error';
 import type { Logger } from '@sts/logger/create-logger';
-import { authenticate, type Caller } from './caller-context';
+import { authenticate } from './caller-context';
 import type { GatewayConfig } from './gateway-config';
 import { problemErrorHandler, sendProblem } from './problem-details';
+import type { GatewayCaches } from './gateway-caches';
 import { responseSerializerCompiler } from './response-serializer';
-import { TtlCache } from './ttl-cache';
 import { FailureLimiter } from './failure-limiter';
 import { deviceEnrollRoute } from './routes/device-enroll-route';
 import { deviceRoutes } from './routes/device-routes';
@@ -25,7 +25,7 @@ import { healthRoutes } from './routes/health-routes';
 import { acceptInviteRoute, inviteRoutes } from './routes/invite-routes';
 import { memberRoutes } from './routes/member-routes';
 import { notificationRoutes } from './routes/notification-routes';
-import { sessionRoutes, type SessionLicense } from './routes/session-routes';
+import { sessionRoutes } from './routes/session-routes';
 import type { UpstreamClients } from './upstream-clients';
 
 export interface GatewayDependencies {
@@ -36,9 +36,8 @@ export interface GatewayDependencies {
     | 'RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE'
     | 'ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE'
     | 'ENROLL_FAILURES_PER_MINUTE'
-    | 'CALLER_CACHE_TTL_MS'
-    | 'LICENSE_CACHE_TTL_MS'
   >;
+  caches: GatewayCaches;
   logger: Logger;
   clients: UpstreamClients;
   verifier: AccessTokenVerifier;
@@ -47,7 +46,7 @@ export interface GatewayDependencies {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 
 /** The public REST API of contract.md. Knows HTTP; every decision is made by the services behind it. */
-export async function buildGateway({ config, logger, clients, verifier }: GatewayDependencies) {
+export async function buildGateway({ config, logger, clients, verifier, caches }: GatewayDependencies) {
   const app = Fastify({
     loggerInstance: logger,
     // One line per request at debug (see onResponse below) instead of Fastify's two at info.
@@ -120,9 +119,9 @@ export async function buildGateway({ config, logger, clients, verifier }: Gatewa
 
   // Everything else needs a bearer token.
   await app.register(async (authenticated) => {
-    authenticated.addHook('onRequest', authenticate(verifier, clients, new TtlCache<Caller>(config.CALLER_CACHE_TTL_MS)));
-    await authenticated.register(sessionRoutes, { clients, licenses: new TtlCache<SessionLicense>(config.LICENSE_CACHE_TTL_MS) });
-    await authenticated.register(memberRoutes, { clients });
+    authenticated.addHook('onRequest', authenticate(verifier, clients, caches.callers));
+    await authenticated.register(sessionRoutes, { clients, licenses: caches.licenses });
+    await authenticated.register(memberRoutes, { clients, caches });
     await authenticated.register(inviteRoutes, { clients });
     await authenticated.register(notificationRoutes, { clients });
     await authenticated.register(enrollmentRoutes, { clients });

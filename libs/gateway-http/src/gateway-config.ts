@@ -1,10 +1,11 @@
 import { z } from 'zod';
-import { commonEnv, grpcClientsEnv, oidcEnv } from '@sts/config/env-fragments';
+import { commonEnv, grpcClientsEnv, natsEnv, oidcEnv } from '@sts/config/env-fragments';
 
 export const gatewayEnvSchema = z.object({
   ...commonEnv,
   ...grpcClientsEnv,
   ...oidcEnv,
+  ...natsEnv,
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().default('127.0.0.1'),
   /** Largest accepted request body. */
@@ -17,11 +18,14 @@ export const gatewayEnvSchema = z.object({
   ENROLL_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(20),
   /**
    * How long a resolved caller (membership, role, dashboard access) is reused for the same token
-   * subject. Changes to roles and memberships take effect within this time. 0 disables the cache.
+   * subject. Membership events evict it sooner (within milliseconds); the TTL bounds staleness if
+   * an event is missed. 0 disables the cache.
    */
-  CALLER_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
+  CALLER_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   /** How long an organization's license is reused for GET /api/session. 0 disables the cache. */
-  LICENSE_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
+  LICENSE_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
+  /** How long a page of GET /api/members is reused. Membership events evict it sooner. 0 disables. */
+  MEMBER_LIST_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   /** Set when behind a reverse proxy, so client addresses come from X-Forwarded-For. */
   TRUST_PROXY: z.stringbool().default(false),
 });

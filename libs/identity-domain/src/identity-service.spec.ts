@@ -327,6 +327,21 @@ describe('IdentityService', () => {
       expect(store.eventsOf('member.joined')).toHaveLength(1);
     });
 
+    it('announces role, access and removal changes (member.updated, member.removed), and nothing for a no-op', async () => {
+      const admin = await login(userPrincipal('ada@example.com', { name: 'Ada' }));
+      const grace = await join(admin, 'grace@example.com', 'ANALYST');
+      await service.updateMember(admin.org.id, grace.memberId!, { role: 'ANALYST' });
+      expect(store.eventsOf('member.updated')).toEqual([]);
+      await service.updateMember(admin.org.id, grace.memberId!, { dashboardAccess: false });
+      expect(store.eventsOf('member.updated')).toEqual([
+        expect.objectContaining({ org_id: admin.org.id, member_id: grace.memberId, user_id: grace.user.id, role: 'ANALYST', dashboard_access: false }),
+      ]);
+      await service.removeMember(admin.org.id, grace.memberId!);
+      expect(store.eventsOf('member.removed')).toEqual([
+        expect.objectContaining({ org_id: admin.org.id, member_id: grace.memberId, user_id: grace.user.id }),
+      ]);
+    });
+
     it('gives a new user who accepted an invite only the inviting organization', async () => {
       const admin = await login(userPrincipal('ada@example.com'));
       const invite = await service.createInvite(

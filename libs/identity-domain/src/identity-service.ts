@@ -65,6 +65,16 @@ export class IdentityService {
         await assertNotLastAdmin(repos, orgId, memberId);
       }
       await repos.updateMember(orgId, memberId, { role, dashboardAccess });
+      if (role !== member.role || dashboardAccess !== member.dashboardAccess) {
+        await repos.emit('member.updated', {
+          org_id: orgId,
+          member_id: memberId,
+          user_id: member.userId,
+          role,
+          dashboard_access: dashboardAccess,
+          at: this.clock.now().toISOString(),
+        });
+      }
       return { ...member, role, dashboardAccess };
     });
   }
@@ -74,6 +84,7 @@ export class IdentityService {
       const member = await requireMember(repos, orgId, memberId);
       if (member.role === 'ORG_ADMIN' && member.dashboardAccess) await assertNotLastAdmin(repos, orgId, memberId);
       await repos.deleteMember(orgId, memberId);
+      await repos.emit('member.removed', { org_id: orgId, member_id: memberId, user_id: member.userId, at: this.clock.now().toISOString() });
     });
   }
 

@@ -4,11 +4,15 @@ import { requireCaller, requireRoles } from '../caller-context';
 import { ROLE_TO_PROTO, memberToContract } from '../contract-mapping';
 import { errorResponses, idParam, memberPayload, pageQuery, roleSchema } from '../contract-schemas';
 import { setNextLink } from '../link-header';
+import type { GatewayCaches } from '../gateway-caches';
 import type { UpstreamClients } from '../upstream-clients';
 
 const memberParams = z.object({ id: idParam });
 
-export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
+export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients; caches: GatewayCaches }> = async (
+  app,
+  { clients, caches },
+) => {
   app.get(
     '/api/members',
     {
@@ -23,12 +27,18 @@ export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
     },
     async (request, reply) => {
       const caller = requireCaller(request);
-      const { members, nextCursor } = await clients.identity.listMembers(
-        { orgId: caller.org.id, limit: request.query.limit ?? 0, cursor: request.query.cursor ?? '' },
-        { requestId: request.id },
-      );
-      setNextLink(request, reply, nextCursor, request.query.limit);
-      return members.map(memberToContract);
+      const key = `${caller.org.id}|${request.query.limit ?? ''}|${request.query.cursor ?? ''}`;
+      let page = caches.memberPages.get(key);
+      if (!page) {
+        const { members, nextCursor } = await clients.identity.listMembers(
+          { orgId: caller.org.id, limit: request.query.limit ?? 0, cursor: request.query.cursor ?? '' },
+          { requestId: request.id },
+        );
+        page = { orgId: caller.org.id, members: members.map(memberToContract), nextCursor };
+        caches.memberPages.set(key, page);
+      }
+      setNextLink(request, reply, page.nextCursor, request.query.limit);
+      return page.members;
     },
   );
 
@@ -61,6 +71,7 @@ export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
         { requestId: request.id },
       );
       if (!member) throw new Error('identity returned no member');
+      caches.membershipChanged(caller.org.id, member.userId);
       return memberToContract(member);
     },
   );
@@ -80,6 +91,7 @@ export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
     async (request, reply) => {
       const caller = requireCaller(request);
       await clients.identity.removeMember({ orgId: caller.org.id, memberId: request.params.id }, { requestId: request.id });
+      caches.membershipChanged(caller.org.id, null);
       return reply.code(204).send(null);
     },
   );

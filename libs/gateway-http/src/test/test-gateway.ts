@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { REDACTED_PATHS } from '@sts/logger/create-logger';
 import { buildGateway, type GatewayDependencies } from '../build-gateway';
+import { GatewayCaches } from '../gateway-caches';
 import { FakeUpstream } from './fake-upstream';
 import { TestTokens } from './test-tokens';
 
@@ -11,7 +12,10 @@ export type TestGateway = Awaited<ReturnType<typeof startTestGateway>>;
  * clients and a real token verifier with a local key; log lines are kept in `logs` for assertions.
  * Use `app.inject`; nothing listens on a port.
  */
-export async function startTestGateway(config: Partial<GatewayDependencies['config']> = {}) {
+export async function startTestGateway(
+  config: Partial<GatewayDependencies['config']> = {},
+  caches: Partial<ConstructorParameters<typeof GatewayCaches>[0]> = {},
+) {
   const tokens = await TestTokens.create();
   const upstream = new FakeUpstream();
   const logs: Record<string, unknown>[] = [];
@@ -26,11 +30,10 @@ export async function startTestGateway(config: Partial<GatewayDependencies['conf
       RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 30,
       ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 600,
       ENROLL_FAILURES_PER_MINUTE: 20,
-      // Most tests change what upstream answers between requests; caching has its own test.
-      CALLER_CACHE_TTL_MS: 0,
-      LICENSE_CACHE_TTL_MS: 0,
       ...config,
     },
+    // Most tests change what upstream answers between requests; caching has its own tests.
+    caches: new GatewayCaches({ CALLER_CACHE_TTL_MS: 0, LICENSE_CACHE_TTL_MS: 0, MEMBER_LIST_CACHE_TTL_MS: 0, ...caches }),
     logger,
     clients: upstream.clients(),
     verifier: tokens.verifier,

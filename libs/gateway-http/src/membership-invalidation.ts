@@ -1,0 +1,32 @@
+import type { NatsConnection, Subscription } from '@nats-io/nats-core';
+import { eventEnvelopeSchema } from '@sts/events/event-envelope';
+import { eventSubject } from '@sts/events/subjects';
+import type { Logger } from '@sts/logger/create-logger';
+import { z } from 'zod';
+import type { GatewayCaches } from './gateway-caches';
+
+const membershipData = z.object({ org_id: z.string(), user_id: z.string() });
+
+/**
+ * Listens (plain NATS, no durable consumer: a missed message only means an entry lives until its
+ * TTL) to membership events and evicts what they make stale.
+ */
+export function subscribeToMembershipChanges(nc: NatsConnection, namespace: string, caches: GatewayCaches, logger: Logger): Subscription[] {
+  return (['member.joined', 'member.updated', 'member.removed'] as const).map((type) =>
+    nc.subscribe(eventSubject(namespace, type), {
+      callback: (error, message) => {
+        if (error) {
+          logger.warn({ err: error, type }, 'membership event subscription failed');
+          return;
+        }
+        const envelope = eventEnvelopeSchema.safeParse(message.json());
+        const data = envelope.success ? membershipData.safeParse(envelope.data.data) : null;
+        if (!data?.success) {
+          logger.warn({ type }, 'ignored a malformed membership event');
+          return;
+        }
+        caches.membershipChanged(data.data.org_id, data.data.user_id);
+      },
+    }),
+  );
+}
