@@ -14,7 +14,9 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "installing dependencies (npm ci)"
-  npm ci --no-audit --no-fund </dev/null
+  # The lock file cannot list other platforms' optional binaries that this registry lacks, which
+  # `npm ci` refuses; `npm install` then installs the same locked versions for this platform.
+  npm ci --no-audit --no-fund </dev/null || npm install --no-audit --no-fund </dev/null
 fi
 
 say "infrastructure"
