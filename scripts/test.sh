@@ -29,6 +29,9 @@ NX_DAEMON=false npx nx show projects >/dev/null
 npx eslint . --max-warnings=0
 
 step "tests (unit, integration, e2e)"
-npx jest --ci </dev/null
+mkdir -p tmp
+npx jest --ci --json --outputFile=tmp/jest-results.json </dev/null
+# One plain closing line that any reader of CI logs understands.
+node -e "const r = require('./tmp/jest-results.json'); console.log('tests: ' + r.numPassedTests + ' passed, ' + r.numFailedTests + ' failed' + (r.numPendingTests ? ', ' + r.numPendingTests + ' skipped' : ''));"
 
 step "all checks passed"
