@@ -1,16 +1,13 @@
-import { randomUUID } from 'node:crypto';
 import { parseEventData, type EventData, type EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import type { Device, DeviceIdentity } from '../enrollment-model';
 import {
   UniqueConflict,
-  type Clock,
   type CodeOutcome,
   type CodeState,
   type ConsumeCodeInput,
   type EnrollmentRepositories,
   type EnrollmentStore,
-  type IdGenerator,
   type StoredEnrollmentCode,
   type StoredEnrollmentKey,
 } from '../enrollment-ports';
@@ -298,23 +295,4 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
   };
 }
 
-/** A clock that moves only when told to. */
-export class ManualClock implements Clock {
-  constructor(private current = new Date('2026-03-01T12:00:00.000Z')) {}
-  now(): Date {
-    return new Date(this.current);
-  }
-  advance(ms: number): void {
-    this.current = new Date(this.current.getTime() + ms);
-  }
-}
-
-/** Random UUIDs, like the real generator. */
-export class RecordingIds implements IdGenerator {
-  readonly issued: string[] = [];
-  newId(): string {
-    const id = randomUUID();
-    this.issued.push(id);
-    return id;
-  }
-}
+export { ManualClock, RecordingIds } from '@sts/testing/test-clock';

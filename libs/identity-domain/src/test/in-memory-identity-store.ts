@@ -1,11 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { parseEventData, type EventData, type EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import type { Invite, Member, Organization, Role, User } from '../identity-model';
 import {
   UniqueConflict,
-  type Clock,
-  type IdGenerator,
   type IdentityRepositories,
   type IdentityStore,
   type UserSnapshot,
@@ -343,23 +340,4 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
   };
 }
 
-/** A clock that moves only when told to. */
-export class ManualClock implements Clock {
-  constructor(private current = new Date('2026-03-01T12:00:00.000Z')) {}
-  now(): Date {
-    return new Date(this.current);
-  }
-  advance(ms: number): void {
-    this.current = new Date(this.current.getTime() + ms);
-  }
-}
-
-/** Random UUIDs, like the real generator; `issued` keeps them in order for assertions. */
-export class RecordingIds implements IdGenerator {
-  readonly issued: string[] = [];
-  newId(): string {
-    const id = randomUUID();
-    this.issued.push(id);
-    return id;
-  }
-}
+export { ManualClock, RecordingIds } from '@sts/testing/test-clock';
