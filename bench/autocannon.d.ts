@@ -5,6 +5,13 @@ declare module 'autocannon' {
     path?: string;
     headers?: Record<string, string>;
     body?: string;
+    /**
+     * Called (with a copy of the request and the connection's context) before each request is sent;
+     * returns the request to send.
+     */
+    setupRequest?: (request: AutocannonRequest, context: Record<string, unknown>) => AutocannonRequest;
+    /** Called with each response to this request (the body is a string). */
+    onResponse?: (status: number, body: string, context: Record<string, unknown>) => void;
   }
 
   export interface AutocannonClient {
@@ -16,6 +23,8 @@ declare module 'autocannon' {
     connections?: number;
     /** Seconds. */
     duration?: number;
+    /** Total number of requests, spread over the connections (instead of a duration). */
+    amount?: number;
     pipelining?: number;
     /** Seconds before a request counts as timed out. */
     timeout?: number;
@@ -53,6 +62,11 @@ declare module 'autocannon' {
 
   export interface AutocannonInstance {
     stop(): void;
+    /** Every response, with its response time in milliseconds (not rounded). */
+    on(
+      event: 'response',
+      listener: (client: AutocannonClient, statusCode: number, bytes: number, responseTimeMs: number) => void,
+    ): this;
   }
 
   function autocannon(
