@@ -43,6 +43,7 @@ export interface IntegerOption {
 /**
  * `--name N` / `--name=N` flags, falling back to environment variables, then defaults. Boolean
  * options are bare flags (`--profile`) or variables set to anything but '', '0' and 'false'.
+ * `--help` prints the benchmark's leading doc comment and exits.
  */
 export function parseOptions<Integer extends string, Flag extends string>(
   argv: string[],
@@ -50,6 +51,10 @@ export function parseOptions<Integer extends string, Flag extends string>(
   integers: Record<Integer, IntegerOption>,
   booleans: Record<Flag, string>,
 ): Record<Integer, number> & Record<Flag, boolean> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    console.log(usage());
+    process.exit(0);
+  }
   const flags = new Map<string, string>();
   const isBoolean = (name: string) => Object.hasOwn(booleans, name);
   for (let i = 0; i < argv.length; i++) {
@@ -75,6 +80,17 @@ export function parseOptions<Integer extends string, Flag extends string>(
     options[flag] = raw !== '' && raw !== '0' && raw !== 'false';
   }
   return options as Record<Integer, number> & Record<Flag, boolean>;
+}
+
+/** The leading doc comment of the benchmark being run (process.argv[1]), as plain text. */
+function usage(): string {
+  const source = process.argv[1] ? readFileSync(process.argv[1], 'utf8') : '';
+  const comment = /\/\*\*([\s\S]*?)\*\//.exec(source)?.[1] ?? 'no description';
+  return comment
+    .split('\n')
+    .map((line) => line.replace(/^\s*\* ?/, ''))
+    .join('\n')
+    .trim();
 }
 
 // --- child processes -----------------------------------------------------------------------------

@@ -198,6 +198,7 @@ async function enrollAll(
   const sent = new Uint8Array(count);
   const answered = new Uint8Array(count);
   const deviceIds: string[] = new Array<string>(count);
+  const tokens = new Set<string>();
   const problems: string[] = [];
   let next = 0;
   const request: AutocannonRequest = {
@@ -218,10 +219,16 @@ async function enrollAll(
         if (problems.length < 5) problems.push(`code ${index}: ${status} ${body}`);
         return;
       }
-      const enrolled = JSON.parse(body) as { device_id: string; org_id: string; re_enrolled: boolean };
+      const enrolled = JSON.parse(body) as {
+        device_id: string;
+        org_id: string;
+        device_token: string;
+        re_enrolled: boolean;
+      };
       if (enrolled.org_id !== org.orgId || enrolled.re_enrolled)
         problems.push(`code ${index}: unexpected answer ${body}`);
       deviceIds[index] = enrolled.device_id;
+      tokens.add(enrolled.device_token);
     },
   };
   const load = await runLoad({
@@ -245,6 +252,7 @@ async function enrollAll(
   if (load.result['2xx'] !== count)
     throw new Error(`${org.label}: ${load.result['2xx']} of ${count} answered 2xx`);
   if (new Set(deviceIds).size !== count) throw new Error(`${org.label}: device ids are not all distinct`);
+  if (tokens.size !== count) throw new Error(`${org.label}: device tokens are not all distinct`);
   return { load, seconds, machineIds, deviceIds };
 }
 
@@ -355,7 +363,7 @@ async function checkCodesUsedOnce(
   );
   compare('after the reuse attempts', await counts());
   return (
-    `${n} answers 200 with ${n} distinct device ids; database: ${n} devices, ${n} codes all consumed, ` +
+    `${n} answers 200 with ${n} distinct device ids and tokens; database: ${n} devices, ${n} codes all consumed, ` +
     `one code per device and one device per code; ${refused} used codes presented again → 400 ENROLLMENT_CODE_USED, nothing written`
   );
 }
