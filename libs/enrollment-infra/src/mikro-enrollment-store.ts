@@ -18,10 +18,9 @@ import {
   type StoredEnrollmentCode,
   type StoredEnrollmentKey,
 } from '@sts/enrollment-domain/enrollment-ports';
-import { parseEventData, type EventData, type EventType } from '@sts/events/event-catalogue';
-import { newEnvelope } from '@sts/events/event-envelope';
+import type { EventData, EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
-import { enqueueEvent } from '@sts/outbox/outbox';
+import { enqueueEvent, outboxEnvelope } from '@sts/outbox/outbox';
 import { EnrollmentKeyEntity } from './enrollment-entities';
 
 interface DeviceSqlRow {
@@ -91,8 +90,8 @@ export class MikroEnrollmentStore implements EnrollmentStore {
         returning id`;
       writeParams = [write.hostname, JSON.stringify(write.metadata), write.tokenHash, write.lastSeenAt, write.deviceId, orgId];
     }
-    // As `enqueueEvent` (libs/outbox) writes it: validated against the catalogue, in its envelope.
-    const envelope = newEnvelope(event.type, parseEventData(event.type, event.data), now);
+    // The outbox row is written by the statement itself, with the envelope `enqueueEvent` would write.
+    const envelope = outboxEnvelope(event.type, event.data, now);
     const em = this.orm.em.fork();
     try {
       const row = await sqlRunner(em).one<{ key_ok: boolean; consumed: boolean; state: 'used' | 'expired' | null }>(

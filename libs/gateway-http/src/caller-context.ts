@@ -39,7 +39,15 @@ function toResolveRequest(principal: Principal, orgId: string): ResolveCallerReq
       return { principal: { $case: 'user', value: { ...principal } }, orgId };
     case 'client':
       return {
-        principal: { $case: 'client', value: { issuer: principal.issuer, subject: principal.subject, orgId: principal.orgId, role: ROLE_TO_PROTO[principal.role] } },
+        principal: {
+          $case: 'client',
+          value: {
+            issuer: principal.issuer,
+            subject: principal.subject,
+            orgId: principal.orgId,
+            role: ROLE_TO_PROTO[principal.role],
+          },
+        },
         orgId: '',
       };
   }
@@ -51,37 +59,53 @@ function toResolveRequest(principal: Principal, orgId: string): ResolveCallerReq
  * refuses members whose dashboard access is off (contract 5.8 names GET /api/session; we apply it to
  * every user-token route, since such a member must not use the dashboard's API either).
  */
-export function authenticate(verifier: AccessTokenVerifier, clients: UpstreamClients, callers: TtlCache<Caller>) {
+export function authenticate(
+  verifier: AccessTokenVerifier,
+  clients: UpstreamClients,
+  callers: TtlCache<Caller>,
+) {
   return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
     const principal = await verifier.verifyAuthorizationHeader(request.headers.authorization);
     const requestedOrg = request.headers[ORG_HEADER];
-    if (requestedOrg !== undefined && (typeof requestedOrg !== 'string' || !ORG_ID_PATTERN.test(requestedOrg))) {
-      throw new AppError('VALIDATION_FAILED', 'X-Org-Id must be an organization id', { fields: [{ path: 'headers.x-org-id', message: 'invalid id' }] });
+    if (
+      requestedOrg !== undefined &&
+      (typeof requestedOrg !== 'string' || !ORG_ID_PATTERN.test(requestedOrg))
+    ) {
+      throw new AppError('VALIDATION_FAILED', 'X-Org-Id must be an organization id', {
+        fields: [{ path: 'headers.x-org-id', message: 'invalid id' }],
+      });
     }
     const resolveRequest = toResolveRequest(principal, requestedOrg ?? '');
     // The whole request (issuer, subject, e-mail, name, org) is the key: a changed profile resolves again.
     const cacheKey = JSON.stringify(resolveRequest);
-    const cached = callers.get(cacheKey);
-    if (cached) {
-      if (cached.kind === 'user' && !cached.dashboardAccess) throw new AppError('DASHBOARD_ACCESS_DENIED');
-      request.caller = cached;
-      return;
+    let caller = callers.get(cacheKey);
+    if (!caller) {
+      caller = await resolveCaller(clients, resolveRequest, request.id, principal.kind);
+      callers.set(cacheKey, caller);
     }
-    const resolved = await clients.identity.resolveCaller(resolveRequest, { requestId: request.id });
-    if (!resolved.user || !resolved.org) throw new AppError('INTERNAL', 'identity returned an incomplete caller');
-    const caller: Caller = {
-      kind: principal.kind,
-      userId: resolved.user.id,
-      email: resolved.user.email,
-      name: resolved.user.name,
-      memberId: resolved.memberId || null,
-      role: roleFromProto(resolved.role),
-      dashboardAccess: resolved.dashboardAccess,
-      org: { id: resolved.org.id, name: resolved.org.name, domain: resolved.org.domain ?? null },
-    };
-    callers.set(cacheKey, caller);
     if (caller.kind === 'user' && !caller.dashboardAccess) throw new AppError('DASHBOARD_ACCESS_DENIED');
     request.caller = caller;
+  };
+}
+
+async function resolveCaller(
+  clients: UpstreamClients,
+  resolveRequest: ResolveCallerRequest,
+  requestId: string,
+  kind: Caller['kind'],
+): Promise<Caller> {
+  const resolved = await clients.identity.resolveCaller(resolveRequest, { requestId });
+  if (!resolved.user || !resolved.org)
+    throw new AppError('INTERNAL', 'identity returned an incomplete caller');
+  return {
+    kind,
+    userId: resolved.user.id,
+    email: resolved.user.email,
+    name: resolved.user.name,
+    memberId: resolved.memberId || null,
+    role: roleFromProto(resolved.role),
+    dashboardAccess: resolved.dashboardAccess,
+    org: { id: resolved.org.id, name: resolved.org.name, domain: resolved.org.domain ?? null },
   };
 }
 

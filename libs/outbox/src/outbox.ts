@@ -17,6 +17,18 @@ export function outboxTableSql(schema: string): string {
 }
 
 /**
+ * The envelope of an outbox row: data validated against the catalogue. For stores that write the
+ * outbox row inside a statement of their own (same columns as `enqueueEvent`).
+ */
+export function outboxEnvelope<Type extends EventType>(
+  type: Type,
+  data: DomainEvent<Type>['data'],
+  now = new Date(),
+): DomainEvent<Type> {
+  return newEnvelope(type, parseEventData(type, data), now);
+}
+
+/**
  * Writes an event to the outbox inside the caller's transaction: the event exists if and only if
  * the change that caused it was committed. Data is validated against the catalogue first.
  */
@@ -25,7 +37,7 @@ export async function enqueueEvent<Type extends EventType>(
   type: Type,
   data: DomainEvent<Type>['data'],
 ): Promise<DomainEvent<Type>> {
-  const envelope = newEnvelope(type, parseEventData(type, data));
+  const envelope = outboxEnvelope(type, data);
   const schema = em.config.get('schema');
   await em
     .getConnection()
