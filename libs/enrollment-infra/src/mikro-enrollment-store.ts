@@ -46,7 +46,9 @@ export class MikroEnrollmentStore implements EnrollmentStore {
   async transaction<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T> {
     const counters = { emitted: 0 };
     try {
-      const result = await this.orm.em.fork().transactional((tx) => work(new EnrollmentRepositoriesSql(tx, counters)));
+      const result = await this.orm.em
+        .fork()
+        .transactional((tx) => work(new EnrollmentRepositoriesSql(tx, counters)));
       if (counters.emitted > 0) this.onCommitWithEvents();
       return result;
     } catch (error) {
@@ -82,19 +84,40 @@ export class MikroEnrollmentStore implements EnrollmentStore {
           (id, org_id, machine_id, hostname, status, metadata, token_hash, enrolled_at, last_seen_at)
         select ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ? where exists (select 1 from consumed)
         returning id`;
-      writeParams = [d.id, d.orgId, d.machineId, d.hostname, d.status, JSON.stringify(d.metadata), write.tokenHash, d.enrolledAt, d.lastSeenAt];
+      writeParams = [
+        d.id,
+        d.orgId,
+        d.machineId,
+        d.hostname,
+        d.status,
+        JSON.stringify(d.metadata),
+        write.tokenHash,
+        d.enrolledAt,
+        d.lastSeenAt,
+      ];
     } else {
       writeSql = `update enrollment.devices
         set hostname = ?, metadata = ?::jsonb, token_hash = ?, last_seen_at = ?
         where id = ? and org_id = ? and exists (select 1 from consumed)
         returning id`;
-      writeParams = [write.hostname, JSON.stringify(write.metadata), write.tokenHash, write.lastSeenAt, write.deviceId, orgId];
+      writeParams = [
+        write.hostname,
+        JSON.stringify(write.metadata),
+        write.tokenHash,
+        write.lastSeenAt,
+        write.deviceId,
+        orgId,
+      ];
     }
     // The outbox row is written by the statement itself, with the envelope `enqueueEvent` would write.
     const envelope = outboxEnvelope(event.type, event.data, now);
     const em = this.orm.em.fork();
     try {
-      const row = await sqlRunner(em).one<{ key_ok: boolean; consumed: boolean; state: 'used' | 'expired' | null }>(
+      const row = await sqlRunner(em).one<{
+        key_ok: boolean;
+        consumed: boolean;
+        state: 'used' | 'expired' | null;
+      }>(
         `with key as (
            select 1 from enrollment.enrollment_keys where org_id = ? and key_hash = ?
          ), consumed as (
@@ -114,7 +137,22 @@ export class MikroEnrollmentStore implements EnrollmentStore {
                   'device changed during enrollment') as complete,
                 (select case when c.expires_at <= ? and c.consumed_at is null then 'expired' else 'used' end
                    from enrollment.enrollment_codes c where c.org_id = ? and c.code_hash = ?) as state`,
-        [orgId, keyHash, now, deviceId, orgId, codeHash, now, ...writeParams, envelope.id, envelope.type, JSON.stringify(envelope), now, orgId, codeHash],
+        [
+          orgId,
+          keyHash,
+          now,
+          deviceId,
+          orgId,
+          codeHash,
+          now,
+          ...writeParams,
+          envelope.id,
+          envelope.type,
+          JSON.stringify(envelope),
+          now,
+          orgId,
+          codeHash,
+        ],
       );
       if (!row) throw new Error('consume statement returned no row');
       if (!row.key_ok) return 'key-invalid';
@@ -143,7 +181,9 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
   async findKey(orgId: string): Promise<StoredEnrollmentKey | null> {
     if (!isUuid(orgId)) return null;
     const row = await this.em.findOne(EnrollmentKeyEntity, { orgId }, { disableIdentityMap: true });
-    return row ? { orgId: row.orgId, keyHash: row.keyHash, keySealed: row.keySealed, createdAt: row.createdAt } : null;
+    return row
+      ? { orgId: row.orgId, keyHash: row.keyHash, keySealed: row.keySealed, createdAt: row.createdAt }
+      : null;
   }
 
   async upsertKey(key: StoredEnrollmentKey): Promise<void> {
@@ -173,11 +213,21 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
 
   async purgeCodes(orgId: string, expiredBefore: Date): Promise<number> {
     if (!isUuid(orgId)) return 0;
-    return this.sql.run(`delete from enrollment.enrollment_codes where org_id = ? and expires_at < ?`, [orgId, expiredBefore]);
+    return this.sql.run(`delete from enrollment.enrollment_codes where org_id = ? and expires_at < ?`, [
+      orgId,
+      expiredBefore,
+    ]);
   }
 
-  async findEnrollmentTarget(keyHash: string, machineId: string, codeHash: string | null, now: Date): Promise<EnrollmentTarget | null> {
-    const row = await this.sql.one<{ key_org_id: string; code_state: CodeState | null } & Nullable<DeviceSqlRow>>(
+  async findEnrollmentTarget(
+    keyHash: string,
+    machineId: string,
+    codeHash: string | null,
+    now: Date,
+  ): Promise<EnrollmentTarget | null> {
+    const row = await this.sql.one<
+      { key_org_id: string; code_state: CodeState | null } & Nullable<DeviceSqlRow>
+    >(
       `select k.org_id as key_org_id,
               d.id, d.org_id, d.machine_id, d.hostname, d.status, d.metadata, d.enrolled_at, d.last_seen_at,
               (select case when c.consumed_at is not null then 'used' when c.expires_at <= ? then 'expired' else 'live' end
@@ -197,7 +247,10 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
 
   async findDevice(orgId: string, deviceId: string): Promise<Device | null> {
     if (!isUuid(orgId) || !isUuid(deviceId)) return null;
-    const row = await this.sql.one<DeviceSqlRow>(`select ${DEVICE_COLUMNS} from enrollment.devices where org_id = ? and id = ?`, [orgId, deviceId]);
+    const row = await this.sql.one<DeviceSqlRow>(
+      `select ${DEVICE_COLUMNS} from enrollment.devices where org_id = ? and id = ?`,
+      [orgId, deviceId],
+    );
     return row ? toDevice(row) : null;
   }
 
@@ -211,7 +264,11 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
   }
 
   async setDeviceStatus(orgId: string, deviceId: string, status: DeviceStatus): Promise<void> {
-    await this.sql.run(`update enrollment.devices set status = ? where org_id = ? and id = ?`, [status, orgId, deviceId]);
+    await this.sql.run(`update enrollment.devices set status = ? where org_id = ? and id = ?`, [
+      status,
+      orgId,
+      deviceId,
+    ]);
   }
 
   async deleteDevice(orgId: string, deviceId: string): Promise<void> {
@@ -267,7 +324,10 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
  * the driver's error, whose SQLSTATE 23505 is a unique violation.
  */
 function isUniqueViolation(error: unknown): boolean {
-  return error instanceof UniqueConstraintViolationException || (error instanceof Error && (error as { code?: unknown }).code === '23505');
+  return (
+    error instanceof UniqueConstraintViolationException ||
+    (error instanceof Error && (error as { code?: unknown }).code === '23505')
+  );
 }
 
 /** serialization_failure, as `enrollment.retry_unless` raises it. */
