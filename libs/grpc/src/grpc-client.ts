@@ -1,14 +1,12 @@
-import {
-  credentials,
-  Metadata,
-  type Client,
-  type ServiceDefinition,
-  type ServiceError,
-} from '@grpc/grpc-js';
+import { credentials, Metadata, type Client, type ServiceDefinition, type ServiceError } from '@grpc/grpc-js';
 import { grpcErrorToAppError } from './error-metadata';
 import type { CallOptions, PromiseClient } from './service-types';
 
-type ClientConstructor = new (address: string, creds: ReturnType<typeof credentials.createInsecure>, options?: object) => Client;
+type ClientConstructor = new (
+  address: string,
+  creds: ReturnType<typeof credentials.createInsecure>,
+  options?: object,
+) => Client;
 
 type UnaryMethod = (
   request: unknown,
@@ -16,6 +14,8 @@ type UnaryMethod = (
   options: { deadline: Date },
   callback: (error: ServiceError | null, response: unknown) => void,
 ) => void;
+
+const RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
 
 /**
  * A promise-returning client over one long-lived channel. Every call has a deadline (there is no
@@ -30,6 +30,10 @@ export function createPromiseClient<Definition extends ServiceDefinition>(
   const client = new ClientClass(address, credentials.createInsecure(), {
     'grpc.keepalive_time_ms': 30_000,
     'grpc.keepalive_timeout_ms': 10_000,
+    // All calls share one HTTP/2 connection. With the default 64 KiB receive window, a few
+    // concurrent page-sized responses fill it and the rest wait a round trip for WINDOW_UPDATE
+    // (measured: 1,491 vs 1,837 device pages/s at 64 in flight; docs/benchmarks.md).
+    'grpc-node.flow_control_window': RECEIVE_WINDOW_BYTES,
   });
   const methods: Record<string, unknown> = {};
   for (const name of Object.keys(definition)) {
