@@ -18,6 +18,12 @@ export interface Device {
   lastSeenAt: Date;
 }
 
+/**
+ * A device as listed. Listing only passes the metadata on, so it stays the JSON text the store
+ * holds (parsing and re-serializing it was a tenth of a device page's cost).
+ */
+export type ListedDevice = Omit<Device, 'metadata'> & { metadataJson: string };
+
 /** The organization's current enrollment key as the API shows it (plain text, owner's eyes only). */
 export interface EnrollmentKey {
   orgId: string;

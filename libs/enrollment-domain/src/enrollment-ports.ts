@@ -1,6 +1,13 @@
 import type { EventData, EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
-import type { Device, DeviceFilter, DeviceIdentity, DeviceMetadata, DeviceStatus } from './enrollment-model';
+import type {
+  Device,
+  DeviceFilter,
+  DeviceIdentity,
+  DeviceMetadata,
+  DeviceStatus,
+  ListedDevice,
+} from './enrollment-model';
 
 /** The organization's current enrollment key as stored: sealed (to show it again) and hashed (to find it). */
 export interface StoredEnrollmentKey {
@@ -96,7 +103,7 @@ export interface EnrollmentRepositories {
   /** Deletes the device and clears the references of codes it consumed. */
   deleteDevice(orgId: string, deviceId: string): Promise<void>;
   /** Ordered by (enrolledAt, id); returns up to `page.limit + 1` rows. */
-  listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<Device[]>;
+  listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<ListedDevice[]>;
   findDeviceByTokenHash(tokenHash: string): Promise<DeviceIdentity | null>;
 
   /** Writes an event to the outbox of this transaction. */

@@ -13,6 +13,7 @@ import {
   type EnrollmentKey,
   type EnrollmentResult,
   type IssuedEnrollmentCode,
+  type ListedDevice,
 } from './enrollment-model';
 import {
   UniqueConflict,
@@ -261,7 +262,7 @@ export class EnrollmentService {
     this.orgHints.set(keyHash, orgId);
   }
 
-  async listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<Device[]> {
+  async listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<ListedDevice[]> {
     return this.store.read((repos) => repos.listDevices(orgId, filter, page));
   }
 

@@ -1,6 +1,6 @@
 import { isUuid } from '@sts/db/sql-runner';
 import { invalid, normalizeDeviceQuery, parseMetadataJson } from '@sts/enrollment-domain/device-input';
-import type { Device, DeviceStatus } from '@sts/enrollment-domain/enrollment-model';
+import type { DeviceStatus, ListedDevice } from '@sts/enrollment-domain/enrollment-model';
 import type { EnrollmentService } from '@sts/enrollment-domain/enrollment-service';
 import type { AsyncHandlers } from '@sts/grpc/service-types';
 import { toPage, toPageRequest, type PageRequest } from '@sts/pagination/keyset-cursor';
@@ -51,7 +51,7 @@ function displayName(value: string): string {
   return [...value.replace(/\p{Cc}/gu, ' ').trim()].slice(0, NAME_MAX_LENGTH).join('');
 }
 
-function toProtoDevice(device: Device): ProtoDevice {
+function toProtoDevice(device: ListedDevice): ProtoDevice {
   return {
     id: device.id,
     name: device.hostname,
@@ -59,7 +59,7 @@ function toProtoDevice(device: Device): ProtoDevice {
     status: STATUS_TO_PROTO[device.status],
     enrolledAt: device.enrolledAt,
     lastSeenAt: device.lastSeenAt,
-    metadataJson: JSON.stringify(device.metadata),
+    metadataJson: device.metadataJson,
   };
 }
 

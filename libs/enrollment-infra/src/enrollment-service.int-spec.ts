@@ -21,7 +21,7 @@ import { UniqueConflict, type ConsumeCodeInput } from '@sts/enrollment-domain/en
 import { enrollmentEnvSchema } from './enrollment-config';
 import { ENROLLMENT_ENTITIES } from './enrollment-entities';
 import { ENROLLMENT_MIGRATIONS, ENROLLMENT_SCHEMA } from './enrollment-migrations';
-import { MikroEnrollmentStore } from './mikro-enrollment-store';
+import { listDevicesQuery, MikroEnrollmentStore } from './mikro-enrollment-store';
 import { startEnrollmentService, type RunningService } from './start-enrollment-service';
 
 const ANY = DeviceStatus.DEVICE_STATUS_UNSPECIFIED;
@@ -473,6 +473,50 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       const forgedCursor = Buffer.from(JSON.stringify([new Date().toISOString(), "x' or 1=1"])).toString('base64url');
       expect((await failure(client.listDevices({ orgId, limit: 0, cursor: forgedCursor, status: ANY, query: '' }))).code).toBe('VALIDATION_FAILED');
       expect((await failure(client.listDevices({ orgId, limit: 201, cursor: '', status: ANY, query: '' }))).code).toBe('VALIDATION_FAILED');
+    });
+
+    it('search a large organization through the trigram indexes, not by reading all its devices', async () => {
+      const { orgId, key, codes } = await organization(1);
+      await query(
+        `insert into enrollment.devices (id, org_id, machine_id, hostname, status, token_hash, enrolled_at, last_seen_at)
+         select gen_random_uuid(), $1, md5(random()::text), 'ws-' || lpad(n::text, 5, '0'), 'active',
+                encode(sha256(gen_random_uuid()::text::bytea), 'hex'), now(), now()
+           from generate_series(1, 20000) as n`,
+        [orgId],
+      );
+      const needle = await enroll(key, codes[0]!, {
+        hostname: 'Reception-Kiosk',
+        machineId: `kiosk-${orgId}`,
+      });
+      // ANALYZE only: no VACUUM flushes the indexes' pending lists (as on a machine without autovacuum).
+      await query('analyze enrollment.devices');
+
+      const plan = async (q: string) => {
+        const { sql, params } = listDevicesQuery(
+          orgId,
+          { status: null, query: q },
+          { limit: 50, after: null },
+        );
+        let n = 0;
+        const [row] = await query<{ 'QUERY PLAN': unknown }>(
+          `explain (format json) ${sql.replace(/\?/g, () => `$${++n}`)}`,
+          params,
+        );
+        return JSON.stringify(row!['QUERY PLAN']);
+      };
+      for (const q of ['kiosk', 'RECEPTION', `kiosk-${orgId.slice(0, 8)}`, 'ws-0421']) {
+        const text = await plan(q);
+        expect(text).toContain('devices_hostname_trgm_idx');
+        expect(text).toContain('devices_machine_id_trgm_idx');
+        expect(text).not.toContain('Seq Scan');
+      }
+      const names = async (q: string) =>
+        (await client.listDevices({ orgId, limit: 0, cursor: '', status: ANY, query: q })).devices.map(
+          (d) => d.id,
+        );
+      expect(await names('ECEPTION-KIO')).toEqual([needle.deviceId]);
+      expect(await names(`SK-${orgId.toUpperCase()}`)).toEqual([needle.deviceId]);
+      expect((await names('ws-0421')).length).toBe(10);
     });
 
     it('need an organization id at the boundary', async () => {

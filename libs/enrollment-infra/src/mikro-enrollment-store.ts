@@ -6,6 +6,7 @@ import type {
   DeviceIdentity,
   DeviceMetadata,
   DeviceStatus,
+  ListedDevice,
 } from '@sts/enrollment-domain/enrollment-model';
 import {
   UniqueConflict,
@@ -35,6 +36,26 @@ interface DeviceSqlRow {
 }
 
 const DEVICE_COLUMNS = 'id, org_id, machine_id, hostname, status, metadata, enrolled_at, last_seen_at';
+
+interface ListedDeviceSqlRow {
+  id: string;
+  org_id: string;
+  machine_id: string;
+  hostname: string;
+  status: DeviceStatus;
+  metadata_json: string;
+  enrolled_at_ms: number;
+  last_seen_at_ms: number;
+}
+
+/**
+ * A page's columns as the list passes them on: metadata as its JSON text, times as epoch
+ * milliseconds (a float8 parses in a fifth of the time node-postgres takes for a timestamptz).
+ */
+const LISTED_DEVICE_COLUMNS =
+  'id, org_id, machine_id, hostname, status, metadata::text as metadata_json, ' +
+  '(extract(epoch from enrolled_at) * 1000)::float8 as enrolled_at_ms, ' +
+  '(extract(epoch from last_seen_at) * 1000)::float8 as last_seen_at_ms';
 
 /** EnrollmentStore over PostgreSQL (schema `enrollment`). `onCommitWithEvents` lets the outbox relay publish at once. */
 export class MikroEnrollmentStore implements EnrollmentStore {
@@ -280,29 +301,11 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
     );
   }
 
-  async listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<Device[]> {
+  async listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<ListedDevice[]> {
     if (!isUuid(orgId) || (page.after && !isUuid(page.after.id))) return [];
-    const conditions = ['org_id = ?'];
-    const params: unknown[] = [orgId];
-    if (filter.status) {
-      conditions.push('status = ?');
-      params.push(filter.status);
-    }
-    if (filter.query) {
-      const pattern = `%${escapeLike(filter.query)}%`;
-      conditions.push(`(hostname ilike ? escape '\\' or machine_id ilike ? escape '\\')`);
-      params.push(pattern, pattern);
-    }
-    if (page.after) {
-      conditions.push('(enrolled_at, id) > (?, ?)');
-      params.push(new Date(page.after.at), page.after.id);
-    }
-    params.push(page.limit + 1);
-    const rows = await this.sql.all<DeviceSqlRow>(
-      `select ${DEVICE_COLUMNS} from enrollment.devices where ${conditions.join(' and ')} order by enrolled_at, id limit ?`,
-      params,
-    );
-    return rows.map(toDevice);
+    const { sql, params } = listDevicesQuery(orgId, filter, page);
+    const rows = await this.sql.all<ListedDeviceSqlRow>(sql, params);
+    return rows.map(toListedDevice);
   }
 
   async findDeviceByTokenHash(tokenHash: string): Promise<DeviceIdentity | null> {
@@ -338,6 +341,33 @@ function isRetryable(error: unknown): boolean {
 type Nullable<Row> = { [Key in keyof Row]: Row[Key] | null };
 
 /** `%`, `_` and the escape character itself match literally. */
+/** A page of an organization's devices (placeholders `?`); exported so tests can inspect its plan. */
+export function listDevicesQuery(
+  orgId: string,
+  filter: DeviceFilter,
+  page: PageRequest,
+): { sql: string; params: unknown[] } {
+  const conditions = ['org_id = ?'];
+  const params: unknown[] = [orgId];
+  if (filter.status) {
+    conditions.push('status = ?');
+    params.push(filter.status);
+  }
+  if (filter.query) {
+    // Served by the trigram indexes (migration 0002) from three characters on.
+    const pattern = `%${escapeLike(filter.query)}%`;
+    conditions.push(`(hostname ilike ? escape '\\' or machine_id ilike ? escape '\\')`);
+    params.push(pattern, pattern);
+  }
+  if (page.after) {
+    conditions.push('(enrolled_at, id) > (?, ?)');
+    params.push(new Date(page.after.at), page.after.id);
+  }
+  params.push(page.limit + 1);
+  const sql = `select ${LISTED_DEVICE_COLUMNS} from enrollment.devices where ${conditions.join(' and ')} order by enrolled_at, id limit ?`;
+  return { sql, params };
+}
+
 export function escapeLike(text: string): string {
   return text.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
@@ -352,5 +382,18 @@ function toDevice(row: DeviceSqlRow): Device {
     metadata: row.metadata,
     enrolledAt: new Date(row.enrolled_at),
     lastSeenAt: new Date(row.last_seen_at),
+  };
+}
+
+function toListedDevice(row: ListedDeviceSqlRow): ListedDevice {
+  return {
+    id: row.id,
+    orgId: row.org_id,
+    machineId: row.machine_id,
+    hostname: row.hostname,
+    status: row.status,
+    metadataJson: row.metadata_json,
+    enrolledAt: new Date(row.enrolled_at_ms),
+    lastSeenAt: new Date(row.last_seen_at_ms),
   };
 }

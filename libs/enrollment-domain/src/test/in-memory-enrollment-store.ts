@@ -1,6 +1,6 @@
 import { parseEventData, type EventData, type EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
-import type { Device, DeviceIdentity } from '../enrollment-model';
+import type { Device, DeviceIdentity, ListedDevice } from '../enrollment-model';
 import {
   UniqueConflict,
   type CodeOutcome,
@@ -201,6 +201,11 @@ function toDevice(row: DeviceRow): Device {
   return device;
 }
 
+function toListedDevice(row: DeviceRow): ListedDevice {
+  const { tokenHash: _tokenHash, metadata, ...device } = structuredClone(row);
+  return { ...device, metadataJson: JSON.stringify(metadata) };
+}
+
 function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositories {
   const s = current;
   const copy = <Row>(row: Row): Row => structuredClone(row);
@@ -281,7 +286,7 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
           return t > position || (t === position && d.id > page.after.id);
         })
         .slice(0, page.limit + 1)
-        .map(toDevice);
+        .map(toListedDevice);
     },
     findDeviceByTokenHash: async (tokenHash): Promise<DeviceIdentity | null> => {
       const row = [...s().devices.values()].find((d) => d.tokenHash === tokenHash);
