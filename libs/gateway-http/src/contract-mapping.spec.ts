@@ -5,7 +5,7 @@ import { Role as ProtoRole } from '@sts/proto/gen/identity/v1/identity';
 import {
   DEVICE_STATUS_TO_PROTO,
   ROLE_TO_PROTO,
-  deviceToContract,
+  devicesToContractJson,
   inviteToContract,
   licenseToContract,
   memberToContract,
@@ -20,6 +20,7 @@ import {
   notificationPayload,
   roleSchema,
 } from './contract-schemas';
+import { z } from 'zod';
 import { protoInvite, protoMember, protoNotification } from './test/fake-upstream';
 
 const AT = new Date('2026-03-01T12:00:00.000Z');
@@ -164,28 +165,61 @@ describe('contract mapping', () => {
   });
 
   describe('devices', () => {
-    it('maps every defined device status and back; unspecified is INTERNAL', () => {
+    const page = z.array(devicePayload);
+    const written = (devices: Device[]): unknown => JSON.parse(devicesToContractJson(devices));
+
+    it('maps every defined device status; unspecified is INTERNAL', () => {
       for (const status of devicePayload.shape.status.options) {
-        expect(deviceToContract(device({ status: DEVICE_STATUS_TO_PROTO[status] })).status).toBe(status);
+        expect(written([device({ status: DEVICE_STATUS_TO_PROTO[status] })])).toEqual([
+          expect.objectContaining({ status }),
+        ]);
       }
-      internal(() => deviceToContract(device({ status: DeviceStatus.DEVICE_STATUS_UNSPECIFIED })));
-      internal(() => deviceToContract(device({ status: DeviceStatus.UNRECOGNIZED })));
+      internal(() => devicesToContractJson([device({ status: DeviceStatus.DEVICE_STATUS_UNSPECIFIED })]));
+      internal(() => devicesToContractJson([device(), device({ status: DeviceStatus.UNRECOGNIZED })]));
     });
 
-    it('parses metadata into an object and falls back to the enrollment time for last_seen_at', () => {
-      const payload = deviceToContract(device());
-      expect(payload).toEqual({
-        id: 'd-1',
-        name: 'laptop-1',
-        machine_id: 'machine-1',
-        status: 'active',
-        enrolled_at: '2026-03-01T12:00:00.000Z',
-        last_seen_at: '2026-03-01T12:00:00.000Z',
-        metadata: { os: 'linux', arch: 'x64' },
-      });
-      expect(devicePayload.safeParse(payload).success).toBe(true);
-      expect(deviceToContract(device({ metadataJson: '' })).metadata).toEqual({});
-      expect(deviceToContract(device({ metadataJson: '[1,2]' })).metadata).toEqual({});
+    it('writes every field of the contract, copying the metadata object and falling back to the enrollment time for last_seen_at', () => {
+      const payload = written([
+        device(),
+        device({ id: 'd-2', lastSeenAt: new Date('2026-03-02T08:30:00.123Z'), metadataJson: '' }),
+      ]);
+      expect(payload).toEqual([
+        {
+          id: 'd-1',
+          name: 'laptop-1',
+          machine_id: 'machine-1',
+          status: 'active',
+          enrolled_at: '2026-03-01T12:00:00.000Z',
+          last_seen_at: '2026-03-01T12:00:00.000Z',
+          metadata: { os: 'linux', arch: 'x64' },
+        },
+        expect.objectContaining({ id: 'd-2', last_seen_at: '2026-03-02T08:30:00.123Z', metadata: {} }),
+      ]);
+      expect(page.safeParse(payload).success).toBe(true);
+      expect(devicesToContractJson([])).toBe('[]');
+    });
+
+    it('escapes hostile strings, so upstream text cannot change the document', () => {
+      const hostile = [
+        '", "status": "disabled',
+        '\\"}]',
+        '</script><script>alert(1)</script>',
+        'ünï\u2028cødé 🚀',
+        '\u0000\u001f',
+      ];
+      const devices = hostile.map((text, i) => device({ id: `d-${i}`, name: text, machineId: text }));
+      const payload = written(devices) as { name: string; machine_id: string; status: string }[];
+      expect(payload.map((d) => [d.name, d.machine_id, d.status])).toEqual(
+        hostile.map((text) => [text, text, 'active']),
+      );
+      expect(page.safeParse(payload).success).toBe(true);
+    });
+
+    it('treats metadata that is not object-shaped as an upstream bug (INTERNAL)', () => {
+      for (const metadataJson of ['[1,2]', '"text"', 'null', '{"open": 1', ' {}']) {
+        internal(() => devicesToContractJson([device({ metadataJson })]));
+      }
+      internal(() => devicesToContractJson([device({ enrolledAt: undefined })]));
     });
   });
 });

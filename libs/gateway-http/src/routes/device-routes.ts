@@ -1,9 +1,10 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireCaller, requireRoles } from '../caller-context';
-import { DEVICE_STATUS_TO_PROTO, deviceToContract } from '../contract-mapping';
+import { DEVICE_STATUS_TO_PROTO, devicesToContractJson } from '../contract-mapping';
 import { devicePayload, errorResponses, idParam, pageQuery } from '../contract-schemas';
 import { setNextLink } from '../link-header';
+import { sendPreSerializedJson } from '../response-serializer';
 import type { UpstreamClients } from '../upstream-clients';
 import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
 
@@ -41,7 +42,7 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
         { requestId: request.id },
       );
       setNextLink(request, reply, nextCursor, request.query.limit);
-      return devices.map(deviceToContract);
+      return sendPreSerializedJson(reply, devicesToContractJson(devices));
     },
   );
 
