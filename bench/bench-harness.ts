@@ -5,6 +5,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { Agent, request as httpRequest } from 'node:http';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { connect, createServer, type AddressInfo } from 'node:net';
@@ -29,6 +31,10 @@ import { formatProfileSummary, summarizeProfileFile } from './cpu-profile-summar
 
 export const ROOT = resolve(__dirname, '..');
 const AGENT = pathToFileURL(join(ROOT, 'bench', 'child-agent.ts')).href;
+/** The Node flags `npm start` gives every service (scripts/service-node-flags): measured as run. */
+const SERVICE_NODE_FLAGS = readFileSync(join(ROOT, 'scripts', 'service-node-flags'), 'utf8')
+  .split(/\s+/)
+  .filter((flag) => flag !== '' && !flag.startsWith('#'));
 const CLOCK_TICKS_PER_SECOND = 100;
 
 // --- options -------------------------------------------------------------------------------------
@@ -115,12 +121,16 @@ export class ChildService {
   ) {
     // Own process group: a Ctrl-C in the terminal reaches only the benchmark, which stops the
     // children in order. Should the benchmark die outright, the agent stops them (IPC closes).
-    this.child = spawn(process.execPath, ['--import', 'tsx', '--import', AGENT, entry], {
-      cwd: ROOT,
-      env,
-      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-      detached: true,
-    });
+    this.child = spawn(
+      process.execPath,
+      [...SERVICE_NODE_FLAGS, '--import', 'tsx', '--import', AGENT, entry],
+      {
+        cwd: ROOT,
+        env,
+        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+        detached: true,
+      },
+    );
     const keep = (chunk: Buffer) => {
       this.output.push(...chunk.toString('utf8').split('\n').filter(Boolean));
       if (this.output.length > 200) this.output.splice(0, this.output.length - 200);
@@ -287,6 +297,10 @@ export async function startSystem(
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       ...(process.env.HOME ? { HOME: process.env.HOME } : {}),
       ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}),
+      // Extra Node flags for the services only, to try a setting (not for the load generator).
+      ...(process.env.BENCH_SERVICE_NODE_OPTIONS
+        ? { NODE_OPTIONS: process.env.BENCH_SERVICE_NODE_OPTIONS }
+        : {}),
       ...env,
     });
     services.push(service);
@@ -631,6 +645,10 @@ export interface LoadResult {
   activeSeconds: number;
   /** performance.now() of the last response, when recorded. */
   lastResponseAt: number;
+  /** Open loop: how many requests took 50 ms or more, by second of the run in which they were due. */
+  slowBySecond?: number[];
+  /** Open loop: the load generator's own longest event-loop stall, ms (its lateness counts as latency). */
+  generatorStallMs?: number;
 }
 
 /** One autocannon run; any non-2xx response, error or timeout fails it. */
@@ -684,6 +702,97 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     latenciesMs: latencies.slice(0, recorded).sort(),
     activeSeconds: (lastResponseAt - startedAt) / 1000,
     lastResponseAt,
+  };
+}
+
+export interface OpenLoadOptions {
+  name: string;
+  url: string;
+  requests: AutocannonRequest[];
+  /** Requests per second, sent at fixed intervals whether or not earlier ones have been answered. */
+  ratePerSecond: number;
+  durationS: number;
+  /** Keep-alive connections at most; a request finding them all busy waits (and that wait counts). */
+  maxConnections: number;
+}
+
+/**
+ * An open-loop run: request i is due at start + i / rate, and its latency runs from that moment, so
+ * a slow answer cannot hold back the requests behind it (autocannon's `overallRate` sends each
+ * second's quota in a burst at the start of the second, which measures a closed loop again). Any
+ * non-2xx answer or error fails the run, as in runLoad.
+ */
+export async function runOpenLoad(options: OpenLoadOptions): Promise<LoadResult> {
+  const target = new URL(options.url);
+  const agent = new Agent({ keepAlive: true, maxSockets: options.maxConnections });
+  const total = Math.round(options.ratePerSecond * options.durationS);
+  const latencies = new Float64Array(total);
+  const failures: string[] = [];
+  const slowBySecond: number[] = Array.from({ length: Math.ceil(options.durationS) }, () => 0);
+  let completed = 0;
+  let sent = 0;
+  const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+  loopDelay.enable();
+  const startedAt = performance.now();
+  let lastResponseAt = startedAt;
+  const intervalMs = 1_000 / options.ratePerSecond;
+  await new Promise<void>((resolveRun) => {
+    const send = (index: number) => {
+      const dueAt = startedAt + index * intervalMs;
+      const spec = options.requests[index % options.requests.length] ?? {};
+      const finish = (failure?: string) => {
+        if (failure && failures.length < 10) failures.push(failure);
+        lastResponseAt = performance.now();
+        latencies[completed++] = lastResponseAt - dueAt;
+        if (lastResponseAt - dueAt >= 50) {
+          const second = Math.floor((dueAt - startedAt) / 1000);
+          slowBySecond[second] = (slowBySecond[second] ?? 0) + 1;
+        }
+        if (completed === total) resolveRun();
+      };
+      const outgoing = httpRequest(
+        {
+          agent,
+          host: target.hostname,
+          port: target.port,
+          method: spec.method ?? 'GET',
+          path: spec.path ?? '/',
+          headers: spec.headers,
+          timeout: 10_000,
+        },
+        (response) => {
+          response.resume();
+          response.once('end', () =>
+            finish(
+              response.statusCode && response.statusCode < 300 ? undefined : `status ${response.statusCode}`,
+            ),
+          );
+        },
+      );
+      outgoing.once('error', (error) => finish(error.message));
+      outgoing.once('timeout', () => outgoing.destroy(new Error('timeout')));
+      outgoing.end(spec.body);
+    };
+    const tick = () => {
+      const due = Math.min(total, Math.floor((performance.now() - startedAt) / intervalMs) + 1);
+      while (sent < due) send(sent++);
+      if (sent < total) setTimeout(tick, Math.max(0, startedAt + sent * intervalMs - performance.now()));
+    };
+    tick();
+  });
+  agent.destroy();
+  loopDelay.disable();
+  if (failures.length > 0)
+    throw new Error(`${options.name}: ${failures.length}+ failed requests: ${failures.join(', ')}`);
+  const seconds = (lastResponseAt - startedAt) / 1000;
+  const result = { requests: { total: completed }, duration: seconds } as AutocannonResult;
+  return {
+    result,
+    latenciesMs: latencies.slice(0, completed).sort(),
+    activeSeconds: seconds,
+    lastResponseAt,
+    slowBySecond,
+    generatorStallMs: loopDelay.max / 1e6,
   };
 }
 

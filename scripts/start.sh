@@ -92,10 +92,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'cleanup; exit 0' INT TERM
 
+# Node flags every service runs with (see the file, and docs/decisions.md "Node heap of the services").
+read -r -a SERVICE_NODE_FLAGS < <(grep -v '^#' "$ROOT/scripts/service-node-flags")
+
 start() {
   local name=$1 entry=$2
   shift 2
-  env "$@" node --import tsx "$entry" >>"$LOG_DIR/$name.log" 2>&1 &
+  env "$@" node "${SERVICE_NODE_FLAGS[@]}" --import tsx "$entry" >>"$LOG_DIR/$name.log" 2>&1 &
   PIDS+=($!)
   NAMES+=("$name")
   echo "started $name (pid $!, log .dev/logs/$name.log)"
