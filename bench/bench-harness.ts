@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { availableParallelism, loadavg } from 'node:os';
@@ -131,7 +131,12 @@ export class ChildService {
         detached: true,
       },
     );
+    // BENCH_SERVICE_LOG_DIR: also append each service's output to <dir>/<name>.log (e.g. with --trace-gc).
+    const logFile = process.env.BENCH_SERVICE_LOG_DIR
+      ? join(process.env.BENCH_SERVICE_LOG_DIR, `${name}.log`)
+      : null;
     const keep = (chunk: Buffer) => {
+      if (logFile) appendFileSync(logFile, chunk);
       this.output.push(...chunk.toString('utf8').split('\n').filter(Boolean));
       if (this.output.length > 200) this.output.splice(0, this.output.length - 200);
     };

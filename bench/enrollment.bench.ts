@@ -782,6 +782,7 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
       const pgBefore = await monitor.counters();
       const tableBefore = await devicesTableCounters(monitor);
       const before = await monitor.snapshot();
+      const runStartedAt = new Date().toISOString();
       const { result, latenciesMs, slowBySecond, generatorStallMs } = await load(scenario, options.duration);
       const after = await monitor.snapshot();
       await sleep(1_100);
