@@ -805,7 +805,7 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
           `CPU of processes outside the benchmark ${(measurement.cpu.get('other processes') ?? 0).toFixed(0)}% of a core${quietNote(quiet)})` +
           (slowBySecond ? `; ≥ 50 ms by second due: ${slowBySecond.join(' ')}` : '') +
           (generatorStallMs !== undefined
-            ? `; load generator's longest stall ${generatorStallMs.toFixed(0)} ms`
+            ? `; load generator's longest stall ${generatorStallMs.toFixed(0)} ms; started ${runStartedAt}`
             : ''),
       );
     }
