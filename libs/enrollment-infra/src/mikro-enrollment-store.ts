@@ -37,12 +37,7 @@ interface DeviceSqlRow {
 
 const DEVICE_COLUMNS = 'id, org_id, machine_id, hostname, status, metadata, enrolled_at, last_seen_at';
 
-interface ListedDeviceSqlRow {
-  id: string;
-  org_id: string;
-  machine_id: string;
-  hostname: string;
-  status: DeviceStatus;
+interface ListedDeviceSqlRow extends Omit<DeviceSqlRow, 'metadata' | 'enrolled_at' | 'last_seen_at'> {
   metadata_json: string;
   enrolled_at_ms: number;
   last_seen_at_ms: number;
@@ -374,11 +369,7 @@ export function escapeLike(text: string): string {
 
 function toDevice(row: DeviceSqlRow): Device {
   return {
-    id: row.id,
-    orgId: row.org_id,
-    machineId: row.machine_id,
-    hostname: row.hostname,
-    status: row.status,
+    ...identityColumns(row),
     metadata: row.metadata,
     enrolledAt: new Date(row.enrolled_at),
     lastSeenAt: new Date(row.last_seen_at),
@@ -387,13 +378,13 @@ function toDevice(row: DeviceSqlRow): Device {
 
 function toListedDevice(row: ListedDeviceSqlRow): ListedDevice {
   return {
-    id: row.id,
-    orgId: row.org_id,
-    machineId: row.machine_id,
-    hostname: row.hostname,
-    status: row.status,
+    ...identityColumns(row),
     metadataJson: row.metadata_json,
     enrolledAt: new Date(row.enrolled_at_ms),
     lastSeenAt: new Date(row.last_seen_at_ms),
   };
+}
+
+function identityColumns(row: ListedDeviceSqlRow | DeviceSqlRow): Pick<Device, 'id' | 'orgId' | 'machineId' | 'hostname' | 'status'> {
+  return { id: row.id, orgId: row.org_id, machineId: row.machine_id, hostname: row.hostname, status: row.status };
 }
