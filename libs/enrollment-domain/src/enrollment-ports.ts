@@ -38,7 +38,7 @@ export interface EnrollmentTarget {
   /** The organization whose current key was presented. */
   orgId: string;
   /** The device with the presented machine id, in whatever organization it is. */
-  existing: Device | null;
+  existing: Pick<Device, 'id' | 'orgId'> | null;
   /** The presented code in that organization (`unknown` when there is none, or no code was given). */
   code: CodeState;
 }
@@ -96,8 +96,7 @@ export interface EnrollmentRepositories {
   findEnrollmentTarget(keyHash: string, machineId: string, codeHash: string | null, now: Date): Promise<EnrollmentTarget | null>;
 
   /** Scoped by organization: a device of another organization is simply not found. */
-  findDevice(orgId: string, deviceId: string): Promise<Device | null>;
-  /** As findDevice, and locks the row until the transaction ends. */
+  /** The device, locked until the transaction ends. */
   lockDevice(orgId: string, deviceId: string): Promise<Device | null>;
   setDeviceStatus(orgId: string, deviceId: string, status: DeviceStatus): Promise<void>;
   /** Deletes the device and clears the references of codes it consumed. */

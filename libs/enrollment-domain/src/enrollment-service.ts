@@ -6,7 +6,6 @@ import {
   CODE_RETENTION_AFTER_EXPIRY_MS,
   ENROLLMENT_CODE_TTL_MS,
   MAX_CODES_PER_REQUEST,
-  type Device,
   type DeviceFilter,
   type DeviceIdentity,
   type DeviceStatus,
@@ -23,6 +22,7 @@ import {
   type DeviceWrite,
   type EnrollmentRepositories,
   type EnrollmentStore,
+  type EnrollmentTarget,
   type IdGenerator,
   type StoredEnrollmentCode,
 } from './enrollment-ports';
@@ -208,7 +208,7 @@ export class EnrollmentService {
     keyHash: string,
     orgId: string,
     codeHash: string,
-    existing: Device | null,
+    existing: EnrollmentTarget['existing'],
     device: DeviceInput,
     now: Date,
   ): Promise<EnrollmentResult | 'key-invalid'> {

@@ -19,7 +19,6 @@ import { Client } from 'pg';
 import { createServiceOrm, type ServiceOrm } from '@sts/db/service-orm';
 import { UniqueConflict, type ConsumeCodeInput } from '@sts/enrollment-domain/enrollment-ports';
 import { enrollmentEnvSchema } from './enrollment-config';
-import { ENROLLMENT_ENTITIES } from './enrollment-entities';
 import { ENROLLMENT_MIGRATIONS, ENROLLMENT_SCHEMA } from './enrollment-migrations';
 import { listDevicesQuery, MikroEnrollmentStore } from './mikro-enrollment-store';
 import { startEnrollmentService, type RunningService } from './start-enrollment-service';
@@ -327,7 +326,7 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
     let store: MikroEnrollmentStore;
 
     beforeAll(async () => {
-      orm = await createServiceOrm({ databaseUrl: database.url, schema: ENROLLMENT_SCHEMA, entities: ENROLLMENT_ENTITIES, migrations: ENROLLMENT_MIGRATIONS, logger });
+      orm = await createServiceOrm({ databaseUrl: database.url, schema: ENROLLMENT_SCHEMA, entities: [], migrations: ENROLLMENT_MIGRATIONS, logger });
       store = new MikroEnrollmentStore(orm);
     });
 

@@ -22,8 +22,8 @@ import {
 import type { EventData, EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import { enqueueEvent, outboxEnvelope } from '@sts/outbox/outbox';
-import { EnrollmentKeyEntity } from './enrollment-entities';
 
+/** Raw rows: MikroORM has node-postgres hand timestamps over as text. */
 interface DeviceSqlRow {
   id: string;
   org_id: string;
@@ -31,8 +31,8 @@ interface DeviceSqlRow {
   hostname: string;
   status: DeviceStatus;
   metadata: DeviceMetadata;
-  enrolled_at: Date;
-  last_seen_at: Date;
+  enrolled_at: string;
+  last_seen_at: string;
 }
 
 const DEVICE_COLUMNS = 'id, org_id, machine_id, hostname, status, metadata, enrolled_at, last_seen_at';
@@ -196,10 +196,11 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
 
   async findKey(orgId: string): Promise<StoredEnrollmentKey | null> {
     if (!isUuid(orgId)) return null;
-    const row = await this.em.findOne(EnrollmentKeyEntity, { orgId }, { disableIdentityMap: true });
-    return row
-      ? { orgId: row.orgId, keyHash: row.keyHash, keySealed: row.keySealed, createdAt: row.createdAt }
-      : null;
+    const row = await this.sql.one<{ org_id: string; key_hash: string; key_sealed: string; created_at: string }>(
+      `select org_id, key_hash, key_sealed, created_at from enrollment.enrollment_keys where org_id = ?`,
+      [orgId],
+    );
+    return row ? { orgId: row.org_id, keyHash: row.key_hash, keySealed: row.key_sealed, createdAt: new Date(row.created_at) } : null;
   }
 
   async upsertKey(key: StoredEnrollmentKey): Promise<void> {
@@ -213,7 +214,7 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
 
   async deleteKey(orgId: string): Promise<boolean> {
     if (!isUuid(orgId)) return false;
-    return (await this.em.nativeDelete(EnrollmentKeyEntity, { orgId })) > 0;
+    return (await this.sql.run(`delete from enrollment.enrollment_keys where org_id = ?`, [orgId])) > 0;
   }
 
   async insertCodes(codes: StoredEnrollmentCode[]): Promise<void> {
@@ -241,11 +242,13 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
     codeHash: string | null,
     now: Date,
   ): Promise<EnrollmentTarget | null> {
-    const row = await this.sql.one<
-      { key_org_id: string; code_state: CodeState | null } & Nullable<DeviceSqlRow>
-    >(
-      `select k.org_id as key_org_id,
-              d.id, d.org_id, d.machine_id, d.hostname, d.status, d.metadata, d.enrolled_at, d.last_seen_at,
+    const row = await this.sql.one<{
+      key_org_id: string;
+      device_id: string | null;
+      device_org_id: string | null;
+      code_state: CodeState | null;
+    }>(
+      `select k.org_id as key_org_id, d.id as device_id, d.org_id as device_org_id,
               (select case when c.consumed_at is not null then 'used' when c.expires_at <= ? then 'expired' else 'live' end
                  from enrollment.enrollment_codes c where c.org_id = k.org_id and c.code_hash = ?) as code_state
        from enrollment.enrollment_keys k
@@ -256,18 +259,9 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
     if (!row) return null;
     return {
       orgId: row.key_org_id,
-      existing: row.id ? toDevice(row as DeviceSqlRow) : null,
+      existing: row.device_id && row.device_org_id ? { id: row.device_id, orgId: row.device_org_id } : null,
       code: codeHash ? (row.code_state ?? 'unknown') : 'unknown',
     };
-  }
-
-  async findDevice(orgId: string, deviceId: string): Promise<Device | null> {
-    if (!isUuid(orgId) || !isUuid(deviceId)) return null;
-    const row = await this.sql.one<DeviceSqlRow>(
-      `select ${DEVICE_COLUMNS} from enrollment.devices where org_id = ? and id = ?`,
-      [orgId, deviceId],
-    );
-    return row ? toDevice(row) : null;
   }
 
   async lockDevice(orgId: string, deviceId: string): Promise<Device | null> {
@@ -333,9 +327,6 @@ function isRetryable(error: unknown): boolean {
   return error instanceof Error && (error as { code?: unknown }).code === '40001';
 }
 
-type Nullable<Row> = { [Key in keyof Row]: Row[Key] | null };
-
-/** `%`, `_` and the escape character itself match literally. */
 /** A page of an organization's devices (placeholders `?`); exported so tests can inspect its plan. */
 export function listDevicesQuery(
   orgId: string,
@@ -363,6 +354,7 @@ export function listDevicesQuery(
   return { sql, params };
 }
 
+/** `%`, `_` and the escape character itself match literally. */
 export function escapeLike(text: string): string {
   return text.replace(/[\\%_]/g, (c) => `\\${c}`);
 }

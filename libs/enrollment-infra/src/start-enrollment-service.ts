@@ -6,7 +6,6 @@ import type { Logger } from '@sts/logger/create-logger';
 import { EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
 import type { EnrollmentConfig } from './enrollment-config';
-import { ENROLLMENT_ENTITIES } from './enrollment-entities';
 import { enrollmentGrpcHandlers } from './enrollment-grpc-handlers';
 import { ENROLLMENT_MIGRATIONS, ENROLLMENT_SCHEMA } from './enrollment-migrations';
 import { MikroEnrollmentStore } from './mikro-enrollment-store';
@@ -19,7 +18,7 @@ export type { RunningService } from '@sts/service-host/service-host';
  */
 export function startEnrollmentService(config: EnrollmentConfig, logger: Logger): Promise<RunningService> {
   return runServiceHost(
-    { name: 'enrollment', schema: ENROLLMENT_SCHEMA, entities: ENROLLMENT_ENTITIES, migrations: ENROLLMENT_MIGRATIONS, publishesEvents: true, config, logger },
+    { name: 'enrollment', schema: ENROLLMENT_SCHEMA, entities: [], migrations: ENROLLMENT_MIGRATIONS, publishesEvents: true, config, logger },
     async (host) => {
       const service = new EnrollmentService(
         new MikroEnrollmentStore(host.orm, () => host.wakeOutbox()),

@@ -252,13 +252,9 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
       if (!key) return null;
       const existing = [...s().devices.values()].find((d) => d.machineId === machineId);
       const code = codeHash ? [...s().codes.values()].find((c) => c.orgId === key.orgId && c.codeHash === codeHash) : undefined;
-      return { orgId: key.orgId, existing: existing ? toDevice(existing) : null, code: codeState(code, now) };
+      return { orgId: key.orgId, existing: existing ? { id: existing.id, orgId: existing.orgId } : null, code: codeState(code, now) };
     },
 
-    findDevice: async (orgId, deviceId) => {
-      const row = deviceOf(orgId, deviceId);
-      return row ? toDevice(row) : null;
-    },
     lockDevice: async (orgId, deviceId) => {
       const row = deviceOf(orgId, deviceId);
       return row ? toDevice(row) : null;
