@@ -78,6 +78,17 @@ export const EVENT_CATALOGUE = {
 } as const;
 
 export type EventType = keyof typeof EVENT_CATALOGUE;
+
+/**
+ * Sealing contexts: a secret in an event is sealed with SECRET_SEALING_KEY bound to its event type
+ * and field, so a sealed value cannot be replayed in another field or event. Producers seal with
+ * these, consumers open with them.
+ */
+export const SEALING_CONTEXTS = {
+  inviteToken: 'invite.created',
+  enrollmentCode: 'enrollment_code.email_requested:code',
+  enrollmentKey: 'enrollment_code.email_requested:key',
+} as const;
 export type EventData<Type extends EventType> = z.infer<(typeof EVENT_CATALOGUE)[Type]>;
 export type DomainEvent<Type extends EventType = EventType> = EventEnvelope<Type, EventData<Type>>;
 

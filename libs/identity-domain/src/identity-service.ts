@@ -1,5 +1,6 @@
 import { AppError } from '@sts/errors/app-error';
 import { generateSecret, hashSecret, sealSecret } from '@sts/crypto/secrets';
+import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import {
   normalizeEmail,
@@ -128,7 +129,7 @@ export class IdentityService {
         role,
         invited_by_name: inviter?.name ?? org.name,
         expires_at: invite.expiresAt.toISOString(),
-        token_sealed: sealSecret(token, this.settings.sealingKey, 'invite.created'),
+        token_sealed: sealSecret(token, this.settings.sealingKey, SEALING_CONTEXTS.inviteToken),
       });
       return invite;
     });

@@ -1,5 +1,5 @@
 import { openSealedSecret } from '@sts/crypto/secrets';
-import { parseEventData, type DomainEvent, type EventType } from '@sts/events/event-catalogue';
+import { SEALING_CONTEXTS, parseEventData, type DomainEvent, type EventType } from '@sts/events/event-catalogue';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import { deviceDisabledMessage, deviceEnrolledMessage } from './device-messages';
 import { renderEnrollmentCodeEmail } from './enrollment-code-email';
@@ -48,13 +48,6 @@ export interface NotificationEventSettings {
   /** Base address the agent talks to (the gateway), for the enroll command in e-mails. */
   publicApiUrl: string;
 }
-
-/** Sealing contexts: the producer seals each secret bound to its event type and field. */
-export const SEALING_CONTEXTS = {
-  inviteToken: 'invite.created',
-  enrollmentCode: 'enrollment_code.email_requested:code',
-  enrollmentKey: 'enrollment_code.email_requested:key',
-} as const;
 
 /**
  * Applies events to the feed and sends e-mails, each effect once per event id: the id goes into the
