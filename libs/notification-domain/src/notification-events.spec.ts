@@ -61,6 +61,19 @@ const codeEmailRequested = (
     enrollment_key_sealed: sealSecret(ENROLLMENT_KEY, sealingKey, contexts.key),
   });
 
+/** A handler over fresh in-memory ports; `publicApiUrl` is the only setting that varies. */
+function setUp(publicApiUrl: string) {
+  const store = new InMemoryNotificationStore();
+  const mailer = new RecordingMailer();
+  const clock = new ManualClock();
+  const handler = new NotificationEventHandler(store, mailer, clock, {
+    sealingKey: key,
+    publicAppUrl: 'http://localhost:8080',
+    publicApiUrl,
+  });
+  return { store, mailer, clock, handler };
+}
+
 describe('notification event handling', () => {
   let store: InMemoryNotificationStore;
   let mailer: RecordingMailer;
@@ -68,14 +81,7 @@ describe('notification event handling', () => {
   let handler: NotificationEventHandler;
 
   beforeEach(() => {
-    store = new InMemoryNotificationStore();
-    mailer = new RecordingMailer();
-    clock = new ManualClock();
-    handler = new NotificationEventHandler(store, mailer, clock, {
-      sealingKey: key,
-      publicAppUrl: 'http://localhost:8080',
-      publicApiUrl: 'https://api.example.com',
-    });
+    ({ store, mailer, clock, handler } = setUp('https://api.example.com'));
   });
 
   it('turns member.joined into one feed item, once per event id', async () => {
@@ -142,15 +148,9 @@ describe('device and enrollment events', () => {
   let clock: ManualClock;
   let handler: NotificationEventHandler;
 
+  // A trailing slash on the API address: the enroll command in the e-mail must not repeat it.
   beforeEach(() => {
-    store = new InMemoryNotificationStore();
-    mailer = new RecordingMailer();
-    clock = new ManualClock();
-    handler = new NotificationEventHandler(store, mailer, clock, {
-      sealingKey: key,
-      publicAppUrl: 'http://localhost:8080',
-      publicApiUrl: 'https://api.example.com/',
-    });
+    ({ store, mailer, clock, handler } = setUp('https://api.example.com/'));
   });
 
   it('turns device.enrolled into one feed item naming the hostname, once per event id', async () => {

@@ -1,5 +1,5 @@
 import type { License } from '../billing-model';
-import type { BillingRepositories, BillingStore, Clock } from '../billing-ports';
+import type { BillingRepositories, BillingStore } from '../billing-ports';
 
 interface State {
   processed: Map<string, string>;
@@ -40,12 +40,4 @@ export class InMemoryBillingStore implements BillingStore {
   }
 }
 
-export class ManualClock implements Clock {
-  constructor(private current = new Date('2026-03-01T12:00:00.000Z')) {}
-  now(): Date {
-    return new Date(this.current);
-  }
-  advance(ms: number): void {
-    this.current = new Date(this.current.getTime() + ms);
-  }
-}
+export { ManualClock } from '@sts/testing/test-clock';

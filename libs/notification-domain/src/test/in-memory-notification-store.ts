@@ -1,5 +1,5 @@
 import { isReadBy, type EmailLogEntry, type FeedItem, type Notification, type OutgoingEmail } from '../notification-model';
-import type { Clock, FeedQuery, Mailer, NotificationRepositories, NotificationStore } from '../notification-ports';
+import type { FeedQuery, Mailer, NotificationRepositories, NotificationStore } from '../notification-ports';
 
 interface State {
   processed: Map<string, string>;
@@ -93,17 +93,6 @@ export class InMemoryNotificationStore implements NotificationStore {
   }
 }
 
-/** A clock that moves only when told to. */
-export class ManualClock implements Clock {
-  constructor(private current = new Date('2026-03-01T12:00:00.000Z')) {}
-  now(): Date {
-    return new Date(this.current);
-  }
-  advance(ms: number): void {
-    this.current = new Date(this.current.getTime() + ms);
-  }
-}
-
 export class RecordingMailer implements Mailer {
   readonly sent: OutgoingEmail[] = [];
   failNext = 0;
@@ -116,3 +105,5 @@ export class RecordingMailer implements Mailer {
     return Promise.resolve();
   }
 }
+
+export { ManualClock } from '@sts/testing/test-clock';
