@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
+import { constants, type Stats } from 'node:fs';
 import { access, chmod, link, lstat, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -57,16 +57,16 @@ export interface ConfigLocation {
  */
 export function defaultConfigPath(env: Record<string, string | undefined>, location: ConfigLocation): string {
   if (location.platform === 'win32') {
-    const appData = nonEmpty(env['APPDATA']) ?? path.win32.join(location.homedir, 'AppData', 'Roaming');
+    const appData = fromEnv(env, 'APPDATA') ?? path.win32.join(location.homedir, 'AppData', 'Roaming');
     return path.win32.join(appData, 'sts-agent', 'agent.json');
   }
   if (location.isRoot) return '/etc/sts-agent/agent.json';
-  const xdg = nonEmpty(env['XDG_CONFIG_HOME']);
+  const xdg = fromEnv(env, 'XDG_CONFIG_HOME');
   // The XDG spec says relative values are invalid and must be ignored.
   const base =
     xdg && path.posix.isAbsolute(xdg)
       ? xdg
-      : path.posix.join(nonEmpty(env['HOME']) ?? location.homedir, '.config');
+      : path.posix.join(fromEnv(env, 'HOME') ?? location.homedir, '.config');
   return path.posix.join(base, 'sts-agent', 'agent.json');
 }
 
@@ -146,11 +146,13 @@ export async function prepareConfigDirectory(file: string): Promise<PreparedDire
   const directory = path.dirname(file);
   const posix = process.platform !== 'win32';
   let created = false;
+  let info: Stats;
   try {
     created = (await mkdir(directory, { recursive: true, mode: DIRECTORY_MODE })) !== undefined;
-    const info = await stat(directory);
-    if (!info.isDirectory()) throw new AgentConfigError(`${directory} is not a directory`);
+    // Before the stat, so the mode checked below is the one the directory keeps.
     if (created && posix) await chmod(directory, DIRECTORY_MODE);
+    info = await stat(directory);
+    if (!info.isDirectory()) throw new AgentConfigError(`${directory} is not a directory`);
     await access(directory, constants.W_OK);
   } catch (error) {
     if (error instanceof AgentConfigError) throw error;
@@ -158,7 +160,6 @@ export async function prepareConfigDirectory(file: string): Promise<PreparedDire
   }
   const warnings: string[] = [];
   if (posix) {
-    const info = await stat(directory);
     const mode = info.mode & 0o777;
     if (created && mode !== DIRECTORY_MODE) {
       throw new AgentConfigError(`${directory} has mode ${formatMode(mode)} after creation, expected 0700`);
@@ -177,6 +178,11 @@ export async function prepareConfigDirectory(file: string): Promise<PreparedDire
 export interface WriteOptions {
   /** Replace an existing file; otherwise ConfigExistsError when one is there (checked atomically). */
   overwrite: boolean;
+  /**
+   * What prepareConfigDirectory returned for this file, when the caller already called it (and
+   * reported its warnings); otherwise the directory is prepared here.
+   */
+  prepared?: PreparedDirectory;
 }
 
 /** Writes the config atomically with mode 0600 and checks the result; see the module comment. */
@@ -185,7 +191,10 @@ export async function writeAgentConfig(
   config: AgentConfig,
   options: WriteOptions,
 ): Promise<PreparedDirectory> {
-  const prepared = await prepareConfigDirectory(file);
+  const prepared = options.prepared ?? (await prepareConfigDirectory(file));
+  if (prepared.directory !== path.dirname(file)) {
+    throw new Error(`prepared ${prepared.directory}, not the directory of ${file}`);
+  }
   const posix = process.platform !== 'win32';
   const temporary = path.join(
     prepared.directory,
@@ -284,7 +293,9 @@ export function formatMode(mode: number): string {
   return `0${(mode & 0o777).toString(8).padStart(3, '0')}`;
 }
 
-function nonEmpty(value: string | undefined): string | undefined {
+/** An environment variable's value; undefined when it is unset or blank. */
+export function fromEnv(env: Record<string, string | undefined>, name: string): string | undefined {
+  const value = env[name];
   return value === undefined || value.trim() === '' ? undefined : value;
 }
 

@@ -7,17 +7,20 @@ import {
   AgentConfigError,
   ConfigExistsError,
   defaultConfigPath,
+  fromEnv,
   InvalidConfigError,
   prepareConfigDirectory,
   readAgentConfig,
   writeAgentConfig,
   type AgentConfig,
+  type PreparedDirectory,
   type StoredConfig,
 } from './agent-config';
 import {
   DEFAULT_TIMEOUT_MS,
   enrollDevice,
   parseServerUrl,
+  serverBaseUrl,
   ServerUrlError,
   type EnrollFailureKind,
 } from './enroll-client';
@@ -303,10 +306,9 @@ async function enroll(
     return EXIT.LOCAL;
   }
 
-  let createdDirectory: string | undefined;
+  let prepared: PreparedDirectory;
   try {
-    const prepared = await prepareConfigDirectory(configPath);
-    if (prepared.created) createdDirectory = prepared.directory;
+    prepared = await prepareConfigDirectory(configPath);
     for (const warning of prepared.warnings) io.err(`agent: warning: ${warning}`);
   } catch (error) {
     if (!(error instanceof AgentConfigError)) throw error;
@@ -343,14 +345,14 @@ async function enroll(
   });
   if (!result.ok) {
     // Leave no trace of a failed attempt (the directory only goes if it is still empty).
-    if (createdDirectory) await rmdir(createdDirectory).catch(() => undefined);
+    if (prepared.created) await rmdir(prepared.directory).catch(() => undefined);
     io.err(`agent: enrollment failed. ${result.message}`);
     return EXIT_CODE_BY_FAILURE[result.kind];
   }
 
   const { enrollment } = result;
   const config: AgentConfig = {
-    server: serverString(options.server),
+    server: serverBaseUrl(options.server),
     device_id: enrollment.device_id,
     org_id: enrollment.org_id,
     device_token: enrollment.device_token,
@@ -359,7 +361,7 @@ async function enroll(
     enrolled_at: machine.now().toISOString(),
   };
   try {
-    await writeAgentConfig(configPath, config, { overwrite: options.force });
+    await writeAgentConfig(configPath, config, { overwrite: options.force, prepared });
   } catch (error) {
     if (!(error instanceof AgentConfigError)) throw error;
     io.err(
@@ -578,18 +580,9 @@ function stringOption(
   return typeof value === 'string' ? value : undefined;
 }
 
-function fromEnv(env: Record<string, string | undefined>, name: string): string | undefined {
-  const value = env[name];
-  return value === undefined || value.trim() === '' ? undefined : value;
-}
-
 /** What the server accepts as a hostname: 1 to 255 characters, no control characters, well-formed Unicode. */
 function isReasonableName(name: string): boolean {
   return name.length > 0 && name.length <= 255 && !/\p{Cc}/u.test(name) && !LONE_SURROGATE.test(name);
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-function serverString(server: URL): string {
-  return `${server.origin}${server.pathname.replace(/\/+$/, '')}`;
-}

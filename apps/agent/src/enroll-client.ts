@@ -115,9 +115,14 @@ export function isLoopbackHost(hostname: string): boolean {
   );
 }
 
+/** The server's base address without trailing slashes, keeping a path prefix the server may sit under. */
+export function serverBaseUrl(server: URL): string {
+  return `${server.origin}${server.pathname.replace(/\/+$/, '')}`;
+}
+
 /** `${server}/api/device/enroll`, keeping a path prefix the server may sit under. */
 export function enrollUrl(server: URL): string {
-  return `${server.origin}${server.pathname.replace(/\/+$/, '')}${ENROLL_PATH}`;
+  return `${serverBaseUrl(server)}${ENROLL_PATH}`;
 }
 
 /** Sends the enrollment request; never throws for anything the server or network does. */
