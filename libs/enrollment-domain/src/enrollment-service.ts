@@ -1,4 +1,5 @@
 import { generateSecret, hashSecret, openSealedSecret, sealSecret } from '@sts/crypto/secrets';
+import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { AppError } from '@sts/errors/app-error';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import { validateDeviceInput, type DeviceInput } from './device-input';
@@ -141,8 +142,8 @@ export class EnrollmentService {
           email: input.email.trim().toLowerCase(),
           requested_by_name: input.requestedByName,
           expires_at: issued.expiresAt.toISOString(),
-          code_sealed: sealSecret(issued.code, this.settings.eventSealingKey, 'enrollment_code.email_requested:code'),
-          enrollment_key_sealed: sealSecret(key, this.settings.eventSealingKey, 'enrollment_code.email_requested:key'),
+          code_sealed: sealSecret(issued.code, this.settings.eventSealingKey, SEALING_CONTEXTS.enrollmentCode),
+          enrollment_key_sealed: sealSecret(key, this.settings.eventSealingKey, SEALING_CONTEXTS.enrollmentKey),
         });
         return { expiresAt: issued.expiresAt };
       }),
