@@ -1,7 +1,8 @@
 import type { LightMyRequestResponse } from 'fastify';
 import { AppError } from '@sts/errors/app-error';
 import { Role as ProtoRole } from '@sts/proto/gen/identity/v1/identity';
-import { ORG_ID, OTHER_ORG_ID, protoMember } from './test/fake-upstream';
+import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
+import { AT, ORG_ID, OTHER_ORG_ID, protoMember } from './test/fake-upstream';
 import { startTestGateway, type TestGateway } from './test/test-gateway';
 
 // light-my-request (behind app.inject) requires `cookie` 2, which is ESM only; jest.config.js does not
@@ -694,6 +695,145 @@ describe('gateway (fake upstream, real token verifier)', () => {
         role: undefined,
         dashboardAccess: false,
       });
+    });
+  });
+
+  describe('devices and enrollment', () => {
+    it('sends the enrollment metadata as one JSON text ({} when absent) and bounds it at 16 KiB', async () => {
+      gw.upstream.enrollment.enrollDevice = async (request) => {
+        gw.upstream.calls.push({ method: 'enrollDevice', request, requestId: undefined });
+        return { deviceId: 'd-1', orgId: ORG_ID, deviceToken: 'sts_dev_x', reEnrolled: false };
+      };
+      const enroll = (payload: object) =>
+        gw.app.inject({ method: 'POST', url: '/api/device/enroll', headers: { 'x-enrollment-key': 'sts_ek_x' }, payload });
+      const body = { code: 'ABCD-EFGH', machine_id: 'm-1', hostname: 'alpha' };
+
+      const enrolled = await enroll({ ...body, metadata: { os: 'linux', tags: ['a', 'b'] } });
+      expect(enrolled.json()).toEqual({ device_id: 'd-1', org_id: ORG_ID, device_token: 'sts_dev_x', re_enrolled: false });
+      await enroll(body);
+      expect(gw.upstream.callsOf('enrollDevice').map((call) => call.request)).toEqual([
+        { enrollmentKey: 'sts_ek_x', code: 'ABCD-EFGH', machineId: 'm-1', hostname: 'alpha', metadataJson: '{"os":"linux","tags":["a","b"]}' },
+        { enrollmentKey: 'sts_ek_x', code: 'ABCD-EFGH', machineId: 'm-1', hostname: 'alpha', metadataJson: '{}' },
+      ]);
+
+      // {"x":"…"} is 8 bytes around the value: 16,384 bytes in all is the most allowed.
+      expect((await enroll({ ...body, metadata: { x: 'a'.repeat(16_384 - 8) } })).statusCode).toBe(200);
+      const tooLarge = await enroll({ ...body, metadata: { x: 'a'.repeat(16_384 - 7) } });
+      expect(expectProblem(tooLarge, 400, 'VALIDATION_FAILED').errors).toEqual([
+        { path: 'body.metadata', message: 'must be at most 16384 bytes as JSON' },
+      ]);
+      expect(gw.upstream.callsOf('enrollDevice')).toHaveLength(3);
+    });
+
+    it('serves the enrollment key and codes to ORG_ADMIN only, in contract shapes', async () => {
+      const created = new Date('2026-03-01T12:00:00.000Z');
+      gw.upstream.enrollment.getEnrollmentKey = async () => ({ key: { key: 'sts_ek_1', createdAt: created } });
+      gw.upstream.enrollment.rotateEnrollmentKey = async () => ({ key: { key: 'sts_ek_2', createdAt: created } });
+      gw.upstream.enrollment.revokeEnrollmentKey = async () => ({});
+      gw.upstream.enrollment.createEnrollmentCodes = async (request) => ({
+        codes: Array.from({ length: request.count }, (_, i) => ({ code: `CODE-000${i}`, expiresAt: created })),
+      });
+      gw.upstream.enrollment.emailEnrollmentCode = async () => ({ expiresAt: created });
+
+      const analyst = await gw.tokens.user('ana@example.com');
+      gw.upstream.memberships.set('ana@example.com', { role: ProtoRole.ROLE_ANALYST, dashboardAccess: true });
+      const routes = [
+        ['GET', '/api/enrollment-key'],
+        ['POST', '/api/enrollment-key'],
+        ['DELETE', '/api/enrollment-key'],
+        ['POST', '/api/enrollment-codes'],
+        ['POST', '/api/enrollment-codes/email'],
+      ] as const;
+      for (const [method, url] of routes) {
+        expectProblem(await gw.app.inject({ method, url, headers: as(analyst), payload: { email: 'x@example.com' } }), 403, 'FORBIDDEN');
+      }
+
+      const at = '2026-03-01T12:00:00.000Z';
+      expect((await gw.app.inject({ method: 'GET', url: '/api/enrollment-key', headers: as(admin) })).json()).toEqual({ key: 'sts_ek_1', created_at: at });
+      expect((await gw.app.inject({ method: 'POST', url: '/api/enrollment-key', headers: as(admin) })).json()).toEqual({ key: 'sts_ek_2', created_at: at });
+      expect((await gw.app.inject({ method: 'DELETE', url: '/api/enrollment-key', headers: as(admin) })).statusCode).toBe(204);
+      expect((await gw.app.inject({ method: 'POST', url: '/api/enrollment-codes', headers: as(admin), payload: { count: 2 } })).json()).toEqual({
+        codes: [
+          { code: 'CODE-0000', expires_at: at },
+          { code: 'CODE-0001', expires_at: at },
+        ],
+      });
+      expectProblem(
+        await gw.app.inject({ method: 'POST', url: '/api/enrollment-codes', headers: as(admin), payload: { count: 101 } }),
+        400,
+        'VALIDATION_FAILED',
+      );
+      const emailed = await gw.app.inject({ method: 'POST', url: '/api/enrollment-codes/email', headers: as(admin), payload: { email: 'Ops@Example.com' } });
+      expect(emailed.json()).toEqual({ email: 'ops@example.com', expires_at: at });
+
+      gw.upstream.enrollment.getEnrollmentKey = async () => ({ key: { key: 'sts_ek_1', createdAt: undefined } });
+      gw.upstream.enrollment.createEnrollmentCodes = async () => ({ codes: [{ code: 'CODE-0000', expiresAt: undefined }] });
+      gw.upstream.enrollment.emailEnrollmentCode = async () => ({ expiresAt: undefined });
+      expectProblem(await gw.app.inject({ method: 'GET', url: '/api/enrollment-key', headers: as(admin) }), 500, 'INTERNAL');
+      expectProblem(await gw.app.inject({ method: 'POST', url: '/api/enrollment-codes', headers: as(admin) }), 500, 'INTERNAL');
+      expectProblem(
+        await gw.app.inject({ method: 'POST', url: '/api/enrollment-codes/email', headers: as(admin), payload: { email: 'ops@example.com' } }),
+        500,
+        'INTERNAL',
+      );
+    });
+
+    it('lists devices as pre-written JSON, with the status filter in proto terms', async () => {
+      const requests: unknown[] = [];
+      gw.upstream.enrollment.listDevices = async (request) => {
+        requests.push(request);
+        return {
+          devices: [
+            {
+              id: 'd-1',
+              name: 'alpha',
+              machineId: 'm-1',
+              status: DeviceStatus.DEVICE_STATUS_DISABLED,
+              enrolledAt: AT,
+              lastSeenAt: undefined,
+              metadataJson: '{"os":"linux"}',
+            },
+          ],
+          nextCursor: '',
+        };
+      };
+      const response = await gw.app.inject({ method: 'GET', url: '/api/devices?status=disabled&q=alp', headers: as(admin) });
+      expect(response.statusCode).toBe(200);
+      expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
+      expect(response.json()).toEqual([
+        {
+          id: 'd-1',
+          name: 'alpha',
+          machine_id: 'm-1',
+          status: 'disabled',
+          enrolled_at: '2026-03-01T12:00:00.000Z',
+          last_seen_at: '2026-03-01T12:00:00.000Z',
+          metadata: { os: 'linux' },
+        },
+      ]);
+      await gw.app.inject({ method: 'GET', url: '/api/devices', headers: as(admin) });
+      expect(requests).toEqual([
+        { orgId: ORG_ID, limit: 0, cursor: '', status: DeviceStatus.DEVICE_STATUS_DISABLED, query: 'alp' },
+        { orgId: ORG_ID, limit: 0, cursor: '', status: DeviceStatus.DEVICE_STATUS_UNSPECIFIED, query: '' },
+      ]);
+      expectProblem(await gw.app.inject({ method: 'GET', url: '/api/devices?status=gone', headers: as(admin) }), 400, 'VALIDATION_FAILED');
+    });
+
+    it('disables and enables a device through the matching upstream call', async () => {
+      gw.upstream.enrollment.disableDevice = async (request) => {
+        gw.upstream.calls.push({ method: 'disableDevice', request, requestId: undefined });
+        return {};
+      };
+      gw.upstream.enrollment.enableDevice = async (request) => {
+        gw.upstream.calls.push({ method: 'enableDevice', request, requestId: undefined });
+        return {};
+      };
+      expect((await gw.app.inject({ method: 'POST', url: '/api/devices/d-1/disable', headers: as(admin) })).statusCode).toBe(204);
+      expect((await gw.app.inject({ method: 'POST', url: '/api/devices/d-2/enable', headers: as(admin) })).statusCode).toBe(204);
+      expect(gw.upstream.calls.filter((call) => call.method.endsWith('ableDevice'))).toEqual([
+        { method: 'disableDevice', request: { orgId: ORG_ID, deviceId: 'd-1' }, requestId: undefined },
+        { method: 'enableDevice', request: { orgId: ORG_ID, deviceId: 'd-2' }, requestId: undefined },
+      ]);
     });
   });
 
