@@ -7,7 +7,7 @@ import type { FailureLimiter } from '../failure-limiter';
 import type { UpstreamClients } from '../upstream-clients';
 
 /** Largest metadata object an agent may report, serialized. */
-export const MAX_METADATA_BYTES = 16 * 1024;
+const MAX_METADATA_BYTES = 16 * 1024;
 
 const GUESSING_FAILURES: ReadonlySet<ErrorCode> = new Set([
   'ENROLLMENT_KEY_INVALID',
@@ -47,10 +47,12 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
             code: z.string().min(1).max(64),
             machine_id: printable(128),
             hostname: printable(255),
+            // Serialized once: the size check measures the very text sent to the enrollment service.
             metadata: z
               .record(z.string(), z.unknown())
               .default({})
-              .refine((value) => Buffer.byteLength(JSON.stringify(value)) <= MAX_METADATA_BYTES, `must be at most ${MAX_METADATA_BYTES} bytes as JSON`),
+              .transform((value) => JSON.stringify(value))
+              .refine((json) => Buffer.byteLength(json) <= MAX_METADATA_BYTES, `must be at most ${MAX_METADATA_BYTES} bytes as JSON`),
           })
           .strict(),
         response: {
@@ -81,7 +83,7 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
             code: request.body.code,
             machineId: request.body.machine_id,
             hostname: request.body.hostname,
-            metadataJson: JSON.stringify(request.body.metadata),
+            metadataJson: request.body.metadata,
           },
           { requestId: request.id },
         );
