@@ -6,6 +6,9 @@ import {
   DEVICE_STATUS_TO_PROTO,
   ROLE_TO_PROTO,
   devicesToContractJson,
+  emailedEnrollmentCodeToContract,
+  enrollmentCodeToContract,
+  enrollmentKeyToContract,
   inviteToContract,
   licenseToContract,
   memberToContract,
@@ -14,6 +17,8 @@ import {
 } from './contract-mapping';
 import {
   devicePayload,
+  enrollmentCodePayload,
+  enrollmentKeyPayload,
   invitePayload,
   licensePayload,
   memberPayload,
@@ -161,6 +166,28 @@ describe('contract mapping', () => {
       internal(() => inviteToContract(protoInvite({ expiresAt: undefined })));
       internal(() => inviteToContract(protoInvite({ role: ProtoRole.UNRECOGNIZED })));
       internal(() => notificationToContract(protoNotification({ createdAt: undefined })));
+    });
+  });
+
+  describe('enrollment keys and codes', () => {
+    it('maps keys and codes to contract payloads the response schemas accept', () => {
+      const key = enrollmentKeyToContract({ key: 'sts_ek_1', createdAt: AT });
+      expect(key).toEqual({ key: 'sts_ek_1', created_at: '2026-03-01T12:00:00.000Z' });
+      expect(enrollmentKeyPayload.safeParse(key).success).toBe(true);
+      const code = enrollmentCodeToContract({ code: 'ABCD-EFGH', expiresAt: AT });
+      expect(code).toEqual({ code: 'ABCD-EFGH', expires_at: '2026-03-01T12:00:00.000Z' });
+      expect(enrollmentCodePayload.safeParse(code).success).toBe(true);
+      expect(emailedEnrollmentCodeToContract('ops@example.com', { expiresAt: AT })).toEqual({
+        email: 'ops@example.com',
+        expires_at: '2026-03-01T12:00:00.000Z',
+      });
+    });
+
+    it('refuses a missing key and missing timestamps with INTERNAL', () => {
+      internal(() => enrollmentKeyToContract(undefined));
+      internal(() => enrollmentKeyToContract({ key: 'sts_ek_1', createdAt: undefined }));
+      internal(() => enrollmentCodeToContract({ code: 'ABCD-EFGH', expiresAt: undefined }));
+      internal(() => emailedEnrollmentCodeToContract('ops@example.com', { expiresAt: undefined }));
     });
   });
 

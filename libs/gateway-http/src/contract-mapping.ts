@@ -11,10 +11,24 @@ import {
   type Member as ProtoMember,
 } from '@sts/proto/gen/identity/v1/identity';
 import type { Notification as ProtoNotification } from '@sts/proto/gen/notification/v1/notification';
-import { DeviceStatus, type Device as ProtoDevice } from '@sts/proto/gen/enrollment/v1/enrollment';
+import {
+  DeviceStatus,
+  type Device as ProtoDevice,
+  type EmailEnrollmentCodeResponse,
+  type EnrollmentCode as ProtoEnrollmentCode,
+  type EnrollmentKey as ProtoEnrollmentKey,
+} from '@sts/proto/gen/enrollment/v1/enrollment';
 import type { z } from 'zod';
 import { isoTimestamp } from './iso-timestamp';
-import type { devicePayload, invitePayload, licensePayload, memberPayload, notificationPayload } from './contract-schemas';
+import type {
+  devicePayload,
+  enrollmentCodePayload,
+  enrollmentKeyPayload,
+  invitePayload,
+  licensePayload,
+  memberPayload,
+  notificationPayload,
+} from './contract-schemas';
 import type { Role } from './contract-schemas';
 
 /** Translation between the gRPC contracts and the public REST contract's JSON shapes. */
@@ -99,6 +113,20 @@ export function licenseToContract(license: ProtoLicense | undefined): z.infer<ty
   const cycle = license && CYCLE[license.billingCycle];
   if (!license || !plan || !status || !cycle) throw new AppError('INTERNAL', 'upstream returned an incomplete license');
   return { plan, status, billing_cycle: cycle, expires_at: isoOf(license.expiresAt) };
+}
+
+export function enrollmentKeyToContract(key: ProtoEnrollmentKey | undefined): z.infer<typeof enrollmentKeyPayload> {
+  if (!key) throw new AppError('INTERNAL', 'upstream returned no enrollment key');
+  return { key: key.key, created_at: isoOf(key.createdAt) };
+}
+
+export function enrollmentCodeToContract(code: ProtoEnrollmentCode): z.infer<typeof enrollmentCodePayload> {
+  return { code: code.code, expires_at: isoOf(code.expiresAt) };
+}
+
+/** The answer to POST /api/enrollment-codes/email: the address the code went to, and until when it is valid. */
+export function emailedEnrollmentCodeToContract(email: string, emailed: EmailEnrollmentCodeResponse): { email: string; expires_at: string } {
+  return { email, expires_at: isoOf(emailed.expiresAt) };
 }
 
 const DEVICE_STATUS: Record<DeviceStatus, z.infer<typeof devicePayload>['status'] | null> = {

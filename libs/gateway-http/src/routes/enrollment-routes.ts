@@ -1,26 +1,22 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireCaller, requireRoles } from '../caller-context';
+import { emailedEnrollmentCodeToContract, enrollmentCodeToContract, enrollmentKeyToContract } from '../contract-mapping';
 import { enrollmentCodePayload, enrollmentKeyPayload, errorResponses } from '../contract-schemas';
 import type { UpstreamClients } from '../upstream-clients';
 
 /** The maximum count per POST /api/enrollment-codes; the service enforces the same limit. */
-export const MAX_CODES_PER_REQUEST = 100;
-
-function keyToContract(key: { key: string; createdAt?: Date } | undefined) {
-  if (!key?.createdAt) throw new Error('enrollment returned an incomplete key');
-  return { key: key.key, created_at: key.createdAt.toISOString() };
-}
+const MAX_CODES_PER_REQUEST = 100;
 
 /** Enrollment key and one-time codes: ORG_ADMIN only (DESIGN.md section 3). */
 export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
-  const adminOnly = { onRequest: [requireRoles('ORG_ADMIN')] };
+  // Every route of this (encapsulated) plugin; runs after the parent's authenticate hook.
+  app.addHook('onRequest', requireRoles('ORG_ADMIN'));
   const security = [{ bearerAuth: [] }];
 
   app.get(
     '/api/enrollment-key',
     {
-      ...adminOnly,
       schema: {
         tags: ['Enrollment'],
         summary: "The organization's current enrollment key",
@@ -30,14 +26,13 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
     },
     async (request) => {
       const { key } = await clients.enrollment.getEnrollmentKey({ orgId: requireCaller(request).org.id }, { requestId: request.id });
-      return keyToContract(key);
+      return enrollmentKeyToContract(key);
     },
   );
 
   app.post(
     '/api/enrollment-key',
     {
-      ...adminOnly,
       schema: {
         tags: ['Enrollment'],
         summary: 'Create the enrollment key, or rotate it (the previous key stops working at once)',
@@ -48,14 +43,13 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
     },
     async (request) => {
       const { key } = await clients.enrollment.rotateEnrollmentKey({ orgId: requireCaller(request).org.id }, { requestId: request.id });
-      return keyToContract(key);
+      return enrollmentKeyToContract(key);
     },
   );
 
   app.delete(
     '/api/enrollment-key',
     {
-      ...adminOnly,
       schema: {
         tags: ['Enrollment'],
         summary: 'Revoke the enrollment key: new enrollments are blocked until a key is created again',
@@ -72,7 +66,6 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
   app.post(
     '/api/enrollment-codes',
     {
-      ...adminOnly,
       schema: {
         tags: ['Enrollment'],
         summary: 'Generate one-time enrollment codes (valid 24 hours)',
@@ -90,19 +83,13 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
         { orgId: requireCaller(request).org.id, count: request.body?.count ?? 1 },
         { requestId: request.id },
       );
-      return {
-        codes: codes.map((code) => {
-          if (!code.expiresAt) throw new Error('enrollment returned a code without expiry');
-          return { code: code.code, expires_at: code.expiresAt.toISOString() };
-        }),
-      };
+      return { codes: codes.map(enrollmentCodeToContract) };
     },
   );
 
   app.post(
     '/api/enrollment-codes/email',
     {
-      ...adminOnly,
       schema: {
         tags: ['Enrollment'],
         summary: 'E-mail one code with installation instructions',
@@ -117,12 +104,11 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
     },
     async (request) => {
       const caller = requireCaller(request);
-      const { expiresAt } = await clients.enrollment.emailEnrollmentCode(
+      const emailed = await clients.enrollment.emailEnrollmentCode(
         { orgId: caller.org.id, email: request.body.email, requestedByName: caller.name, orgName: caller.org.name },
         { requestId: request.id },
       );
-      if (!expiresAt) throw new Error('enrollment returned no expiry');
-      return { email: request.body.email.toLowerCase(), expires_at: expiresAt.toISOString() };
+      return emailedEnrollmentCodeToContract(request.body.email.toLowerCase(), emailed);
     },
   );
 };
