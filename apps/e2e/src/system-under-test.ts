@@ -18,6 +18,9 @@ import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-n
 import { createTestDatabase } from '@sts/testing/postgres';
 import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
 
+/** Polls until a probe yields a value; re-exported for the e2e specs. */
+export { eventually } from '@sts/testing/eventually';
+
 export interface ApiResponse<Body = unknown> {
   status: number;
   headers: Headers;
@@ -133,16 +136,5 @@ export async function startSystem(options: { gatewayEnv?: Record<string, string>
   } catch (error) {
     await lifecycle.close();
     throw error;
-  }
-}
-
-/** Polls until `probe` returns a value (not undefined) or the time runs out. */
-export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

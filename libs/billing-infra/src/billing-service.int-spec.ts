@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { loadConfig } from '@sts/config/load-config';
 import { AppError } from '@sts/errors/app-error';
@@ -17,6 +16,7 @@ import {
   LicenseStatus,
   Plan,
 } from '@sts/proto/gen/billing/v1/billing';
+import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { billingEnvSchema } from './billing-config';
@@ -24,16 +24,6 @@ import { startBillingService, type RunningService } from './start-billing-servic
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const DAY_MS = 24 * 60 * 60 * 1000;
-
-async function eventually<T>(probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(50);
-  }
-}
 
 const orgCreated = (orgId: string, createdAt: Date): DomainEvent<'org.created'> =>
   newEnvelope('org.created', { org_id: orgId, name: 'Acme', domain: 'acme.test', created_at: createdAt.toISOString() });

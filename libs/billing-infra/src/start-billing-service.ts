@@ -24,10 +24,7 @@ export function startBillingService(config: BillingConfig, logger: Logger): Prom
       const events = new BillingEventHandler(store);
       await host.consume({
         eventTypes: BILLING_EVENT_TYPES,
-        handle: async (event) => {
-          const outcome = await events.handle(event);
-          logger.info({ event_id: event.id, event_type: event.type, outcome }, 'event handled');
-        },
+        handle: (event) => events.handle(event),
       });
       return [
         registerService(

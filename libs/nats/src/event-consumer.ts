@@ -42,8 +42,9 @@ export interface EventConsumerOptions<Type extends EventType = EventType> {
    * Handles one event. Resolving acknowledges the message; throwing makes JetStream redeliver it
    * later. Delivery is at least once, so handlers must be idempotent (dedupe by `event.id`).
    * Handlers run one at a time per consumer; they should bound their own I/O with timeouts.
+   * May resolve to an outcome (e.g. `'applied'`, `'duplicate'`) for the "event handled" log line.
    */
-  handle: (event: ConsumedEvent<Type>) => Promise<void>;
+  handle: (event: ConsumedEvent<Type>) => Promise<string | void>;
   logger: Logger;
   /** Deliveries before a failing event is given up (terminated and logged). Default 10. */
   maxDeliver?: number;
@@ -202,7 +203,7 @@ export async function startEventConsumer<Type extends EventType>(
     return subjects.length > 1 && current.length === 1 && current[0] === allEventsSubject(namespace);
   }
 
-  function decode(msg: JsMsg): ConsumedEvent<Type> {
+  function decode(msg: JsMsg, subjectType: string): ConsumedEvent<Type> {
     let json: unknown;
     try {
       json = JSON.parse(msg.string());
@@ -212,7 +213,6 @@ export async function startEventConsumer<Type extends EventType>(
     try {
       const envelope = eventEnvelopeSchema.parse(json);
       if (!isEventType(envelope.type)) throw new InvalidEventError(`unknown event type "${envelope.type}"`);
-      const subjectType = eventTypeFromSubject(namespace, msg.subject);
       if (subjectType !== envelope.type) {
         throw new InvalidEventError(
           `envelope type "${envelope.type}" does not match subject type "${subjectType}"`,
@@ -246,14 +246,15 @@ export async function startEventConsumer<Type extends EventType>(
   async function processMessage(msg: JsMsg): Promise<void> {
     const delivery = msg.info.deliveryCount;
     const where = { subject: msg.subject, seq: msg.seq, delivery };
-    if (!wanted.has(eventTypeFromSubject(namespace, msg.subject))) {
+    const subjectType = eventTypeFromSubject(namespace, msg.subject);
+    if (!wanted.has(subjectType)) {
       // Only when the server cannot filter several subjects (before 2.10): not ours, skip it.
       msg.ack();
       return;
     }
     let event: ConsumedEvent<Type>;
     try {
-      event = decode(msg);
+      event = decode(msg, subjectType);
     } catch (error) {
       const details =
         error instanceof InvalidEventError ? { reason: error.message, issues: error.issues } : { err: error };
@@ -266,8 +267,9 @@ export async function startEventConsumer<Type extends EventType>(
     const eventLog = { ...where, event_id: event.id, event_type: event.type };
     // Tell the server we are still at it, so a slow handler does not get the event redelivered.
     const keepAlive = setInterval(() => msg.working(), Math.max(Math.floor(ackWaitMs / 3), 1_000));
+    let outcome: string | void;
     try {
-      await options.handle(event);
+      outcome = await options.handle(event);
     } catch (error) {
       clearInterval(keepAlive);
       if (delivery >= maxDeliver) {
@@ -286,7 +288,7 @@ export async function startEventConsumer<Type extends EventType>(
     clearInterval(keepAlive);
     try {
       await msg.ackAck();
-      logger.debug(eventLog, 'event handled');
+      logger.info(outcome === undefined ? eventLog : { ...eventLog, outcome }, 'event handled');
     } catch (error) {
       // The handler ran; the event comes back after ack_wait and the idempotent handler skips it.
       logger.warn({ ...eventLog, err: error }, 'acknowledgement not confirmed; the event may be redelivered');

@@ -5,6 +5,7 @@ import { StorageType, RetentionPolicy } from '@nats-io/jetstream';
 import type { DomainEvent, EventData, EventType } from '@sts/events/event-catalogue';
 import { newEnvelope, type EventEnvelope } from '@sts/events/event-envelope';
 import { eventSubject, eventsStreamName } from '@sts/events/subjects';
+import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import pino from 'pino';
 import { startEventConsumer, type ConsumedEvent, type EventConsumer } from './event-consumer';
@@ -14,8 +15,6 @@ import { connectJetStream, type JetStreamConnection } from './jetstream-connecti
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
-jest.setTimeout(30_000);
-
 /** A pino logger whose lines land in an array, so tests can check what was logged. */
 function capturingLogger() {
   const lines: { level: number; msg: string; [key: string]: unknown }[] = [];
@@ -24,19 +23,6 @@ function capturingLogger() {
     { write: (line: string) => lines.push(JSON.parse(line) as (typeof lines)[number]) },
   );
   return { logger, lines };
-}
-
-async function eventually<T>(
-  probe: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(50);
-  }
 }
 
 const orgCreated = (name = 'Acme'): EventEnvelope<'org.created', EventData<'org.created'>> =>

@@ -32,7 +32,8 @@ export async function connectJetStream(options: ConnectJetStreamOptions): Promis
   const { logger } = options;
   const connectOptions = toConnectionOptions(options);
   const deadline = Date.now() + (options.initialConnectTimeoutMs ?? 30_000);
-  const servers = redactedServers(options.url);
+  // Hosts only: the credentials of the URL go in separate fields.
+  const { servers } = connectOptions;
 
   let nc: NatsConnection;
   for (let attempt = 1; ; attempt++) {
@@ -117,17 +118,6 @@ function toConnectionOptions(options: ConnectJetStreamOptions): NodeConnectionOp
     connectOptions.token = decodeURIComponent(first.username);
   }
   return connectOptions;
-}
-
-/** The server list without credentials, for log lines. */
-function redactedServers(url: string): string[] {
-  return url.split(',').flatMap((value) => {
-    try {
-      return [new URL(value.trim()).host];
-    } catch {
-      return [];
-    }
-  });
 }
 
 async function logStatus(nc: NatsConnection, logger: Logger): Promise<void> {

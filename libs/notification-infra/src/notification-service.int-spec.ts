@@ -15,6 +15,7 @@ import {
   NotificationServiceClient,
   NotificationServiceService,
 } from '@sts/proto/gen/notification/v1/notification';
+import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { startSmtpSink, type ReceivedMail, type SmtpSink } from '@sts/testing/smtp-sink';
@@ -23,16 +24,6 @@ import { startNotificationService, type RunningService } from './start-notificat
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const sealingKey = randomBytes(32);
-
-async function eventually<T>(probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(50);
-  }
-}
 
 let counter = 0;
 const memberJoined = (orgId: string, name = `Member ${++counter}`): DomainEvent<'member.joined'> =>

@@ -43,10 +43,7 @@ export function startNotificationService(config: NotificationConfig, logger: Log
       });
       await host.consume({
         eventTypes: NOTIFICATION_EVENT_TYPES,
-        handle: async (event) => {
-          const outcome = await events.handle(event);
-          logger.info({ event_id: event.id, event_type: event.type, outcome }, 'event handled');
-        },
+        handle: (event) => events.handle(event),
         // Retries back off to 5 minutes apart: 100 deliveries ride out an SMTP outage of about 8 hours
         // before an e-mail (invitation, enrollment code) is given up (and logged).
         maxDeliver: 100,

@@ -52,9 +52,9 @@ export interface RunningService {
 
 /**
  * Runs a gRPC service process the one way all of ours run: migrate its PostgreSQL schema, connect
- * NATS and ensure the events stream, relay its outbox, let `compose` build the domain and consumers,
- * then serve gRPC (with health). `stop()` closes everything in reverse order; a failed start closes
- * what was opened.
+ * NATS, relay its outbox (ensuring the events stream first), let `compose` build the domain and
+ * consumers (each ensures the stream itself), then serve gRPC (with health). `stop()` closes
+ * everything in reverse order; a failed start closes what was opened.
  */
 export async function runServiceHost(
   options: ServiceHostOptions,
@@ -75,10 +75,11 @@ export async function runServiceHost(
 
     const nats = await connectJetStream({ url: config.NATS_URL, name: options.name, logger });
     lifecycle.add('nats', () => nats.close());
-    await ensureEventsStream(nats.jsm, config.NATS_NAMESPACE);
 
     let relay: OutboxRelay | undefined;
     if (options.publishesEvents) {
+      // Consumers ensure the stream themselves (and again when it vanishes); the relay needs it to publish.
+      await ensureEventsStream(nats.jsm, config.NATS_NAMESPACE);
       relay = new OutboxRelay(orm, createEventPublisher(nats.js, config.NATS_NAMESPACE), logger);
       relay.start();
       lifecycle.add('outbox relay', () => relay?.stop());
