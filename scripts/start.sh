@@ -10,14 +10,13 @@ DEV_DIR="$ROOT/.dev"
 LOG_DIR="$DEV_DIR/logs"
 mkdir -p "$LOG_DIR"
 
+# infra_wait, infra_tcp_open
+# shellcheck source=scripts/infra/lib.sh
+source scripts/infra/lib.sh
+
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  say "installing dependencies (npm ci)"
-  # The lock file cannot list other platforms' optional binaries that this registry lacks, which
-  # `npm ci` refuses; `npm install` then installs the same locked versions for this platform.
-  npm ci --no-audit --no-fund </dev/null || npm install --no-audit --no-fund </dev/null
-fi
+bash scripts/ensure-deps.sh
 
 say "infrastructure"
 bash scripts/infra/ensure-all.sh </dev/null
@@ -30,21 +29,20 @@ export NATS_URL="${NATS_URL:-nats://127.0.0.1:4222}"
 export CLICKHOUSE_URL="${CLICKHOUSE_URL:-http://127.0.0.1:8123}"
 export PORT="${PORT:-8080}"
 export PUBLIC_APP_URL="${PUBLIC_APP_URL:-http://localhost:$PORT}"
-# One sealing key per checkout, kept so that mail in flight survives restarts.
-if [ -z "${SECRET_SEALING_KEY:-}" ]; then
-  [ -f "$DEV_DIR/sealing-key" ] || node -e "process.stdout.write(require('crypto').randomBytes(32).toString('base64'))" >"$DEV_DIR/sealing-key"
-  chmod 600 "$DEV_DIR/sealing-key"
-  SECRET_SEALING_KEY=$(cat "$DEV_DIR/sealing-key")
-  export SECRET_SEALING_KEY
-fi
-
-# One key per checkout for the enrollment service's own secrets (enrollment keys at rest, code HMACs).
-if [ -z "${ENROLLMENT_KEY_ENCRYPTION_KEY:-}" ]; then
-  [ -f "$DEV_DIR/enrollment-key-encryption-key" ] || node -e "process.stdout.write(require('crypto').randomBytes(32).toString('base64'))" >"$DEV_DIR/enrollment-key-encryption-key"
-  chmod 600 "$DEV_DIR/enrollment-key-encryption-key"
-  ENROLLMENT_KEY_ENCRYPTION_KEY=$(cat "$DEV_DIR/enrollment-key-encryption-key")
-  export ENROLLMENT_KEY_ENCRYPTION_KEY
-fi
+# dev_key VAR FILE: unless VAR is set, exports it from .dev/FILE, a random 32-byte key (base64)
+# generated on first use and kept per checkout.
+dev_key() {
+  local var=$1 file="$DEV_DIR/$2" key
+  if [ -n "${!var:-}" ]; then return 0; fi
+  [ -f "$file" ] || node -e "process.stdout.write(require('crypto').randomBytes(32).toString('base64'))" >"$file"
+  chmod 600 "$file"
+  key=$(cat "$file")
+  export "$var=$key"
+}
+# Kept so that mail in flight survives restarts.
+dev_key SECRET_SEALING_KEY sealing-key
+# The enrollment service's own secrets (enrollment keys at rest, code HMACs).
+dev_key ENROLLMENT_KEY_ENCRYPTION_KEY enrollment-key-encryption-key
 export PUBLIC_API_URL="${PUBLIC_API_URL:-http://localhost:$PORT}"
 
 START_DEV_IDP=false
@@ -106,10 +104,7 @@ start() {
 
 wait_for_port() {
   local name=$1 port=$2
-  for _ in $(seq 1 150); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-    sleep 0.2
-  done
+  if infra_wait 30 "$name" infra_tcp_open 127.0.0.1 "$port"; then return 0; fi
   echo "$name did not start listening on port $port; last lines of .dev/logs/$name.log:" >&2
   tail -n 20 "$LOG_DIR/$name.log" >&2
   exit 1

@@ -5,12 +5,7 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  step "npm ci"
-  # The lock file cannot list other platforms' optional binaries that this registry lacks, which
-  # `npm ci` refuses; `npm install` then installs the same locked versions for this platform.
-  npm ci --no-audit --no-fund </dev/null || npm install --no-audit --no-fund </dev/null
-fi
+bash scripts/ensure-deps.sh
 
 step "infrastructure (PostgreSQL, NATS, ClickHouse)"
 bash scripts/infra/ensure-all.sh </dev/null
