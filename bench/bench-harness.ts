@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
+import { createWriteStream, readdirSync, readFileSync, type WriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { availableParallelism, loadavg } from 'node:os';
@@ -29,7 +29,7 @@ import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { startSmtpSink } from '@sts/testing/smtp-sink';
 import { formatProfileSummary, summarizeProfileFile } from './cpu-profile-summary';
 
-export const ROOT = resolve(__dirname, '..');
+const ROOT = resolve(__dirname, '..');
 const AGENT = pathToFileURL(join(ROOT, 'bench', 'child-agent.ts')).href;
 /** The Node flags `npm start` gives every service (scripts/service-node-flags): measured as run. */
 const SERVICE_NODE_FLAGS = readFileSync(join(ROOT, 'scripts', 'service-node-flags'), 'utf8')
@@ -40,7 +40,7 @@ const CLOCK_TICKS_PER_SECOND = 100;
 // --- options -------------------------------------------------------------------------------------
 
 /** An integer option: `--flag N` or the environment variable, at least `min`. */
-export interface IntegerOption {
+interface IntegerOption {
   variable: string;
   fallback: number;
   min: number;
@@ -111,6 +111,8 @@ export class ChildService {
   private readonly child: ChildProcess;
   private readonly output: string[] = [];
   private stopping = false;
+  /** Settles once the output has ended and, with BENCH_SERVICE_LOG_DIR, is written to the log file. */
+  private readonly outputClosed: Promise<void>;
   readonly exited: Promise<void>;
   exitStatus: string | undefined;
 
@@ -131,12 +133,14 @@ export class ChildService {
         detached: true,
       },
     );
-    // BENCH_SERVICE_LOG_DIR: also append each service's output to <dir>/<name>.log (e.g. with --trace-gc).
+    // BENCH_SERVICE_LOG_DIR: also append each service's output to <dir>/<name>.log (e.g. with --trace-gc),
+    // through one stream per service, opened with the first output and closed once the child's output has ended.
     const logFile = process.env.BENCH_SERVICE_LOG_DIR
       ? join(process.env.BENCH_SERVICE_LOG_DIR, `${name}.log`)
       : null;
+    let log: WriteStream | undefined;
     const keep = (chunk: Buffer) => {
-      if (logFile) appendFileSync(logFile, chunk);
+      if (logFile) (log ??= createWriteStream(logFile, { flags: 'a' })).write(chunk);
       this.output.push(...chunk.toString('utf8').split('\n').filter(Boolean));
       if (this.output.length > 200) this.output.splice(0, this.output.length - 200);
     };
@@ -147,6 +151,10 @@ export class ChildService {
         this.exitStatus = signal ? `signal ${signal}` : `code ${code}`;
         resolveExit();
       });
+    });
+    // 'close' comes after 'exit', once stdout and stderr have ended: no output is written after it.
+    this.outputClosed = new Promise((resolveClosed) => {
+      this.child.once('close', () => (log ? log.end(() => resolveClosed()) : resolveClosed()));
     });
   }
 
@@ -195,18 +203,21 @@ export class ChildService {
 
   async stop(): Promise<void> {
     this.stopping = true;
-    if (this.exitStatus !== undefined) return;
-    this.child.kill('SIGTERM');
-    const timedOut = await Promise.race([this.exited.then(() => false), sleep(10_000).then(() => true)]);
-    if (timedOut) {
-      this.child.kill('SIGKILL');
-      await this.exited;
+    if (this.exitStatus === undefined) {
+      this.child.kill('SIGTERM');
+      const timedOut = await Promise.race([this.exited.then(() => false), sleep(10_000).then(() => true)]);
+      if (timedOut) {
+        this.child.kill('SIGKILL');
+        await this.exited;
+      }
+      if (this.child.connected) this.child.disconnect();
     }
-    if (this.child.connected) this.child.disconnect();
+    // The log file complete before the benchmark exits (bounded, should something else hold the pipes).
+    await Promise.race([this.outputClosed, sleep(5_000)]);
   }
 }
 
-export async function freePort(): Promise<number> {
+async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolveListen, reject) => {
     server.once('error', reject);
@@ -217,7 +228,7 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-export async function waitUntil(
+async function waitUntil(
   service: ChildService,
   what: string,
   probe: () => Promise<boolean>,
@@ -235,7 +246,7 @@ export async function waitUntil(
   }
 }
 
-export const portOpen = (port: number) => () =>
+const portOpen = (port: number) => () =>
   new Promise<boolean>((resolveProbe) => {
     const socket = connect(port, '127.0.0.1');
     socket.once('connect', () => {
@@ -245,7 +256,7 @@ export const portOpen = (port: number) => () =>
     socket.once('error', () => resolveProbe(false));
   });
 
-export const answers200 = (url: string) => async () => (await fetch(url)).status === 200;
+const answers200 = (url: string) => async () => (await fetch(url)).status === 200;
 
 // --- the system under test -----------------------------------------------------------------------
 
@@ -430,7 +441,7 @@ function machineTicks(): { busy: number; total: number } {
   return { busy: total - (values[3] ?? 0) - (values[4] ?? 0), total };
 }
 
-export function pidsByCommand(command: string): number[] {
+function pidsByCommand(command: string): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -443,16 +454,16 @@ export function pidsByCommand(command: string): number[] {
   return pids;
 }
 
-export type ProcessGroups = Map<string, number[]>;
+type ProcessGroups = Map<string, number[]>;
 
-export interface CpuSnapshot {
+interface CpuSnapshot {
   at: number;
   /** Per group, the ticks of each of its processes. */
   groups: Map<string, Map<number, ProcessTicks>>;
   machine: { busy: number; total: number };
 }
 
-export function cpuSnapshot(groups: ProcessGroups): CpuSnapshot {
+function cpuSnapshot(groups: ProcessGroups): CpuSnapshot {
   const ticks = new Map<string, Map<number, ProcessTicks>>();
   for (const [name, pids] of groups) ticks.set(name, new Map(pids.map((pid) => [pid, processTicks(pid)])));
   return { at: performance.now(), groups: ticks, machine: machineTicks() };
@@ -481,7 +492,7 @@ function groupDeltas(before: CpuSnapshot, after: CpuSnapshot): Map<string, Proce
 }
 
 /** Share of each group's CPU time between two snapshots that was spent in the kernel (0–1). */
-export function kernelShare(before: CpuSnapshot, after: CpuSnapshot): Map<string, number> {
+function kernelShare(before: CpuSnapshot, after: CpuSnapshot): Map<string, number> {
   const share = new Map<string, number>();
   for (const [name, { user, sys }] of groupDeltas(before, after))
     share.set(name, user + sys > 0 ? sys / (user + sys) : 0);
@@ -492,7 +503,7 @@ export function kernelShare(before: CpuSnapshot, after: CpuSnapshot): Map<string
  * Time the main thread(s) of each group were runnable but waited for a CPU between two snapshots,
  * in % of the wall time (summed over a group's processes).
  */
-export function runQueueWait(before: CpuSnapshot, after: CpuSnapshot): Map<string, number> {
+function runQueueWait(before: CpuSnapshot, after: CpuSnapshot): Map<string, number> {
   const wallNs = (after.at - before.at) * 1e6;
   const wait = new Map<string, number>();
   for (const [name, { runQueueNs }] of groupDeltas(before, after))
@@ -500,15 +511,22 @@ export function runQueueWait(before: CpuSnapshot, after: CpuSnapshot): Map<strin
   return wait;
 }
 
-/** CPU use between two snapshots, in % of one core, per group plus `machine` (all cores) and `other`. */
-export function cpuUse(before: CpuSnapshot, after: CpuSnapshot): Map<string, number> {
+/**
+ * CPU use between two snapshots, in % of one core, per group plus 'all benchmark processes' (their
+ * sum), 'other processes' and 'machine (all cores)'.
+ */
+function cpuUse(before: CpuSnapshot, after: CpuSnapshot): Map<string, number> {
   const seconds = (after.at - before.at) / 1000;
   const use = new Map<string, number>();
   let known = 0;
+  let allGroups = 0;
   for (const [name, { user, sys }] of groupDeltas(before, after)) {
     known += user + sys;
-    use.set(name, (100 * (user + sys)) / CLOCK_TICKS_PER_SECOND / seconds);
+    const share = (100 * (user + sys)) / CLOCK_TICKS_PER_SECOND / seconds;
+    allGroups += share;
+    use.set(name, share);
   }
+  use.set('all benchmark processes', allGroups);
   const busy = after.machine.busy - before.machine.busy;
   const total = after.machine.total - before.machine.total;
   const cores = availableParallelism();
@@ -517,7 +535,7 @@ export function cpuUse(before: CpuSnapshot, after: CpuSnapshot): Map<string, num
   return use;
 }
 
-export const QUIET_OTHER_PERCENT = 25;
+const QUIET_OTHER_PERCENT = 25;
 
 /** Waits (up to `maxS`) until processes outside the benchmark use less than a quarter of a core. */
 export async function waitForQuiet(
@@ -547,11 +565,23 @@ export interface PgCounters {
   rowsWritten: number;
 }
 
+/** The counters' growth from `before` to `after`, per operation. */
+export function pgPerOperation(before: PgCounters, after: PgCounters, operations: number): PgCounters {
+  return {
+    transactions: (after.transactions - before.transactions) / operations,
+    rowsRead: (after.rowsRead - before.rowsRead) / operations,
+    rowsWritten: (after.rowsWritten - before.rowsWritten) / operations,
+  };
+}
+
 /**
  * Watches the benchmark's database: which PostgreSQL backends serve it (to account their CPU) and
  * its `pg_stat_database` counters. Also runs the benchmark's own checks against it.
  */
 export class DatabaseMonitor {
+  /** Looked up in /proc once, with the first snapshot. */
+  private natsServerPids: number[] | undefined;
+
   private constructor(readonly client: Client) {}
 
   static async connect(lifecycle: Lifecycle, url: string): Promise<DatabaseMonitor> {
@@ -570,7 +600,7 @@ export class DatabaseMonitor {
       ['bench (autocannon)', [process.pid]],
       ...services.map((service): [string, number[]] => [service.name, [service.pid]]),
       ['postgres backends', rows.map((row) => row.pid)],
-      ['nats-server', pidsByCommand('nats-server')],
+      ['nats-server', (this.natsServerPids ??= pidsByCommand('nats-server'))],
     ]);
   }
 
@@ -602,7 +632,7 @@ export class DatabaseMonitor {
 
 /** What the processes did during one measured window. */
 export interface CpuWindow {
-  /** % of one core per process group, plus 'other processes' and 'machine (all cores)'. */
+  /** % of one core per process group, plus 'all benchmark processes', 'other processes' and 'machine (all cores)'. */
   cpu: Map<string, number>;
   /** Kernel share of each process group's CPU time. */
   kernel: Map<string, number>;
@@ -624,7 +654,7 @@ export function cpuWindow(before: CpuSnapshot, after: CpuSnapshot): CpuWindow {
 
 let activeRun: AutocannonInstance | undefined;
 
-export interface LoadOptions {
+interface LoadOptions {
   name: string;
   url: string;
   requests: AutocannonRequest[];
@@ -639,8 +669,12 @@ export interface LoadOptions {
   recordLatencies?: boolean;
 }
 
-export interface LoadResult {
-  result: AutocannonResult;
+/** What a run achieved, closed loop (runLoad) or open loop (runOpenLoad). */
+interface LoadResult {
+  /** Requests answered (all 2xx: any other answer fails the run). */
+  completed: number;
+  /** The run's duration in seconds as the load generator measured it: autocannon's own (closed loop), start to last answer (open loop). */
+  durationS: number;
   /** Response times in ms, sorted, when recorded. */
   latenciesMs: Float64Array;
   /**
@@ -656,8 +690,13 @@ export interface LoadResult {
   generatorStallMs?: number;
 }
 
+/** A closed-loop run, with autocannon's own figures. */
+export interface ClosedLoadResult extends LoadResult {
+  result: AutocannonResult;
+}
+
 /** One autocannon run; any non-2xx response, error or timeout fails it. */
-export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+export async function runLoad(options: LoadOptions): Promise<ClosedLoadResult> {
   let connection = 0;
   let latencies = new Float64Array(options.recordLatencies ? 65_536 : 0);
   let recorded = 0;
@@ -704,13 +743,15 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   }
   return {
     result,
+    completed: result.requests.total,
+    durationS: result.duration,
     latenciesMs: latencies.slice(0, recorded).sort(),
     activeSeconds: (lastResponseAt - startedAt) / 1000,
     lastResponseAt,
   };
 }
 
-export interface OpenLoadOptions {
+interface OpenLoadOptions {
   name: string;
   url: string;
   requests: AutocannonRequest[];
@@ -790,9 +831,9 @@ export async function runOpenLoad(options: OpenLoadOptions): Promise<LoadResult>
   if (failures.length > 0)
     throw new Error(`${options.name}: ${failures.length}+ failed requests: ${failures.join(', ')}`);
   const seconds = (lastResponseAt - startedAt) / 1000;
-  const result = { requests: { total: completed }, duration: seconds } as AutocannonResult;
   return {
-    result,
+    completed,
+    durationS: seconds,
     latenciesMs: latencies.slice(0, completed).sort(),
     activeSeconds: seconds,
     lastResponseAt,
@@ -802,7 +843,7 @@ export async function runOpenLoad(options: OpenLoadOptions): Promise<LoadResult>
 }
 
 /** Stops the autocannon run in progress, if any (on Ctrl-C). */
-export function stopLoad(): void {
+function stopLoad(): void {
   activeRun?.stop();
 }
 
@@ -813,7 +854,7 @@ export function rotate<T>(items: readonly T[], by: number): T[] {
   return [...items.slice(shift), ...items.slice(0, shift)];
 }
 
-export function median(values: number[]): number {
+function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2
@@ -833,6 +874,12 @@ export function mean(values: number[]): number {
 }
 
 // --- HTTP calls for seeding and checks -----------------------------------------------------------
+
+/** The answer of GET /api/session (the parts the benchmarks read). */
+export interface Session {
+  user: { id: string; email: string; role: string };
+  org: { id: string };
+}
 
 export interface CallResult<Body> {
   status: number;
@@ -903,6 +950,61 @@ export function machineDescription(): string {
   return `${availableParallelism()} cores (${model}), Node ${process.version}, load average before the run ${load}`;
 }
 
+/** The figures of one measured run that the results table shows. */
+export interface RunFigures {
+  rps: number;
+  p50: number;
+  p99: number;
+}
+
+/** One scenario's runs and their medians. */
+interface ScenarioSummary<Scenario, Run extends RunFigures> extends RunFigures {
+  scenario: Scenario;
+  runs: Run[];
+}
+
+/** Per scenario (in order; the first is the baseline of resultsTable), the medians of its runs' req/s, p50 and p99. */
+export function summarize<Scenario extends { name: string }, Run extends RunFigures>(
+  scenarios: readonly Scenario[],
+  measurements: ReadonlyMap<string, Run[]>,
+): ScenarioSummary<Scenario, Run>[] {
+  return scenarios.map((scenario) => {
+    const runs = measurements.get(scenario.name) ?? [];
+    return {
+      scenario,
+      runs,
+      rps: median(runs.map((run) => run.rps)),
+      p50: median(runs.map((run) => run.p50)),
+      p99: median(runs.map((run) => run.p99)),
+    };
+  });
+}
+
+/**
+ * The results table: per scenario the median req/s, p50 and p99 (`latencyDecimals` decimals), req/s
+ * relative to the first row (the baseline), req/s of every round, and `target(entry)`.
+ */
+export function resultsTable<Scenario extends { name: string }, Run extends RunFigures>(
+  summary: ScenarioSummary<Scenario, Run>[],
+  latencyDecimals: number,
+  target: (entry: ScenarioSummary<Scenario, Run>) => string,
+): string {
+  const baselineRps = summary[0]?.rps ?? 0;
+  return table(
+    ['scenario', 'req/s (median)', 'p50 ms', 'p99 ms', 'req/s vs baseline', 'req/s per round', 'target'],
+    summary.map((entry) => [
+      entry.scenario.name,
+      entry.rps.toFixed(0),
+      entry.p50.toFixed(latencyDecimals),
+      entry.p99.toFixed(latencyDecimals),
+      `${((100 * entry.rps) / baselineRps).toFixed(1)}% (1/${(baselineRps / entry.rps).toFixed(1)})`,
+      entry.runs.map((run) => run.rps.toFixed(0)).join(', '),
+      target(entry),
+    ]),
+    (column) => column >= 1 && column <= 3,
+  );
+}
+
 /** Measured windows of one scenario, each with the operations per second it achieved. */
 export interface CpuColumn {
   name: string;
@@ -911,35 +1013,51 @@ export interface CpuColumn {
 
 const isMachineRow = (name: string) => name.startsWith('machine') || name === 'other processes';
 
-/** Adds 'all benchmark processes' (the sum of the benchmark's own groups) to every window. */
-function withTotals(columns: CpuColumn[]): string[] {
+/** The rows of a CPU table: each process group, 'all benchmark processes', then the machine rows. */
+function rowOrder(columns: CpuColumn[]): string[] {
   const processNames = [...(columns[0]?.runs[0]?.cpu.keys() ?? [])].filter(
     (name) => name !== 'all benchmark processes',
   );
-  const own = processNames.filter((name) => !isMachineRow(name));
-  for (const { runs } of columns) {
-    for (const run of runs) {
-      run.cpu.set(
-        'all benchmark processes',
-        own.reduce((sum, name) => sum + (run.cpu.get(name) ?? 0), 0),
-      );
-    }
-  }
   processNames.splice(processNames.indexOf('other processes'), 0, 'all benchmark processes');
   return processNames;
 }
 
 /** µs of CPU per operation of one process group in one window. */
-export function cpuPerOperation(run: CpuWindow & { opsPerSecond: number }, name: string): number {
+function cpuPerOperation(run: CpuWindow & { opsPerSecond: number }, name: string): number {
   return (((run.cpu.get(name) ?? 0) / 100) * 1e6) / run.opsPerSecond;
+}
+
+/** µs of CPU per operation of one process group, mean of a column's windows. */
+export function meanCpuPerOperation(column: CpuColumn, name: string): number {
+  return mean(column.runs.map((run) => cpuPerOperation(run, name)));
+}
+
+/**
+ * The "Ceiling implied by the CPU cost" lines, one per column: `  <name> <µs> µs → ~<ops> req/s`, the
+ * µs of CPU per operation of all benchmark processes and the operations per second that cost allows
+ * if the benchmark has every core to itself; then `more(column)` (e.g. what single processes imply).
+ */
+export function ceilingLines<Column extends CpuColumn>(
+  columns: Column[],
+  nameWidth: number,
+  more: (column: Column) => string,
+): string[] {
+  const cores = availableParallelism();
+  return columns.map((column) => {
+    const all = meanCpuPerOperation(column, 'all benchmark processes');
+    return (
+      `  ${column.name.padEnd(nameWidth)} ${all.toFixed(0).padStart(5)} µs → ~${((cores * 1e6) / all).toFixed(0)} req/s` +
+      more(column)
+    );
+  });
 }
 
 /**
  * Per process and scenario (mean of the windows): % of one core, µs of CPU per operation, kernel
- * share, run-queue wait. Also adds 'all benchmark processes' to every window.
+ * share, run-queue wait.
  */
 export function cpuTable(columns: CpuColumn[], perWhat = 'req'): string {
-  const processNames = withTotals(columns);
+  const processNames = rowOrder(columns);
   return table(
     ['process', ...columns.map(({ name }) => name)],
     processNames.map((name) => [

@@ -1,7 +1,7 @@
 /**
  * Summarizes V8 `.cpuprofile` files: where self time goes, by function and by package.
  * `npx tsx bench/cpu-profile-summary.ts <file.cpuprofile>... [--top 25] [--callers writeBuffer]`; also used by
- * `gateway-session.bench.ts --profile`.
+ * `--profile` of both benchmarks (gateway-session.bench.ts, enrollment.bench.ts) through bench-harness.ts.
  */
 import { readFile } from 'node:fs/promises';
 import { relative } from 'node:path';

@@ -62,7 +62,7 @@ import {
 import type { Lifecycle } from '@sts/runtime/lifecycle';
 import {
   call,
-  cpuPerOperation,
+  ceilingLines,
   cpuTable,
   cpuWindow,
   DatabaseMonitor,
@@ -70,27 +70,32 @@ import {
   inBatches,
   machineDescription,
   mean,
-  median,
+  meanCpuPerOperation,
   parseOptions,
   percentile,
+  pgPerOperation,
   profileDirectory,
   profiled,
   quietNote,
   relativeToRoot,
+  resultsTable,
   rotate,
   runBenchmark,
   runLoad,
   runOpenLoad,
   services,
   startSystem,
+  summarize,
   table,
   waitForQuiet,
   type BenchSystem,
   type CallResult,
+  type ClosedLoadResult,
   type CpuColumn,
   type CpuWindow,
-  type LoadResult,
   type PgCounters,
+  type RunFigures,
+  type Session,
 } from './bench-harness';
 
 const TARGET_ENROLLMENTS_PER_S = 500;
@@ -125,11 +130,6 @@ function parseCommandLine() {
 }
 
 // --- organizations, keys, codes ------------------------------------------------------------------
-
-interface Session {
-  user: { id: string; email: string; role: string };
-  org: { id: string };
-}
 
 interface BenchOrg {
   label: string;
@@ -178,7 +178,7 @@ async function provisionOrg(system: BenchSystem, label: string, codeCount: numbe
 const hostnameOf = (index: number) => `ws-${String(index).padStart(5, '0')}`;
 
 interface EnrollmentOutcome {
-  load: LoadResult;
+  load: ClosedLoadResult;
   seconds: number;
   machineIds: string[];
   deviceIds: string[];
@@ -388,18 +388,11 @@ interface EnrollmentRound extends CpuWindow {
   outboxLagS: number;
   /** CPU from the start of the run until the feed caught up (includes the asynchronous event delivery). */
   whole: CpuWindow & { opsPerSecond: number };
-  pg: PgPerOperation;
-  baseline: { rps: number; p50: number; p99: number };
+  /** pg_stat_database over the run and until the feed caught up, per enrollment. */
+  pg: PgCounters;
+  baseline: RunFigures;
   checks: string;
 }
-
-type PgPerOperation = PgCounters;
-
-const pgPerOperation = (before: PgCounters, after: PgCounters, operations: number): PgPerOperation => ({
-  transactions: (after.transactions - before.transactions) / operations,
-  rowsRead: (after.rowsRead - before.rowsRead) / operations,
-  rowsWritten: (after.rowsWritten - before.rowsWritten) / operations,
-});
 
 // --- device list runs ----------------------------------------------------------------------------
 
@@ -420,7 +413,8 @@ interface ListMeasurement extends CpuWindow {
   p50: number;
   p99: number;
   requests: number;
-  pg: PgPerOperation;
+  /** pg_stat_database over the run, per request. */
+  pg: PgCounters;
   devicesTable: TableCounters;
 }
 
@@ -664,7 +658,7 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
       whole: { ...cpuWindow(before, afterFeed), opsPerSecond: n / ((afterFeed.at - before.at) / 1000) },
       pg: pgPerOperation(pgBefore, pgAfter, n),
       baseline: {
-        rps: baseline.result.requests.total / baseline.result.duration,
+        rps: baseline.completed / baseline.durationS,
         p50: percentile(baseline.latenciesMs, 50),
         p99: percentile(baseline.latenciesMs, 99),
       },
@@ -783,7 +777,10 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
       const tableBefore = await devicesTableCounters(monitor);
       const before = await monitor.snapshot();
       const runStartedAt = new Date().toISOString();
-      const { result, latenciesMs, slowBySecond, generatorStallMs } = await load(scenario, options.duration);
+      const { completed, durationS, latenciesMs, slowBySecond, generatorStallMs } = await load(
+        scenario,
+        options.duration,
+      );
       const after = await monitor.snapshot();
       await sleep(1_100);
       const pgAfter = await monitor.counters();
@@ -791,12 +788,12 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
       check();
       const measurement: ListMeasurement = {
         ...cpuWindow(before, after),
-        rps: result.requests.total / result.duration,
+        rps: completed / durationS,
         p50: percentile(latenciesMs, 50),
         p99: percentile(latenciesMs, 99),
-        requests: result.requests.total,
-        pg: pgPerOperation(pgBefore, pgAfter, result.requests.total),
-        devicesTable: tablePerOperation(tableBefore, tableAfter, result.requests.total),
+        requests: completed,
+        pg: pgPerOperation(pgBefore, pgAfter, completed),
+        devicesTable: tablePerOperation(tableBefore, tableAfter, completed),
       };
       measurements.get(scenario.name)?.push(measurement);
       console.log(
@@ -894,8 +891,8 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
         scenario.name,
         ['gateway', 'enrollment'].map((name) => system.service(name)),
         () => load(scenario, options.duration),
-        ({ result, latenciesMs }) =>
-          `${(result.requests.total / result.duration).toFixed(0)} req/s, p99 ${percentile(latenciesMs, 99).toFixed(1)} ms`,
+        ({ completed, durationS, latenciesMs }) =>
+          `${(completed / durationS).toFixed(0)} req/s, p99 ${percentile(latenciesMs, 99).toFixed(1)} ms`,
       );
     }
   }
@@ -916,45 +913,29 @@ function report(
 ): void {
   const n = options.enrollments;
   const cores = availableParallelism();
-  const ratio = (value: number, baseline: number) =>
-    `${((100 * value) / baseline).toFixed(1)}% (1/${(baseline / value).toFixed(1)})`;
 
   // Enrollment.
-  const rate = median(enrollmentRounds.map((round) => round.rate));
-  const p50 = median(enrollmentRounds.map((round) => round.p50));
-  const p99 = median(enrollmentRounds.map((round) => round.p99));
-  const baselineRps = median(enrollmentRounds.map((round) => round.baseline.rps));
+  const baselineRow = { name: 'baseline: Fastify hello-world', enrollment: false };
+  const enrollmentRow = { name: `POST /api/device/enroll (${n})`, enrollment: true };
+  const enrollmentSummary = summarize(
+    [baselineRow, enrollmentRow],
+    new Map<string, RunFigures[]>([
+      [baselineRow.name, enrollmentRounds.map((round) => round.baseline)],
+      [enrollmentRow.name, enrollmentRounds.map(({ rate, p50, p99 }) => ({ rps: rate, p50, p99 }))],
+    ]),
+  );
   console.log(
     `\nResults\n\nEnrollment: medians of ${enrollmentRounds.length} rounds of ${n} enrollments (each code once, each a new ` +
       `machine) at ${options['enroll-connections']} connections; baseline at the same concurrency, ${options.duration} s, ` +
       `before each round; latencies exact (not autocannon's 1 ms histogram); target ≥ ${TARGET_ENROLLMENTS_PER_S}/s\n`,
   );
   console.log(
-    table(
-      ['scenario', 'req/s (median)', 'p50 ms', 'p99 ms', 'req/s vs baseline', 'req/s per round', 'target'],
-      [
-        [
-          'baseline: Fastify hello-world',
-          baselineRps.toFixed(0),
-          median(enrollmentRounds.map((round) => round.baseline.p50)).toFixed(2),
-          median(enrollmentRounds.map((round) => round.baseline.p99)).toFixed(2),
-          ratio(baselineRps, baselineRps),
-          enrollmentRounds.map((round) => round.baseline.rps.toFixed(0)).join(', '),
-          '—',
-        ],
-        [
-          `POST /api/device/enroll (${n})`,
-          rate.toFixed(0),
-          p50.toFixed(2),
-          p99.toFixed(2),
-          ratio(rate, baselineRps),
-          enrollmentRounds.map((round) => round.rate.toFixed(0)).join(', '),
-          rate >= TARGET_ENROLLMENTS_PER_S
-            ? 'met'
-            : `NOT met (${((100 * rate) / TARGET_ENROLLMENTS_PER_S).toFixed(0)}% of target)`,
-        ],
-      ],
-      (column) => column >= 1 && column <= 3,
+    resultsTable(enrollmentSummary, 2, ({ scenario, rps: rate }) =>
+      !scenario.enrollment
+        ? '—'
+        : rate >= TARGET_ENROLLMENTS_PER_S
+          ? 'met'
+          : `NOT met (${((100 * rate) / TARGET_ENROLLMENTS_PER_S).toFixed(0)}% of target)`,
     ),
   );
   console.log(
@@ -982,11 +963,10 @@ function report(
       'but waited for a CPU, % of wall time):\n',
   );
   console.log(cpuTable(enrollmentColumns));
-  const perEnrollment = (column: CpuColumn) =>
-    mean(column.runs.map((run) => cpuPerOperation(run, 'all benchmark processes')));
+  const perEnrollment = (column: CpuColumn) => meanCpuPerOperation(column, 'all benchmark processes');
   const [runColumn, wholeColumn] = enrollmentColumns as [CpuColumn, CpuColumn];
-  const gatewayPer = mean(runColumn.runs.map((run) => cpuPerOperation(run, 'gateway')));
-  const enrollmentPer = mean(runColumn.runs.map((run) => cpuPerOperation(run, 'enrollment')));
+  const gatewayPer = meanCpuPerOperation(runColumn, 'gateway');
+  const enrollmentPer = meanCpuPerOperation(runColumn, 'enrollment');
   console.log(
     `\nCeiling implied by the CPU cost per enrollment (${cores} × 10⁶ µs / µs per enrollment, all benchmark processes): ` +
       `during the run ${perEnrollment(runColumn).toFixed(0)} µs → ~${((cores * 1e6) / perEnrollment(runColumn)).toFixed(0)}/s; ` +
@@ -1000,17 +980,7 @@ function report(
   );
 
   // Device list.
-  const summary = scenarios.map((scenario) => {
-    const runs = measurements.get(scenario.name) ?? [];
-    return {
-      scenario,
-      runs,
-      rps: median(runs.map((run) => run.rps)),
-      p50: median(runs.map((run) => run.p50)),
-      p99: median(runs.map((run) => run.p99)),
-    };
-  });
-  const listBaseline = summary[0]?.rps ?? 0;
+  const summary = summarize(scenarios, measurements);
   console.log(
     `\nDevice list of an organization with ${n} devices, admin token: medians of ${options.rounds} rounds; ` +
       `closed loop at ${options.connections} connections` +
@@ -1019,28 +989,14 @@ function report(
       `the due time); ${options.duration} s per measured run; exact latencies; target p99 < ${TARGET_LIST_P99_MS} ms, ` +
       `judged at ${options.rate} requests/s offered (docs/decisions.md)\n`,
   );
-  const verdict = (scenario: Scenario, p99List: number) => {
+  const verdict = (scenario: Scenario, p99: number) => {
     if (!scenario.list) return '—';
-    const below = p99List < TARGET_LIST_P99_MS;
+    const below = p99 < TARGET_LIST_P99_MS;
     if (scenario.offeredRate === options.rate)
       return below ? 'met' : `NOT met (p99 ≥ ${TARGET_LIST_P99_MS} ms)`;
     return below ? `(p99 < ${TARGET_LIST_P99_MS} ms)` : `(p99 ≥ ${TARGET_LIST_P99_MS} ms)`;
   };
-  console.log(
-    table(
-      ['scenario', 'req/s (median)', 'p50 ms', 'p99 ms', 'req/s vs baseline', 'req/s per round', 'target'],
-      summary.map(({ scenario, runs, rps, p50: p50List, p99: p99List }) => [
-        scenario.name,
-        rps.toFixed(0),
-        p50List.toFixed(2),
-        p99List.toFixed(2),
-        ratio(rps, listBaseline),
-        runs.map((run) => run.rps.toFixed(0)).join(', '),
-        verdict(scenario, p99List),
-      ]),
-      (column) => column >= 1 && column <= 3,
-    ),
-  );
+  console.log(resultsTable(summary, 2, ({ scenario, p99 }) => verdict(scenario, p99)));
   const heavy = summary.filter(({ scenario }) => isHeavy(scenario, options));
   const listColumns: CpuColumn[] = heavy.map(({ scenario, runs }) => ({
     name: scenario.name,
@@ -1053,17 +1009,14 @@ function report(
   console.log(
     '\nCeiling implied by the CPU cost per request (all benchmark processes; the gateway and enrollment alone):',
   );
-  for (const column of listColumns) {
-    const all = mean(column.runs.map((run) => cpuPerOperation(run, 'all benchmark processes')));
-    const gateway = mean(column.runs.map((run) => cpuPerOperation(run, 'gateway')));
-    const enrollment = mean(column.runs.map((run) => cpuPerOperation(run, 'enrollment')));
-    console.log(
-      `  ${column.name.padEnd(34)} ${all.toFixed(0).padStart(5)} µs → ~${((cores * 1e6) / all).toFixed(0)} req/s` +
-        (gateway > 1
-          ? `; gateway ${gateway.toFixed(0)} µs → ~${(1e6 / gateway).toFixed(0)}; enrollment ${enrollment.toFixed(0)} µs → ~${(1e6 / enrollment).toFixed(0)}`
-          : ''),
-    );
-  }
+  const ceilings = ceilingLines(listColumns, 34, (column) => {
+    const gateway = meanCpuPerOperation(column, 'gateway');
+    const enrollment = meanCpuPerOperation(column, 'enrollment');
+    return gateway > 1
+      ? `; gateway ${gateway.toFixed(0)} µs → ~${(1e6 / gateway).toFixed(0)}; enrollment ${enrollment.toFixed(0)} µs → ~${(1e6 / enrollment).toFixed(0)}`
+      : '';
+  });
+  for (const line of ceilings) console.log(line);
   console.log('\nPostgreSQL work per request (pg_stat_database, mean of rounds):');
   for (const { scenario, runs } of heavy.filter((entry) => entry.scenario.list)) {
     console.log(

@@ -24,11 +24,11 @@
  */
 import { availableParallelism } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AutocannonRequest, AutocannonResult } from 'autocannon';
+import type { AutocannonRequest } from 'autocannon';
 import type { Lifecycle } from '@sts/runtime/lifecycle';
 import {
   call,
-  cpuPerOperation,
+  ceilingLines,
   cpuTable,
   cpuWindow,
   DatabaseMonitor,
@@ -36,21 +36,26 @@ import {
   inBatches,
   machineDescription,
   mean,
-  median,
+  meanCpuPerOperation,
   parseOptions,
+  pgPerOperation,
   profileDirectory,
   profiled,
   quietNote,
   relativeToRoot,
+  resultsTable,
   rotate,
   runBenchmark,
   runLoad,
   services,
   startSystem,
-  table,
+  summarize,
   waitForQuiet,
   type ChildService,
+  type ClosedLoadResult,
   type CpuWindow,
+  type PgCounters,
+  type Session,
 } from './bench-harness';
 
 const TARGET_RPS = 3000;
@@ -108,12 +113,12 @@ interface Measurement extends CpuWindow {
   p99: number;
   requests: number;
   /** pg_stat_database of the benchmark's database over the run, per request. */
-  pg: { transactions: number; rowsRead: number; rowsWritten: number };
+  pg: PgCounters;
 }
 
-async function load(scenario: Scenario, options: Options, durationS: number): Promise<AutocannonResult> {
+async function load(scenario: Scenario, options: Options, durationS: number): Promise<ClosedLoadResult> {
   // Each connection starts at another user, so concurrent requests carry different tokens.
-  const { result } = await runLoad({
+  return runLoad({
     name: scenario.name,
     url: scenario.url,
     requests: scenario.requests,
@@ -121,12 +126,6 @@ async function load(scenario: Scenario, options: Options, durationS: number): Pr
     durationS,
     rotateRequests: true,
   });
-  return result;
-}
-
-interface Session {
-  user: { id: string; email: string; role: string };
-  org: { id: string };
 }
 
 // --- main ----------------------------------------------------------------------------------------
@@ -228,24 +227,20 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
       if (options.warmupS > 0) await load(scenario, options, options.warmupS);
       const pgBefore = await monitor.counters();
       const before = await monitor.snapshot();
-      const result = await load(scenario, options, options.durationS);
+      const { result, completed, durationS } = await load(scenario, options, options.durationS);
       const after = await monitor.snapshot();
       const window = cpuWindow(before, after);
       await sleep(1_100); // let the backends flush their statistics
       const pgAfter = await monitor.counters();
       for (const service of services) service.assertAlive();
       const measurement: Measurement = {
-        rps: result.requests.total / result.duration,
+        rps: completed / durationS,
         p50: result.latency.p50 as number,
         p99: result.latency.p99 as number,
-        requests: result.requests.total,
+        requests: completed,
         ...window,
-        pg: {
-          // The monitor's own two statements per snapshot are negligible next to thousands of requests.
-          transactions: (pgAfter.transactions - pgBefore.transactions) / result.requests.total,
-          rowsRead: (pgAfter.rowsRead - pgBefore.rowsRead) / result.requests.total,
-          rowsWritten: (pgAfter.rowsWritten - pgBefore.rowsWritten) / result.requests.total,
-        },
+        // The monitor's own two statements per snapshot are negligible next to thousands of requests.
+        pg: pgPerOperation(pgBefore, pgAfter, completed),
       };
       measurements.get(scenario.name)?.push(measurement);
       console.log(
@@ -258,38 +253,18 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
   }
 
   // Report.
-  const summary = scenarios.map((scenario) => {
-    const runs = measurements.get(scenario.name) ?? [];
-    return {
-      scenario,
-      runs,
-      rps: median(runs.map((run) => run.rps)),
-      p50: median(runs.map((run) => run.p50)),
-      p99: median(runs.map((run) => run.p99)),
-    };
-  });
-  const baselineRps = summary[0]?.rps ?? 0;
+  const summary = summarize(scenarios, measurements);
   console.log(
     `\nResults: medians of ${options.rounds} rounds; ${options.connections} connections; ${options.durationS} s per measured run; ` +
       `target for authenticated routes ≥ ${TARGET_RPS} req/s with p99 < ${TARGET_P99_MS} ms\n`,
   );
   console.log(
-    table(
-      ['scenario', 'req/s (median)', 'p50 ms', 'p99 ms', 'req/s vs baseline', 'req/s per round', 'target'],
-      summary.map(({ scenario, runs, rps, p50, p99 }) => [
-        scenario.name,
-        rps.toFixed(0),
-        p50.toFixed(1),
-        p99.toFixed(1),
-        `${((100 * rps) / baselineRps).toFixed(1)}% (1/${(baselineRps / rps).toFixed(1)})`,
-        runs.map((run) => run.rps.toFixed(0)).join(', '),
-        scenario.authenticated
-          ? rps >= TARGET_RPS && p99 < TARGET_P99_MS
-            ? 'met'
-            : `NOT met (${rps >= TARGET_RPS ? '' : `req/s ${((100 * rps) / TARGET_RPS).toFixed(0)}% of target`}${rps < TARGET_RPS && p99 >= TARGET_P99_MS ? ', ' : ''}${p99 >= TARGET_P99_MS ? `p99 ≥ ${TARGET_P99_MS} ms` : ''})`
-          : '—',
-      ]),
-      (column) => column >= 1 && column <= 3,
+    resultsTable(summary, 1, ({ scenario, rps, p99 }) =>
+      scenario.authenticated
+        ? rps >= TARGET_RPS && p99 < TARGET_P99_MS
+          ? 'met'
+          : `NOT met (${rps >= TARGET_RPS ? '' : `req/s ${((100 * rps) / TARGET_RPS).toFixed(0)}% of target`}${rps < TARGET_RPS && p99 >= TARGET_P99_MS ? ', ' : ''}${p99 >= TARGET_P99_MS ? `p99 ≥ ${TARGET_P99_MS} ms` : ''})`
+        : '—',
     ),
   );
 
@@ -298,34 +273,24 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
       `${availableParallelism() * 100}%; µs of CPU per request; share of that CPU time spent in the kernel; ` +
       `"runq": time the main thread was ready to run but waited for a CPU, % of wall time):\n`,
   );
-  console.log(
-    cpuTable(
-      summary.map(({ scenario, runs }) => ({
-        name: scenario.name,
-        runs: runs.map((run) => ({ ...run, opsPerSecond: run.rps })),
-      })),
-    ),
-  );
+  const columns = summary.map(({ scenario, runs }) => ({
+    name: scenario.name,
+    authenticated: scenario.authenticated,
+    runs: runs.map((run) => ({ ...run, opsPerSecond: run.rps })),
+  }));
+  console.log(cpuTable(columns));
 
   const cores = availableParallelism();
   console.log(
     `\nCeiling implied by the CPU cost per request if the benchmark had all ${cores} cores to itself ` +
       `(${cores} × 10⁶ µs / µs per request, all benchmark processes including the load generator):`,
   );
-  for (const { scenario, runs } of summary) {
-    const perRequest = mean(
-      runs.map((run) => cpuPerOperation({ ...run, opsPerSecond: run.rps }, 'all benchmark processes')),
-    );
-    const gatewayPerRequest = mean(
-      runs.map((run) => cpuPerOperation({ ...run, opsPerSecond: run.rps }, 'gateway')),
-    );
-    console.log(
-      `  ${scenario.name.padEnd(30)} ${perRequest.toFixed(0).padStart(5)} µs → ~${((cores * 1e6) / perRequest).toFixed(0)} req/s` +
-        (scenario.authenticated
-          ? `; the gateway alone (one process, one core) → ~${(1e6 / gatewayPerRequest).toFixed(0)} req/s`
-          : ''),
-    );
-  }
+  const ceilings = ceilingLines(columns, 30, (column) =>
+    column.authenticated
+      ? `; the gateway alone (one process, one core) → ~${(1e6 / meanCpuPerOperation(column, 'gateway')).toFixed(0)} req/s`
+      : '',
+  );
+  for (const line of ceilings) console.log(line);
 
   console.log('\nPostgreSQL work per request (pg_stat_database of the benchmark database, mean of rounds):');
   for (const { scenario, runs } of summary.filter((entry) => entry.scenario.authenticated)) {
@@ -356,8 +321,8 @@ async function profileRuns(scenarios: Scenario[], options: Options, targets: Chi
       scenario.name,
       targets,
       () => load(scenario, options, options.durationS),
-      (result) =>
-        `${(result.requests.total / result.duration).toFixed(0)} req/s, p99 ${(result.latency.p99 as number).toFixed(1)} ms`,
+      ({ result, completed, durationS }) =>
+        `${(completed / durationS).toFixed(0)} req/s, p99 ${(result.latency.p99 as number).toFixed(1)} ms`,
     );
   }
 }

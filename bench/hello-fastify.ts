@@ -1,7 +1,7 @@
 /**
- * Baseline of the gateway benchmark: a bare Fastify hello-world (`GET /` → `{"hello":"world"}`), same
- * Fastify version as the gateway, no logger, no plugins. Spawned as its own process by
- * `gateway-session.bench.ts`, listening on `PORT`.
+ * Baseline of the benchmarks: a bare Fastify hello-world (`GET /` → `{"hello":"world"}`), same Fastify
+ * version as the gateway, no logger, no plugins. Spawned as its own process by bench-harness.ts's
+ * startSystem for gateway-session.bench.ts and enrollment.bench.ts, listening on `PORT`.
  */
 import Fastify from 'fastify';
 
