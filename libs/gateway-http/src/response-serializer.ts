@@ -1,5 +1,4 @@
 import fastJson from 'fast-json-stringify';
-import type { FastifyReply } from 'fastify';
 import type { FastifySerializerCompiler } from 'fastify/types/schema';
 import { z } from 'zod';
 
@@ -14,11 +13,3 @@ export const responseSerializerCompiler: FastifySerializerCompiler<z.ZodType> = 
   const stringify = fastJson(jsonSchema as Parameters<typeof fastJson>[0]);
   return (data: unknown) => stringify(data);
 };
-
-/**
- * Sends JSON the route has already written (the device page, see `devicesToContractJson`), past the
- * schema serializer. The route's schema still documents the shape; unit tests hold the writer to it.
- */
-export function sendPreSerializedJson(reply: FastifyReply, json: string): FastifyReply {
-  return reply.type('application/json; charset=utf-8').send(json);
-}

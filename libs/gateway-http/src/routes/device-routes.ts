@@ -1,17 +1,29 @@
+import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireCaller, requireRoles } from '../caller-context';
 import { DEVICE_STATUS_TO_PROTO, devicesToContractJson } from '../contract-mapping';
 import { devicePayload, errorResponses, idParam, pageQuery } from '../contract-schemas';
 import { setNextLink } from '../link-header';
-import { sendPreSerializedJson } from '../response-serializer';
 import type { UpstreamClients } from '../upstream-clients';
-import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
+import { DeviceStatus, type Device } from '@sts/proto/gen/enrollment/v1/enrollment';
 
 const deviceParams = z.object({ device_id: idParam });
 
+/**
+ * Sends a page of devices as JSON written by `devicesToContractJson`, past the schema serializer.
+ * The route's schema still documents the shape; unit tests hold the writer to it.
+ */
+function sendDevicePage(reply: FastifyReply, devices: readonly Device[]): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(devicesToContractJson(devices));
+}
+
 export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
   const security = [{ bearerAuth: [] }];
+  const statusChanges = [
+    { action: 'disable', method: 'disableDevice', summary: 'Disable a device (its telemetry is refused)' },
+    { action: 'enable', method: 'enableDevice', summary: 'Enable a disabled device' },
+  ] as const;
 
   app.get(
     '/api/devices',
@@ -23,7 +35,7 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
         security,
         querystring: pageQuery
           .extend({
-            status: z.enum(['active', 'disabled']).optional(),
+            status: devicePayload.shape.status.optional(),
             q: z.string().min(1).max(255).optional().describe('Case-insensitive part of the hostname or machine id'),
           })
           .strict(),
@@ -42,27 +54,25 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
         { requestId: request.id },
       );
       setNextLink(request, reply, nextCursor, request.query.limit);
-      return sendPreSerializedJson(reply, devicesToContractJson(devices));
+      return sendDevicePage(reply, devices);
     },
   );
 
-  for (const action of ['disable', 'enable'] as const) {
+  for (const { action, method, summary } of statusChanges) {
     app.post(
       `/api/devices/:device_id/${action}`,
       {
         onRequest: [requireRoles('ORG_ADMIN', 'ANALYST')],
         schema: {
           tags: ['Devices'],
-          summary: action === 'disable' ? 'Disable a device (its telemetry is refused)' : 'Enable a disabled device',
+          summary,
           security,
           params: deviceParams,
           response: { 204: z.null().describe('No content'), ...errorResponses(401, 403, 404) },
         },
       },
       async (request, reply) => {
-        const target = { orgId: requireCaller(request).org.id, deviceId: request.params.device_id };
-        if (action === 'disable') await clients.enrollment.disableDevice(target, { requestId: request.id });
-        else await clients.enrollment.enableDevice(target, { requestId: request.id });
+        await clients.enrollment[method]({ orgId: requireCaller(request).org.id, deviceId: request.params.device_id }, { requestId: request.id });
         return reply.code(204).send(null);
       },
     );
