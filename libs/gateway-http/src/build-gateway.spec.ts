@@ -883,4 +883,25 @@ describe('gateway caches', () => {
       await gw.app.close();
     }
   });
+
+  it('resolves concurrent first requests once, and reloads member pages after a change made through the gateway', async () => {
+    const gw = await startTestGateway({}, { CALLER_CACHE_TTL_MS: 60_000, MEMBER_LIST_CACHE_TTL_MS: 60_000 });
+    try {
+      const headers = { authorization: `Bearer ${await gw.tokens.user('ada@example.com')}` };
+      const list = () => gw.app.inject({ method: 'GET', url: '/api/members', headers });
+      const first = await Promise.all([list(), list(), list()]);
+      expect(first.map((response) => response.statusCode)).toEqual([200, 200, 200]);
+      expect(gw.upstream.callsOf('resolveCaller')).toHaveLength(1);
+      expect(gw.upstream.callsOf('listMembers')).toHaveLength(1);
+
+      await list();
+      expect(gw.upstream.callsOf('listMembers')).toHaveLength(1);
+      const patched = await gw.app.inject({ method: 'PATCH', url: '/api/members/m-2', headers, payload: { role: 'ANALYST' } });
+      expect(patched.statusCode).toBe(200);
+      await list();
+      expect(gw.upstream.callsOf('listMembers')).toHaveLength(2);
+    } finally {
+      await gw.app.close();
+    }
+  });
 });

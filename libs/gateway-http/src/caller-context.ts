@@ -78,11 +78,7 @@ export function authenticate(
     const resolveRequest = toResolveRequest(principal, requestedOrg ?? '');
     // The whole request (issuer, subject, e-mail, name, org) is the key: a changed profile resolves again.
     const cacheKey = JSON.stringify(resolveRequest);
-    let caller = callers.get(cacheKey);
-    if (!caller) {
-      caller = await resolveCaller(clients, resolveRequest, request.id, principal.kind);
-      callers.set(cacheKey, caller);
-    }
+    const caller = await callers.getOrLoad(cacheKey, () => resolveCaller(clients, resolveRequest, request.id, principal.kind));
     if (caller.kind === 'user' && !caller.dashboardAccess) throw new AppError('DASHBOARD_ACCESS_DENIED');
     request.caller = caller;
   };

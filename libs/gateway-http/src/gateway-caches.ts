@@ -1,36 +1,52 @@
 import type { Caller } from './caller-context';
-import type { memberPayload } from './contract-schemas';
-import type { SessionLicense } from './routes/session-routes';
+import type { licensePayload, memberPayload } from './contract-schemas';
 import { TtlCache } from './ttl-cache';
 import type { z } from 'zod';
 
-export interface CachedMemberPage {
-  orgId: string;
+interface CachedMemberPage {
   members: z.infer<typeof memberPayload>[];
   nextCursor: string;
 }
+
+const userGroup = (userId: string) => `user:${userId}`;
+const orgGroup = (orgId: string) => `org:${orgId}`;
 
 /**
  * What the gateway reuses between requests, and how it is invalidated: each entry expires after its
  * TTL, and membership events (member.joined/updated/removed, from any gateway or service) evict the
  * entries of that user and organization at once. A change made through this gateway instance is
- * evicted before the response, so its caller reads their own writes.
+ * evicted before the response, so its caller reads their own writes. Callers are grouped by user and
+ * by organization, member pages by organization, so an eviction touches only those entries.
  */
 export class GatewayCaches {
   readonly callers: TtlCache<Caller>;
-  readonly licenses: TtlCache<SessionLicense>;
-  readonly memberPages: TtlCache<CachedMemberPage>;
+  readonly licenses: TtlCache<z.infer<typeof licensePayload>>;
+  private readonly memberPages: TtlCache<CachedMemberPage>;
 
   constructor(config: { CALLER_CACHE_TTL_MS: number; LICENSE_CACHE_TTL_MS: number; MEMBER_LIST_CACHE_TTL_MS: number }) {
-    this.callers = new TtlCache(config.CALLER_CACHE_TTL_MS);
+    this.callers = new TtlCache(config.CALLER_CACHE_TTL_MS, {
+      groupsOf: (_key, caller) => [userGroup(caller.userId), orgGroup(caller.org.id)],
+    });
     this.licenses = new TtlCache(config.LICENSE_CACHE_TTL_MS);
-    this.memberPages = new TtlCache(config.MEMBER_LIST_CACHE_TTL_MS, 1_000);
+    this.memberPages = new TtlCache(config.MEMBER_LIST_CACHE_TTL_MS, {
+      maxEntries: 1_000,
+      // Keys are `<org id>|<limit>|<cursor>` (see memberPage).
+      groupsOf: (key) => [orgGroup(key.slice(0, key.indexOf('|')))],
+    });
+  }
+
+  /** A page of an organization's members: cached, or loaded (once for concurrent requests). */
+  memberPage(
+    orgId: string,
+    page: { limit?: number | undefined; cursor?: string | undefined },
+    load: () => Promise<CachedMemberPage>,
+  ): Promise<CachedMemberPage> {
+    return this.memberPages.getOrLoad(`${orgId}|${page.limit ?? ''}|${page.cursor ?? ''}`, load);
   }
 
   /** A membership changed: the user's resolved callers and the organization's member pages are stale. */
   membershipChanged(orgId: string, userId: string | null): void {
-    if (userId) this.callers.deleteWhere((caller) => caller.userId === userId);
-    else this.callers.deleteWhere((caller) => caller.org.id === orgId);
-    this.memberPages.deleteWhere((page) => page.orgId === orgId);
+    this.callers.deleteGroup(userId ? userGroup(userId) : orgGroup(orgId));
+    this.memberPages.deleteGroup(orgGroup(orgId));
   }
 }

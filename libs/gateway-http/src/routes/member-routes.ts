@@ -27,16 +27,13 @@ export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients; cac
     },
     async (request, reply) => {
       const caller = requireCaller(request);
-      const key = `${caller.org.id}|${request.query.limit ?? ''}|${request.query.cursor ?? ''}`;
-      let page = caches.memberPages.get(key);
-      if (!page) {
+      const page = await caches.memberPage(caller.org.id, request.query, async () => {
         const { members, nextCursor } = await clients.identity.listMembers(
           { orgId: caller.org.id, limit: request.query.limit ?? 0, cursor: request.query.cursor ?? '' },
           { requestId: request.id },
         );
-        page = { orgId: caller.org.id, members: members.map(memberToContract), nextCursor };
-        caches.memberPages.set(key, page);
-      }
+        return { members: members.map(memberToContract), nextCursor };
+      });
       setNextLink(request, reply, page.nextCursor, request.query.limit);
       return page.members;
     },

@@ -1,13 +1,15 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { errorResponses, sessionPayload } from '../contract-schemas';
+import type { z } from 'zod';
+import { errorResponses, sessionPayload, type licensePayload } from '../contract-schemas';
 import { licenseToContract } from '../contract-mapping';
 import { requireCaller } from '../caller-context';
 import type { TtlCache } from '../ttl-cache';
 import type { UpstreamClients } from '../upstream-clients';
 
-export type SessionLicense = ReturnType<typeof licenseToContract>;
-
-export const sessionRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients; licenses: TtlCache<SessionLicense> }> = async (
+export const sessionRoutes: FastifyPluginAsyncZod<{
+  clients: UpstreamClients;
+  licenses: TtlCache<z.infer<typeof licensePayload>>;
+}> = async (
   app,
   { clients, licenses },
 ) => {
@@ -23,11 +25,9 @@ export const sessionRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients; li
     },
     async (request) => {
       const caller = requireCaller(request);
-      let license = licenses.get(caller.org.id);
-      if (!license) {
-        license = licenseToContract((await clients.billing.getLicense({ orgId: caller.org.id }, { requestId: request.id })).license);
-        licenses.set(caller.org.id, license);
-      }
+      const license = await licenses.getOrLoad(caller.org.id, async () =>
+        licenseToContract((await clients.billing.getLicense({ orgId: caller.org.id }, { requestId: request.id })).license),
+      );
       return {
         user: { id: caller.userId, email: caller.email, name: caller.name, role: caller.role, dashboard_access: caller.dashboardAccess },
         org: caller.org,
