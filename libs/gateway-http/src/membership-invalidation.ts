@@ -1,11 +1,9 @@
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
+import { EVENT_CATALOGUE } from '@sts/events/event-catalogue';
 import { eventEnvelopeSchema } from '@sts/events/event-envelope';
 import { eventSubject } from '@sts/events/subjects';
 import type { Logger } from '@sts/logger/create-logger';
-import { z } from 'zod';
 import type { GatewayCaches } from './gateway-caches';
-
-const membershipData = z.object({ org_id: z.string(), user_id: z.string() });
 
 /**
  * Listens (plain NATS, no durable consumer: a missed message only means an entry lives until its
@@ -20,7 +18,7 @@ export function subscribeToMembershipChanges(nc: NatsConnection, namespace: stri
           return;
         }
         const envelope = eventEnvelopeSchema.safeParse(message.json());
-        const data = envelope.success ? membershipData.safeParse(envelope.data.data) : null;
+        const data = envelope.success ? EVENT_CATALOGUE[type].safeParse(envelope.data.data) : null;
         if (!data?.success) {
           logger.warn({ type }, 'ignored a malformed membership event');
           return;
