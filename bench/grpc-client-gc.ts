@@ -12,7 +12,6 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
 import {
   DeviceStatus,
-  EnrollmentServiceClient,
   EnrollmentServiceService,
 } from '@sts/proto/gen/enrollment/v1/enrollment';
 
@@ -49,7 +48,6 @@ if (role === '--server') {
     void (async () => {
       const client = createPromiseClient(
         EnrollmentServiceService,
-        EnrollmentServiceClient,
         `127.0.0.1:${Number(port)}`,
         5_000,
       );

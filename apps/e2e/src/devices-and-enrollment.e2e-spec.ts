@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
-import { DeviceStatus, EnrollmentServiceClient, EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
+import { DeviceStatus, EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { eventually, startSystem, type SystemUnderTest } from './system-under-test';
 
 const run = promisify(execFile);
@@ -43,7 +43,7 @@ describe('enrollment and devices, end to end', () => {
     system = await startSystem();
     admin = await system.tokenFor('root@devices.test', { name: 'Root' });
     orgId = (await system.api<{ org: { id: string } }>('GET', '/api/session', { token: admin })).body.org.id;
-    enrollment = createPromiseClient(EnrollmentServiceService, EnrollmentServiceClient, system.enrollmentAddress, 5_000);
+    enrollment = createPromiseClient(EnrollmentServiceService, system.enrollmentAddress, 5_000);
   });
 
   afterAll(async () => {

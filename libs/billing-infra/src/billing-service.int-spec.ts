@@ -11,7 +11,6 @@ import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publi
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import {
   BillingCycle,
-  BillingServiceClient,
   BillingServiceService,
   LicenseStatus,
   Plan,
@@ -55,7 +54,7 @@ describe('billing service (PostgreSQL, NATS)', () => {
     service = await startBillingService(config, logger);
     nats = await connectJetStream({ url: NATS_URL, name: 'billing-int-test', logger });
     publish = createEventPublisher(nats.js, namespace);
-    client = createPromiseClient(BillingServiceService, BillingServiceClient, `127.0.0.1:${service.grpcPort}`, 5_000);
+    client = createPromiseClient(BillingServiceService, `127.0.0.1:${service.grpcPort}`, 5_000);
     db = new Client({ connectionString: database.url });
     await db.connect();
   });

@@ -9,7 +9,6 @@ import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import {
   DeviceStatus,
-  EnrollmentServiceClient,
   EnrollmentServiceService,
   type EnrollDeviceRequest,
 } from '@sts/proto/gen/enrollment/v1/enrollment';
@@ -56,7 +55,7 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       GRPC_PORT: '0',
     });
     service = await startEnrollmentService(config, logger);
-    client = createPromiseClient(EnrollmentServiceService, EnrollmentServiceClient, `127.0.0.1:${service.grpcPort}`, 10_000);
+    client = createPromiseClient(EnrollmentServiceService, `127.0.0.1:${service.grpcPort}`, 10_000);
     nats = await connectJetStream({ url: config.NATS_URL, name: 'enrollment-int', logger });
     pg = new Client({ connectionString: database.url });
     await pg.connect();

@@ -1,11 +1,8 @@
 import { createPromiseClient } from '@sts/grpc/grpc-client';
-import { BillingServiceClient, BillingServiceService } from '@sts/proto/gen/billing/v1/billing';
-import { IdentityServiceClient, IdentityServiceService } from '@sts/proto/gen/identity/v1/identity';
-import {
-  NotificationServiceClient,
-  NotificationServiceService,
-} from '@sts/proto/gen/notification/v1/notification';
-import { EnrollmentServiceClient, EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
+import { BillingServiceService } from '@sts/proto/gen/billing/v1/billing';
+import { IdentityServiceService } from '@sts/proto/gen/identity/v1/identity';
+import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notification';
+import { EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
 import type { GatewayConfig } from './gateway-config';
 
 export function createUpstreamClients(
@@ -14,20 +11,10 @@ export function createUpstreamClients(
     'IDENTITY_GRPC_ADDRESS' | 'NOTIFICATION_GRPC_ADDRESS' | 'BILLING_GRPC_ADDRESS' | 'ENROLLMENT_GRPC_ADDRESS' | 'GRPC_DEADLINE_MS'
   >,
 ) {
-  const identity = createPromiseClient(IdentityServiceService, IdentityServiceClient, config.IDENTITY_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
-  const notification = createPromiseClient(
-    NotificationServiceService,
-    NotificationServiceClient,
-    config.NOTIFICATION_GRPC_ADDRESS,
-    config.GRPC_DEADLINE_MS,
-  );
-  const billing = createPromiseClient(BillingServiceService, BillingServiceClient, config.BILLING_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
-  const enrollment = createPromiseClient(
-    EnrollmentServiceService,
-    EnrollmentServiceClient,
-    config.ENROLLMENT_GRPC_ADDRESS,
-    config.GRPC_DEADLINE_MS,
-  );
+  const identity = createPromiseClient(IdentityServiceService, config.IDENTITY_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
+  const notification = createPromiseClient(NotificationServiceService, config.NOTIFICATION_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
+  const billing = createPromiseClient(BillingServiceService, config.BILLING_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
+  const enrollment = createPromiseClient(EnrollmentServiceService, config.ENROLLMENT_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
   return {
     identity,
     notification,

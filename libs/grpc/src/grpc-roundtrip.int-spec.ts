@@ -1,7 +1,7 @@
+import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { AppError } from '@sts/errors/app-error';
 import { createLogger } from '@sts/logger/create-logger';
 import {
-  BillingServiceClient,
   BillingServiceService,
   BillingCycle,
   LicenseStatus,
@@ -38,7 +38,7 @@ describe('gRPC plumbing', () => {
       logger,
     );
     server = await startGrpcServer({ host: '127.0.0.1', port: 0, services: [service], logger });
-    client = createPromiseClient(BillingServiceService, BillingServiceClient, `127.0.0.1:${server.port}`, 2_000);
+    client = createPromiseClient(BillingServiceService, `127.0.0.1:${server.port}`, 2_000);
   });
 
   afterAll(async () => {
@@ -72,9 +72,27 @@ describe('gRPC plumbing', () => {
   });
 
   it('maps an unreachable peer to SERVICE_UNAVAILABLE', async () => {
-    const dead = createPromiseClient(BillingServiceService, BillingServiceClient, '127.0.0.1:1', 500);
+    const dead = createPromiseClient(BillingServiceService, '127.0.0.1:1', 500);
     const error = (await dead.getLicense({ orgId: 'x' }).catch((e: unknown) => e)) as AppError;
     dead.close();
     expect(['SERVICE_UNAVAILABLE', 'DEADLINE_EXCEEDED']).toContain(error.code);
+  });
+
+  it('answers INTERNAL when the peer sends bytes that are not the response message', async () => {
+    // The client decodes responses itself (grpc-client.ts), so it must fail the way grpc-js would.
+    const peer = new Server();
+    peer.addService(
+      { getLicense: { ...BillingServiceService.getLicense, responseSerialize: () => Buffer.from([0x0a, 0xff]) } },
+      { getLicense: (_call: unknown, callback: (error: null, response: object) => void) => callback(null, {}) },
+    );
+    const port = await new Promise<number>((resolve, reject) =>
+      peer.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+    );
+    const garbled = createPromiseClient(BillingServiceService, `127.0.0.1:${port}`, 2_000);
+    const error = await garbled.getLicense({ orgId: 'x' }).catch((e: unknown) => e);
+    garbled.close();
+    peer.forceShutdown();
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).code).toBe('INTERNAL');
   });
 });

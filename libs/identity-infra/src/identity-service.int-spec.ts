@@ -5,7 +5,7 @@ import { eventSubject } from '@sts/events/subjects';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
-import { IdentityServiceClient, IdentityServiceService, Role } from '@sts/proto/gen/identity/v1/identity';
+import { IdentityServiceService, Role } from '@sts/proto/gen/identity/v1/identity';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { openSealedSecret } from '@sts/crypto/secrets';
@@ -37,7 +37,7 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
       GRPC_PORT: '0',
     });
     service = await startIdentityService(config, logger);
-    client = createPromiseClient(IdentityServiceService, IdentityServiceClient, `127.0.0.1:${service.grpcPort}`, 5_000);
+    client = createPromiseClient(IdentityServiceService, `127.0.0.1:${service.grpcPort}`, 5_000);
     nats = await connectJetStream({ url: config.NATS_URL, name: 'identity-int', logger });
   });
 

@@ -12,7 +12,6 @@ import { createLogger } from '@sts/logger/create-logger';
 import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publisher';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import {
-  NotificationServiceClient,
   NotificationServiceService,
 } from '@sts/proto/gen/notification/v1/notification';
 import { eventually } from '@sts/testing/eventually';
@@ -77,7 +76,7 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
     service = await startNotificationService(config, logger);
     nats = await connectJetStream({ url: NATS_URL, name: 'notification-int-test', logger });
     publish = createEventPublisher(nats.js, namespace);
-    client = createPromiseClient(NotificationServiceService, NotificationServiceClient, `127.0.0.1:${service.grpcPort}`, 5_000);
+    client = createPromiseClient(NotificationServiceService, `127.0.0.1:${service.grpcPort}`, 5_000);
     db = new Client({ connectionString: database.url });
     await db.connect();
   });
