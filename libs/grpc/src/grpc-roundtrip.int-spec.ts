@@ -1,4 +1,4 @@
-import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { Client, credentials, Metadata, Server, ServerCredentials, type ServiceError } from '@grpc/grpc-js';
 import { AppError } from '@sts/errors/app-error';
 import { createLogger } from '@sts/logger/create-logger';
 import {
@@ -14,6 +14,7 @@ describe('gRPC plumbing', () => {
   const logger = createLogger('grpc-test', 'silent');
   let server: RunningGrpcServer;
   let client: ReturnType<typeof createPromiseClient<typeof BillingServiceService>>;
+  let handled = 0;
 
   beforeAll(async () => {
     const service = registerService(
@@ -21,6 +22,7 @@ describe('gRPC plumbing', () => {
       BillingServiceService,
       {
         getLicense: async (request) => {
+          handled += 1;
           if (request.orgId === 'missing') throw new AppError('ORGANIZATION_NOT_FOUND', 'no such org', { fields: [{ path: 'org_id', message: 'unknown' }] });
           if (request.orgId === 'bug') throw new Error('secret internal detail');
           if (request.orgId === 'slow') await new Promise((resolve) => setTimeout(resolve, 500));
@@ -76,6 +78,26 @@ describe('gRPC plumbing', () => {
     const error = (await dead.getLicense({ orgId: 'x' }).catch((e: unknown) => e)) as AppError;
     dead.close();
     expect(['SERVICE_UNAVAILABLE', 'DEADLINE_EXCEEDED']).toContain(error.code);
+  });
+
+  it('answers MALFORMED_REQUEST, without calling the handler, to bytes that are not the request message', async () => {
+    // The server decodes requests itself (grpc-server.ts); a raw client sends what it likes.
+    const raw = new Client(`127.0.0.1:${server.port}`, credentials.createInsecure());
+    const handledBefore = handled;
+    const error = await new Promise<ServiceError | null>((resolve) =>
+      raw.makeUnaryRequest(
+        BillingServiceService.getLicense.path,
+        (bytes: Buffer) => bytes,
+        (bytes: Buffer) => bytes,
+        Buffer.from([0x0a, 0xff]),
+        new Metadata(),
+        {},
+        (failure) => resolve(failure),
+      ),
+    );
+    raw.close();
+    expect(error?.metadata.get('sts-error-code')).toEqual(['MALFORMED_REQUEST']);
+    expect(handled).toBe(handledBefore);
   });
 
   it('answers INTERNAL when the peer sends bytes that are not the response message', async () => {

@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import {
   Server,
   ServerCredentials,
+  type MethodDefinition,
   type ServiceDefinition,
   type UntypedServiceImplementation,
   type sendUnaryData,
   type ServerUnaryCall,
 } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import { isAppError } from '@sts/errors/app-error';
+import { AppError, isAppError } from '@sts/errors/app-error';
 import type { Logger } from '@sts/logger/create-logger';
 import { appErrorToGrpc, internalErrorToGrpc } from './error-metadata';
 import type { AsyncHandlers } from './service-types';
@@ -16,6 +17,7 @@ import type { AsyncHandlers } from './service-types';
 export interface ServiceRegistration {
   /** Fully qualified name for the health service, e.g. `identity.v1.IdentityService`. */
   name: string;
+  /** The generated definition with bytes in and out (registerService encodes and decodes). */
   definition: ServiceDefinition;
   implementation: UntypedServiceImplementation;
 }
@@ -23,6 +25,11 @@ export interface ServiceRegistration {
 /**
  * Turns async handlers into grpc-js callbacks: AppErrors keep their code in metadata, anything
  * else is logged and reported as INTERNAL without leaking details.
+ *
+ * grpc-js sees only bytes: we decode the request and encode the response ourselves. Why: grpc-js's
+ * per-call objects stay reachable to V8's young-generation collector for a while after the call
+ * ends (not to a full collection; grpc-client.ts says more), so a response object handed to grpc-js
+ * was copied and promoted with them. As bytes, it is one buffer whose contents are never copied.
  */
 export function registerService<Definition extends ServiceDefinition>(
   name: string,
@@ -31,24 +38,44 @@ export function registerService<Definition extends ServiceDefinition>(
   logger: Logger,
 ): ServiceRegistration {
   const implementation: UntypedServiceImplementation = {};
+  const wireDefinition: Record<string, MethodDefinition<Buffer, Buffer>> = {};
   for (const method of Object.keys(definition) as (keyof Definition & string)[]) {
+    const rpc = definition[method];
+    if (!rpc || rpc.requestStream || rpc.responseStream) throw new Error(`gRPC method ${method} is not unary`);
+    wireDefinition[method] = { ...rpc, requestDeserialize: keepBytes, responseSerialize: keepBytes };
     const handler = handlers[method] as (request: unknown, context: unknown) => Promise<unknown>;
-    implementation[method] = (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+    const fail = (callback: sendUnaryData<Buffer>, error: unknown, requestId: string) => {
+      if (isAppError(error)) return callback(appErrorToGrpc(error));
+      logger.error({ err: error, method: `${name}/${method}`, requestId }, 'unhandled error in gRPC handler');
+      callback(internalErrorToGrpc());
+    };
+    implementation[method] = (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
       const requestId = String(call.metadata.get('x-request-id')[0] ?? randomUUID());
-      handler(call.request, { metadata: call.metadata, requestId }).then(
-        (response) => callback(null, response),
-        (error: unknown) => {
-          if (isAppError(error)) {
-            callback(appErrorToGrpc(error));
-            return;
+      let request: unknown;
+      try {
+        request = rpc.requestDeserialize(call.request);
+      } catch {
+        return callback(appErrorToGrpc(new AppError('MALFORMED_REQUEST', 'The request message could not be decoded')));
+      }
+      handler(request, { metadata: call.metadata, requestId }).then(
+        (response) => {
+          let bytes: Buffer;
+          try {
+            bytes = rpc.responseSerialize(response);
+          } catch (error) {
+            return fail(callback, error, requestId);
           }
-          logger.error({ err: error, method: `${name}/${method}`, requestId }, 'unhandled error in gRPC handler');
-          callback(internalErrorToGrpc());
+          callback(null, bytes);
         },
+        (error: unknown) => fail(callback, error, requestId),
       );
     };
   }
-  return { name, definition, implementation };
+  return { name, definition: wireDefinition, implementation };
+}
+
+function keepBytes(bytes: Buffer): Buffer {
+  return bytes;
 }
 
 export interface RunningGrpcServer {
