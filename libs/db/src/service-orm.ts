@@ -36,7 +36,11 @@ export async function createServiceOrm(options: ServiceOrmOptions): Promise<Serv
     allowGlobalContext: false,
     debug,
     logger: (message) => options.logger.trace(message),
-    pool: { min: 0, max: options.poolMax ?? 10 },
+    // Connections, once opened, stay open (min = max). With tarn's defaults (min 0, 30 s idle timeout,
+    // most recently released connection reused first) a steady light load keeps two connections busy
+    // and closes the rest; the next burst then waits for new backends to start: measured as clusters of
+    // 50–80 ms device pages with no GC pause anywhere (docs/benchmarks.md).
+    pool: { min: options.poolMax ?? 10, max: options.poolMax ?? 10 },
     migrations: {
       tableName: 'schema_migrations',
       migrationsList: options.migrations,
