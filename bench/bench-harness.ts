@@ -3,10 +3,8 @@
  * process, as in production), load with autocannon, CPU accounting per process from /proc, waiting for
  * a quiet machine, CPU profiles, Markdown tables, and an orderly clean-up (also on failure and Ctrl-C).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { Agent, request as httpRequest } from 'node:http';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createWriteStream, readdirSync, readFileSync, type WriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { connect, createServer, type AddressInfo } from 'node:net';
@@ -28,6 +26,8 @@ import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-n
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { startSmtpSink } from '@sts/testing/smtp-sink';
 import { formatProfileSummary, summarizeProfileFile } from './cpu-profile-summary';
+import { type GcPause } from './gc-pauses';
+import type { OpenLoadOptions, OpenLoadResult, OpenLoopReply } from './open-loop';
 
 const ROOT = resolve(__dirname, '..');
 const AGENT = pathToFileURL(join(ROOT, 'bench', 'child-agent.ts')).href;
@@ -103,6 +103,8 @@ function usage(): string {
 
 type AgentReply =
   | { type: 'profile-started' }
+  | { type: 'gc-watching' }
+  | { type: 'gc-pauses'; pauses: GcPause[] }
   | { type: 'profile-written'; file: string }
   | { type: 'profile-error'; message: string };
 
@@ -591,13 +593,14 @@ export class DatabaseMonitor {
     return new DatabaseMonitor(client);
   }
 
-  /** The benchmark process (load generator), every service, the database's backends, nats-server. */
+  /** The benchmark process (load generator), the open-loop generator once started, every service, the database's backends, nats-server. */
   async processGroups(): Promise<ProcessGroups> {
     const { rows } = await this.client.query<{ pid: number }>(
       'select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
     );
     return new Map<string, number[]>([
       ['bench (autocannon)', [process.pid]],
+      ...(openLoopGenerator?.pid ? [['open-loop generator', [openLoopGenerator.pid]] as [string, number[]]] : []),
       ...services.map((service): [string, number[]] => [service.name, [service.pid]]),
       ['postgres backends', rows.map((row) => row.pid)],
       ['nats-server', (this.natsServerPids ??= pidsByCommand('nats-server'))],
@@ -670,7 +673,7 @@ interface LoadOptions {
 }
 
 /** What a run achieved, closed loop (runLoad) or open loop (runOpenLoad). */
-interface LoadResult {
+export interface LoadResult {
   /** Requests answered (all 2xx: any other answer fails the run). */
   completed: number;
   /** The run's duration in seconds as the load generator measured it: autocannon's own (closed loop), start to last answer (open loop). */
@@ -684,10 +687,6 @@ interface LoadResult {
   activeSeconds: number;
   /** performance.now() of the last response, when recorded. */
   lastResponseAt: number;
-  /** Open loop: how many requests took 50 ms or more, by second of the run in which they were due. */
-  slowBySecond?: number[];
-  /** Open loop: the load generator's own longest event-loop stall, ms (its lateness counts as latency). */
-  generatorStallMs?: number;
 }
 
 /** A closed-loop run, with autocannon's own figures. */
@@ -751,95 +750,86 @@ export async function runLoad(options: LoadOptions): Promise<ClosedLoadResult> {
   };
 }
 
-interface OpenLoadOptions {
-  name: string;
-  url: string;
-  requests: AutocannonRequest[];
-  /** Requests per second, sent at fixed intervals whether or not earlier ones have been answered. */
-  ratePerSecond: number;
-  durationS: number;
-  /** Keep-alive connections at most; a request finding them all busy waits (and that wait counts). */
-  maxConnections: number;
+/** The open-loop generator process (open-loop.ts), started by the first runOpenLoad and kept. */
+let openLoopGenerator: ChildProcess | undefined;
+
+/**
+ * An open-loop run (open-loop.ts), in a process of its own: the benchmark's own heap (monitors,
+ * earlier results) and its collector's pauses stay out of the measured latencies. The process is
+ * kept for later runs and counted as 'open-loop generator' in the CPU figures.
+ */
+export async function runOpenLoad(options: OpenLoadOptions): Promise<OpenLoadResult> {
+  const child = (openLoopGenerator ??= fork(join(ROOT, 'bench', 'open-loop.ts'), [], {
+    cwd: ROOT,
+    execArgv: ['--import', 'tsx', ...SERVICE_NODE_FLAGS],
+    serialization: 'advanced',
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  }));
+  // Neither the process nor its channel keeps the benchmark alive; it exits when the channel closes.
+  child.unref();
+  child.channel?.unref();
+  return new Promise<OpenLoadResult>((resolveRun, reject) => {
+    const onExit = (code: number | null, signal: string | null) => {
+      openLoopGenerator = undefined;
+      reject(new Error(`open-loop generator exited (${signal ?? code})`));
+    };
+    child.once('exit', onExit);
+    child.once('message', (reply: OpenLoopReply) => {
+      child.off('exit', onExit);
+      if (reply.type === 'result') resolveRun(reply.result);
+      else reject(new Error(reply.message));
+    });
+    child.send(options);
+  });
+}
+
+/** The collector's pauses in the given services while `run` runs. */
+export async function withGcPauses<T>(
+  services: ChildService[],
+  run: () => Promise<T>,
+): Promise<{ result: T; pauses: Map<string, GcPause[]> }> {
+  await Promise.all(services.map((service) => service.request({ type: 'gc-watch-start' }, 'gc-watching')));
+  const stopWatching = () =>
+    Promise.all(services.map((service) => service.request({ type: 'gc-watch-stop' }, 'gc-pauses')));
+  const result = await run().catch(async (error: unknown) => {
+    await stopWatching();
+    throw error;
+  });
+  const replies = await stopWatching();
+  const pauses = new Map<string, GcPause[]>();
+  services.forEach((service, index) => {
+    const reply = replies[index];
+    if (reply?.type === 'gc-pauses') pauses.set(service.name, reply.pauses);
+  });
+  return { result, pauses };
 }
 
 /**
- * An open-loop run: request i is due at start + i / rate, and its latency runs from that moment, so
- * a slow answer cannot hold back the requests behind it (autocannon's `overallRate` sends each
- * second's quota in a burst at the start of the second, which measures a closed loop again). Any
- * non-2xx answer or error fails the run, as in runLoad.
+ * Which processes were collecting garbage while the slow requests were waiting: per process, how many
+ * slow requests overlap one of its pauses of at least `minPauseMs`, and how many overlap none at all.
  */
-export async function runOpenLoad(options: OpenLoadOptions): Promise<LoadResult> {
-  const target = new URL(options.url);
-  const agent = new Agent({ keepAlive: true, maxSockets: options.maxConnections });
-  const total = Math.round(options.ratePerSecond * options.durationS);
-  const latencies = new Float64Array(total);
-  const failures: string[] = [];
-  const slowBySecond: number[] = Array.from({ length: Math.ceil(options.durationS) }, () => 0);
-  let completed = 0;
-  let sent = 0;
-  const loopDelay = monitorEventLoopDelay({ resolution: 5 });
-  loopDelay.enable();
-  const startedAt = performance.now();
-  let lastResponseAt = startedAt;
-  const intervalMs = 1_000 / options.ratePerSecond;
-  await new Promise<void>((resolveRun) => {
-    const send = (index: number) => {
-      const dueAt = startedAt + index * intervalMs;
-      const spec = options.requests[index % options.requests.length] ?? {};
-      const finish = (failure?: string) => {
-        if (failure && failures.length < 10) failures.push(failure);
-        lastResponseAt = performance.now();
-        latencies[completed++] = lastResponseAt - dueAt;
-        if (lastResponseAt - dueAt >= 50) {
-          const second = Math.floor((dueAt - startedAt) / 1000);
-          slowBySecond[second] = (slowBySecond[second] ?? 0) + 1;
-        }
-        if (completed === total) resolveRun();
-      };
-      const outgoing = httpRequest(
-        {
-          agent,
-          host: target.hostname,
-          port: target.port,
-          method: spec.method ?? 'GET',
-          path: spec.path ?? '/',
-          headers: spec.headers,
-          timeout: 10_000,
-        },
-        (response) => {
-          response.resume();
-          response.once('end', () =>
-            finish(
-              response.statusCode && response.statusCode < 300 ? undefined : `status ${response.statusCode}`,
-            ),
-          );
-        },
-      );
-      outgoing.once('error', (error) => finish(error.message));
-      outgoing.once('timeout', () => outgoing.destroy(new Error('timeout')));
-      outgoing.end(spec.body);
-    };
-    const tick = () => {
-      const due = Math.min(total, Math.floor((performance.now() - startedAt) / intervalMs) + 1);
-      while (sent < due) send(sent++);
-      if (sent < total) setTimeout(tick, Math.max(0, startedAt + sent * intervalMs - performance.now()));
-    };
-    tick();
-  });
-  agent.destroy();
-  loopDelay.disable();
-  if (failures.length > 0)
-    throw new Error(`${options.name}: ${failures.length}+ failed requests: ${failures.join(', ')}`);
-  const seconds = (lastResponseAt - startedAt) / 1000;
-  return {
-    completed,
-    durationS: seconds,
-    latenciesMs: latencies.slice(0, completed).sort(),
-    activeSeconds: seconds,
-    lastResponseAt,
-    slowBySecond,
-    generatorStallMs: loopDelay.max / 1e6,
-  };
+export function slowRequestsDuringGc(
+  slowRequests: [number, number][],
+  pauses: Map<string, GcPause[]>,
+  minPauseMs = 5,
+): string {
+  if (slowRequests.length === 0) return 'no slow requests';
+  const parts: string[] = [];
+  const overlapping = new Set<number>();
+  for (const [name, list] of pauses) {
+    const long = list.filter(([, duration]) => duration >= minPauseMs);
+    const count = slowRequests.filter(([due, answered], index) => {
+      const hit = long.some(([start, duration]) => start < answered && start + duration > due);
+      if (hit) overlapping.add(index);
+      return hit;
+    }).length;
+    const longest = Math.max(0, ...list.map(([, duration]) => duration));
+    parts.push(`${name} ${count} (its longest pause ${longest.toFixed(0)} ms, ${long.length} of ≥ ${minPauseMs} ms)`);
+  }
+  return (
+    `slow requests overlapping a GC pause ≥ ${minPauseMs} ms: ${parts.join(', ')}; ` +
+    `${slowRequests.length - overlapping.size} of ${slowRequests.length} overlap none`
+  );
 }
 
 /** Stops the autocannon run in progress, if any (on Ctrl-C). */

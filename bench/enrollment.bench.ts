@@ -84,19 +84,23 @@ import {
   runLoad,
   runOpenLoad,
   services,
+  slowRequestsDuringGc,
   startSystem,
   summarize,
   table,
   waitForQuiet,
+  withGcPauses,
   type BenchSystem,
   type CallResult,
   type ClosedLoadResult,
+  type LoadResult,
   type CpuColumn,
   type CpuWindow,
   type PgCounters,
   type RunFigures,
   type Session,
 } from './bench-harness';
+import type { OpenLoadResult } from './open-loop';
 
 const TARGET_ENROLLMENTS_PER_S = 500;
 const TARGET_LIST_P99_MS = 50;
@@ -125,7 +129,12 @@ function parseCommandLine() {
       'high-rate': { variable: 'BENCH_HIGH_RATE', fallback: 1000, min: 0 },
       quiet: { variable: 'BENCH_QUIET', fallback: 30, min: 0 },
     },
-    { profile: 'BENCH_PROFILE', 'no-vacuum': 'BENCH_NO_VACUUM', 'direct-grpc': 'BENCH_DIRECT_GRPC' },
+    {
+      profile: 'BENCH_PROFILE',
+      'no-vacuum': 'BENCH_NO_VACUUM',
+      'direct-grpc': 'BENCH_DIRECT_GRPC',
+      'open-loop-only': 'BENCH_OPEN_LOOP_ONLY',
+    },
   );
 }
 
@@ -727,8 +736,8 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
       list: false,
       connections: options.connections,
     },
-    ...listScenarios(options.connections, ''),
-    ...(options['light-connections'] > 0
+    ...(options['open-loop-only'] ? [] : listScenarios(options.connections, '')),
+    ...(options['light-connections'] > 0 && !options['open-loop-only']
       ? listScenarios(options['light-connections'], ` (${options['light-connections']} conns)`)
       : []),
     ...[options.rate, options['high-rate']]
@@ -747,7 +756,7 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
   }
   console.log('');
 
-  const load = (scenario: Scenario, durationS: number) =>
+  const load = (scenario: Scenario, durationS: number): Promise<LoadResult | OpenLoadResult> =>
     scenario.offeredRate
       ? runOpenLoad({
           name: scenario.name,
@@ -777,10 +786,16 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
       const tableBefore = await devicesTableCounters(monitor);
       const before = await monitor.snapshot();
       const runStartedAt = new Date().toISOString();
-      const { completed, durationS, latenciesMs, slowBySecond, generatorStallMs } = await load(
-        scenario,
-        options.duration,
-      );
+      // Open loop: which processes were collecting garbage while the slow requests waited.
+      const { result, pauses } = scenario.offeredRate
+        ? await withGcPauses(
+            ['gateway', 'enrollment'].map((name) => system.service(name)),
+            () => load(scenario, options.duration),
+          )
+        : { result: await load(scenario, options.duration), pauses: undefined };
+      const { completed, durationS, latenciesMs } = result;
+      const open = 'slowRequests' in result ? result : undefined;
+      if (open && pauses) pauses.set('load generator', open.generatorGcPauses);
       const after = await monitor.snapshot();
       await sleep(1_100);
       const pgAfter = await monitor.counters();
@@ -800,10 +815,11 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
         `round ${round + 1}/${options.rounds}  ${scenario.name.padEnd(44)} ${measurement.rps.toFixed(0).padStart(6)} req/s  ` +
           `p50 ${measurement.p50.toFixed(2)} ms  p99 ${measurement.p99.toFixed(2)} ms  (${measurement.requests} requests, all 2xx; ` +
           `CPU of processes outside the benchmark ${(measurement.cpu.get('other processes') ?? 0).toFixed(0)}% of a core${quietNote(quiet)})` +
-          (slowBySecond ? `; ≥ 50 ms by second due: ${slowBySecond.join(' ')}` : '') +
-          (generatorStallMs !== undefined
-            ? `; load generator's longest stall ${generatorStallMs.toFixed(0)} ms; started ${runStartedAt}`
-            : ''),
+          (open
+            ? `; ≥ 50 ms by second due: ${open.slowBySecond.join(' ')}; load generator's longest stall ` +
+              `${open.generatorStallMs.toFixed(0)} ms; started ${runStartedAt}`
+            : '') +
+          (open && pauses ? `\n    ${slowRequestsDuringGc(open.slowRequests, pauses)}` : ''),
       );
     }
   }
