@@ -10,7 +10,6 @@
  */
 import { fork } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
-import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { createLocalJWKSet, exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { AccessTokenVerifier } from '@sts/auth/access-token-verifier';
@@ -18,8 +17,9 @@ import { buildGateway } from '@sts/gateway-http/build-gateway';
 import { GatewayCaches } from '@sts/gateway-http/gateway-caches';
 import { FakeUpstream } from '../libs/gateway-http/src/test/fake-upstream';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
-import { DeviceStatus, EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
+import { EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { percentile, runLoad, runOpenLoad } from './bench-harness';
+import { cannedDevices } from './canned-device-page';
 
 const MODE = process.env.MODE ?? 'grpc';
 const SEMI_SPACE_MB = Number(process.env.SEMI_SPACE_MB ?? 64);
@@ -40,17 +40,7 @@ if (process.argv[2] === '--server') {
       .setExpirationTime('1h')
       .sign(privateKey);
     const upstream = new FakeUpstream();
-    const now = new Date();
-    const devices = Array.from({ length: 50 }, (_, i) => ({
-      id: randomUUID(),
-      name: `ws-${i}`,
-      machineId: randomUUID().replaceAll('-', ''),
-      status: DeviceStatus.DEVICE_STATUS_ACTIVE,
-      enrolledAt: now,
-      lastSeenAt: now,
-      metadataJson:
-        '{"os": "linux", "arch": "x64", "os_type": "Linux", "os_release": "6.8.0", "agent_version": "0.1.0"}',
-    }));
+    const devices = cannedDevices(50);
     const bytes = Buffer.from(
       EnrollmentServiceService.listDevices.responseSerialize({ devices, nextCursor: 'abc' }),
     );

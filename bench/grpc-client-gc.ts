@@ -10,6 +10,7 @@ import { fork, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { cannedDevices } from './canned-device-page';
 import {
   DeviceStatus,
   EnrollmentServiceService,
@@ -19,17 +20,7 @@ const IN_FLIGHT = 64;
 const [role, devicesArg] = process.argv.slice(2);
 
 if (role === '--server') {
-  const now = new Date();
-  const devices = Array.from({ length: Number(devicesArg) }, (_, i) => ({
-    id: randomUUID(),
-    name: `ws-${String(i).padStart(5, '0')}`,
-    machineId: randomUUID().replaceAll('-', ''),
-    status: DeviceStatus.DEVICE_STATUS_ACTIVE,
-    enrolledAt: now,
-    lastSeenAt: now,
-    metadataJson:
-      '{"os": "linux", "arch": "x64", "os_type": "Linux", "os_release": "6.8.0", "agent_version": "0.1.0"}',
-  }));
+  const devices = cannedDevices(Number(devicesArg));
   const server = new Server();
   server.addService(EnrollmentServiceService, {
     listDevices: (_call: unknown, callback: (error: null, response: unknown) => void) =>
