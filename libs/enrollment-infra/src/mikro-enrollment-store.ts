@@ -359,9 +359,17 @@ export function escapeLike(text: string): string {
   return text.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
+// Rows are mapped field by field. `{ ...identityColumns(row), metadataJson, ... }` gave every device
+// object hidden classes (maps) of its own in Node 20's V8 (a spread followed by new keys does that),
+// ~25 KB of them per page for the young-generation collector to copy and promote: ~100 MB promoted in
+// 8 s at 500 pages/s and 10–18 ms pauses, against 3 MB now (docs/decisions.md, "The device page").
 function toDevice(row: DeviceSqlRow): Device {
   return {
-    ...identityColumns(row),
+    id: row.id,
+    orgId: row.org_id,
+    machineId: row.machine_id,
+    hostname: row.hostname,
+    status: row.status,
     metadata: row.metadata,
     enrolledAt: new Date(row.enrolled_at),
     lastSeenAt: new Date(row.last_seen_at),
@@ -370,13 +378,13 @@ function toDevice(row: DeviceSqlRow): Device {
 
 function toListedDevice(row: ListedDeviceSqlRow): ListedDevice {
   return {
-    ...identityColumns(row),
+    id: row.id,
+    orgId: row.org_id,
+    machineId: row.machine_id,
+    hostname: row.hostname,
+    status: row.status,
     metadataJson: row.metadata_json,
     enrolledAt: new Date(row.enrolled_at_ms),
     lastSeenAt: new Date(row.last_seen_at_ms),
   };
-}
-
-function identityColumns(row: ListedDeviceSqlRow | DeviceSqlRow): Pick<Device, 'id' | 'orgId' | 'machineId' | 'hostname' | 'status'> {
-  return { id: row.id, orgId: row.org_id, machineId: row.machine_id, hostname: row.hostname, status: row.status };
 }

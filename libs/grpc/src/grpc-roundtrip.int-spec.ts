@@ -65,8 +65,11 @@ describe('gRPC plumbing', () => {
   it("keeps the caller's stack out of grpc-js and restores the stack trace limit", async () => {
     // grpc-js's per-call Error would hold the caller's frames, and through them its request (grpc-client.ts).
     const limitBefore = Error.stackTraceLimit;
-    async function callerNamedForThisTest() {
-      return client.getLicense({ orgId: 'missing' }).catch((e: unknown) => e as AppError);
+    async function callerNamedForThisTest(): Promise<AppError> {
+      return client.getLicense({ orgId: 'missing' }).then(
+        () => Promise.reject(new Error('expected ORGANIZATION_NOT_FOUND')),
+        (e: unknown) => e as AppError,
+      );
     }
     const error = await callerNamedForThisTest();
     expect(Error.stackTraceLimit).toBe(limitBefore);
