@@ -35,10 +35,12 @@ async function child(mode: Mode, databaseUrl: string): Promise<void> {
   });
   const store = new MikroEnrollmentStore(orm);
   const connection = orm.em.getConnection();
-  const page = { limit: 50 };
+  const page = { limit: 50, after: null };
+  const allDevices = { status: null, query: null };
   const listPage = (): Promise<unknown> => {
-    if (mode === 'store') return store.read((repositories) => repositories.listDevices(ORG, {}, page));
-    const { sql, params } = listDevicesQuery(ORG, {}, page);
+    if (mode === 'store')
+      return store.read((repositories) => repositories.listDevices(ORG, allDevices, page));
+    const { sql, params } = listDevicesQuery(ORG, allDevices, page);
     return connection.execute(sql, params, 'all');
   };
   const burstEnd = Date.now() + 10_000;
@@ -118,7 +120,11 @@ function runMode(mode: Mode, databaseUrl: string): Promise<ModeFigures> {
       let inOpenLoop = false;
       for (const line of output.split('\n')) {
         if (line.startsWith('OPEN-LOOP')) inOpenLoop = line.endsWith('start');
-        if (line.startsWith('LATENCY')) [figures.p50, figures.p99] = line.split(' ').slice(1).map(Number);
+        if (line.startsWith('LATENCY')) {
+          const [, p50, p99] = line.split(' ').map(Number);
+          figures.p50 = p50 ?? NaN;
+          figures.p99 = p99 ?? NaN;
+        }
         if (!inOpenLoop || !line.includes('gc=s ')) continue;
         const field = (name: string) => Number(new RegExp(`\\b${name}=([0-9.]+)`).exec(line)?.[1] ?? 0);
         figures.scavenges += 1;
@@ -151,5 +157,6 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv[2] === '--child') void child(process.argv[3] as Mode, process.argv[4]);
+const [role, childMode, childDatabaseUrl] = process.argv.slice(2);
+if (role === '--child' && childDatabaseUrl) void child(childMode as Mode, childDatabaseUrl);
 else void main();

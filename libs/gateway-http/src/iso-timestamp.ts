@@ -29,27 +29,48 @@ export function isoTimestamp(date: Date): string {
   const minutes = Math.floor(msOfDay / 60_000) % 60;
   const seconds = Math.floor(msOfDay / 1_000) % 60;
   const millis = msOfDay % 1_000;
-  return (
-    (year < 1000 ? String(year).padStart(4, '0') : String(year)) +
-    '-' +
-    TWO_DIGITS[month] +
-    '-' +
-    TWO_DIGITS[day] +
-    'T' +
-    TWO_DIGITS[hours] +
-    ':' +
-    TWO_DIGITS[minutes] +
-    ':' +
-    TWO_DIGITS[seconds] +
-    '.' +
-    (millis < 10 ? '00' : millis < 100 ? '0' : '') +
-    String(millis) +
-    'Z'
+  // One flat string of character codes: joining 14 pieces with `+` made 13 intermediate (cons)
+  // strings, ~430 bytes of garbage per timestamp and 100 timestamps per page (docs/decisions.md).
+  return String.fromCharCode(
+    digit(year / 1000),
+    digit(year / 100),
+    digit(year / 10),
+    digit(year),
+    HYPHEN,
+    digit(month / 10),
+    digit(month),
+    HYPHEN,
+    digit(day / 10),
+    digit(day),
+    LETTER_T,
+    digit(hours / 10),
+    digit(hours),
+    COLON,
+    digit(minutes / 10),
+    digit(minutes),
+    COLON,
+    digit(seconds / 10),
+    digit(seconds),
+    DOT,
+    digit(millis / 100),
+    digit(millis / 10),
+    digit(millis),
+    LETTER_Z,
   );
 }
+
+/** The character code of the last decimal digit of a non-negative number's integer part. */
+function digit(value: number): number {
+  return 0x30 + (Math.floor(value) % 10);
+}
+
+const HYPHEN = 0x2d;
+const COLON = 0x3a;
+const DOT = 0x2e;
+const LETTER_T = 0x54;
+const LETTER_Z = 0x5a;
 
 const DAY_MS = 86_400_000;
 /** 0000-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z. */
 const MIN_MS = -62_167_219_200_000;
 const MAX_MS = 253_402_300_799_999;
-const TWO_DIGITS = Array.from({ length: 60 }, (_, n) => String(n).padStart(2, '0'));
