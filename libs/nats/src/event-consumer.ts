@@ -265,7 +265,7 @@ export async function startEventConsumer<Type extends EventType>(
     }
 
     // Spelled out, not `{ ...where, ... }`: a spread followed by new keys gives every object a map of
-    // its own in Node 20's V8 (docs/decisions.md, "The device page").
+    // its own in Node 20's V8 (docs/decisions.md, "Platform").
     const eventLog: Record<string, unknown> = {
       subject: where.subject,
       seq: where.seq,
