@@ -32,7 +32,7 @@ import type { OpenLoadOptions, OpenLoadResult, OpenLoopReply } from './open-loop
 const ROOT = resolve(__dirname, '..');
 const AGENT = pathToFileURL(join(ROOT, 'bench', 'child-agent.ts')).href;
 /** The Node flags `npm start` gives every service (scripts/service-node-flags): measured as run. */
-const SERVICE_NODE_FLAGS = readFileSync(join(ROOT, 'scripts', 'service-node-flags'), 'utf8')
+export const SERVICE_NODE_FLAGS = readFileSync(join(ROOT, 'scripts', 'service-node-flags'), 'utf8')
   .split(/\s+/)
   .filter((flag) => flag !== '' && !flag.startsWith('#'));
 const CLOCK_TICKS_PER_SECOND = 100;

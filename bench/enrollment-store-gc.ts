@@ -10,14 +10,13 @@
  * The gap between the two is what our own code adds (a per-row hidden class made it ~30× the baseline).
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { createLogger } from '@sts/logger/create-logger';
 import { createServiceOrm, migrateToLatest } from '@sts/db/service-orm';
 import { ENROLLMENT_MIGRATIONS, ENROLLMENT_SCHEMA } from '@sts/enrollment-infra/enrollment-migrations';
 import { listDevicesQuery, MikroEnrollmentStore } from '@sts/enrollment-infra/mikro-enrollment-store';
 import { createTestDatabase } from '@sts/testing/postgres';
-import { percentile } from './bench-harness';
+import { percentile, SERVICE_NODE_FLAGS } from './bench-harness';
+import { traceGcNvpField } from './gc-pauses';
 
 const ORG = '11111111-1111-4111-8111-111111111111';
 const DEVICES = 5_000;
@@ -103,18 +102,15 @@ interface ModeFigures {
 }
 
 function runMode(mode: Mode, databaseUrl: string): Promise<ModeFigures> {
-  const nodeFlags = readFileSync(join(__dirname, '..', 'scripts', 'service-node-flags'), 'utf8')
-    .split('\n')
-    .filter((line) => line.trim() && !line.startsWith('#'));
-  const process_ = spawn(
+  const childProcess = spawn(
     process.execPath,
-    [...nodeFlags, '--trace-gc-nvp', '--import', 'tsx', __filename, '--child', mode, databaseUrl],
+    [...SERVICE_NODE_FLAGS, '--trace-gc-nvp', '--import', 'tsx', __filename, '--child', mode, databaseUrl],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   let output = '';
-  process_.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  childProcess.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
   return new Promise((resolve, reject) =>
-    process_.on('exit', (code) => {
+    childProcess.on('exit', (code) => {
       if (code !== 0) return reject(new Error(`${mode}: child exited with ${code}`));
       const figures: ModeFigures = { scavenges: 0, promotedMb: 0, pausesMs: [], p50: NaN, p99: NaN };
       let inOpenLoop = false;
@@ -126,10 +122,9 @@ function runMode(mode: Mode, databaseUrl: string): Promise<ModeFigures> {
           figures.p99 = p99 ?? NaN;
         }
         if (!inOpenLoop || !line.includes('gc=s ')) continue;
-        const field = (name: string) => Number(new RegExp(`\\b${name}=([0-9.]+)`).exec(line)?.[1] ?? 0);
         figures.scavenges += 1;
-        figures.promotedMb += field('promoted') / 1e6;
-        figures.pausesMs.push(field('pause'));
+        figures.promotedMb += traceGcNvpField(line, 'promoted') / 1e6;
+        figures.pausesMs.push(traceGcNvpField(line, 'pause'));
       }
       resolve(figures);
     }),

@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
 import { cannedDevices } from './canned-device-page';
+import { traceGcNvpField } from './gc-pauses';
 import {
   DeviceStatus,
   EnrollmentServiceService,
@@ -100,12 +101,11 @@ if (role === '--server') {
     for (const line of output.split('\n')) {
       const pid = /^\[(\d+):/.exec(line)?.[1];
       if (!pid || !line.includes(' pause=')) continue;
-      const field = (name: string) => Number(new RegExp(`\\b${name}=([0-9.]+)`).exec(line)?.[1] ?? 0);
       const totals = perProcess.get(pid) ?? { gcs: 0, allocated: 0, promoted: 0, pauseMs: 0 };
       totals.gcs += 1;
-      totals.allocated += field('allocated');
-      totals.promoted += field('promoted');
-      totals.pauseMs += field('pause');
+      totals.allocated += traceGcNvpField(line, 'allocated');
+      totals.promoted += traceGcNvpField(line, 'promoted');
+      totals.pauseMs += traceGcNvpField(line, 'pause');
       perProcess.set(pid, totals);
     }
     console.log(

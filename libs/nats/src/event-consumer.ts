@@ -297,7 +297,7 @@ export async function startEventConsumer<Type extends EventType>(
     clearInterval(keepAlive);
     try {
       await msg.ackAck();
-      eventLog.outcome = outcome ?? undefined; // pino leaves undefined fields out
+      eventLog.outcome = outcome; // pino leaves undefined fields out
       logger.info(eventLog, 'event handled');
     } catch (error) {
       // The handler ran; the event comes back after ack_wait and the idempotent handler skips it.
