@@ -5,8 +5,9 @@
  * which goes through our gRPC client to a canned server (bench/grpc-client-gc.ts) answering a 50-device
  * page — or, with MODE=fake, is decoded in-process from the same bytes. This process drives GET
  * /api/devices as an open loop at 500/s (3 s warm-up, 8 s measured; CLOSED=1 first runs 10 s at 64
- * connections) and prints p50/p99; the child prints V8's --trace-gc lines: watch how much each scavenge
- * keeps ("Scavenge A -> B MB") and how long it pauses. SEMI_SPACE_MB (64) sets the child's young generation.
+ * connections) and prints p50/p99 and, from the child's --trace-gc-nvp lines over the measured 8 s, what the
+ * gateway allocated, what its scavenges promoted and how long they paused. SEMI_SPACE_MB (64) sets the child's
+ * young generation.
  */
 import { fork } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
@@ -20,6 +21,7 @@ import { createPromiseClient } from '@sts/grpc/grpc-client';
 import { EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { percentile, runLoad, runOpenLoad } from './bench-harness';
 import { cannedDevices } from './canned-device-page';
+import { traceGcNvpField } from './gc-pauses';
 
 const MODE = process.env.MODE ?? 'grpc';
 const SEMI_SPACE_MB = Number(process.env.SEMI_SPACE_MB ?? 64);
@@ -80,19 +82,25 @@ if (process.argv[2] === '--server') {
       verifier,
     });
     await app.listen({ host: '127.0.0.1', port: 0 });
+    // Marks the measured run in the --trace-gc-nvp output.
+    process.on('message', (mark) => console.log(String(mark)));
     process.send?.({ port: (app.server.address() as AddressInfo).port, token });
   })();
 } else {
   const child = fork(__filename, ['--server'], {
-    execArgv: ['--import', 'tsx', `--max-semi-space-size=${SEMI_SPACE_MB}`, '--trace-gc'],
+    execArgv: ['--import', 'tsx', `--max-semi-space-size=${SEMI_SPACE_MB}`, '--trace-gc-nvp'],
     env: { ...process.env },
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
+  let gcLines = '';
+  child.stdout?.on('data', (chunk: Buffer) => (gcLines += chunk.toString('utf8')));
   child.once('message', (message) => void measure(message as { port: number; token: string }));
   const measure = async ({ port, token }: { port: number; token: string }) => {
     const url = `http://127.0.0.1:${port}/api/devices`;
     const requests = [{ path: '/api/devices', headers: { authorization: `Bearer ${token}` } }];
     if (process.env.CLOSED) await runLoad({ name: 'c', url, requests, connections: 64, durationS: 10 });
     await runOpenLoad({ name: 'x', url, requests, ratePerSecond: 500, maxConnections: 64, durationS: 3 });
+    child.send('MEASURED start');
     const r = await runOpenLoad({
       name: 'x',
       url,
@@ -101,8 +109,24 @@ if (process.argv[2] === '--server') {
       maxConnections: 64,
       durationS: 8,
     });
+    child.send('MEASURED end');
+    await new Promise((resolve) => setTimeout(resolve, 200));
     console.log(
       `p50 ${percentile(r.latenciesMs, 50).toFixed(2)} ms, p99 ${percentile(r.latenciesMs, 99).toFixed(2)} ms`,
+    );
+    const measured = gcLines.slice(gcLines.indexOf('MEASURED start'), gcLines.indexOf('MEASURED end'));
+    let allocated = 0;
+    let promoted = 0;
+    const scavengePauses: number[] = [];
+    for (const line of measured.split('\n')) {
+      allocated += traceGcNvpField(line, 'allocated');
+      promoted += traceGcNvpField(line, 'promoted');
+      if (line.includes('gc=s ')) scavengePauses.push(traceGcNvpField(line, 'pause'));
+    }
+    console.log(
+      `gateway over the measured ${r.latenciesMs.length} requests: ${(allocated / 1e6).toFixed(0)} MB allocated, ` +
+        `${(promoted / 1e6).toFixed(1)} MB promoted; ${scavengePauses.length} scavenges pausing ` +
+        `${scavengePauses.map((pause) => pause.toFixed(1)).join(', ')} ms`,
     );
     child.kill();
     process.exit(0);
