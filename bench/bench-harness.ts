@@ -5,7 +5,7 @@
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, readdirSync, readFileSync, type WriteStream } from 'node:fs';
+import { createWriteStream, mkdirSync, readdirSync, readFileSync, type WriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { availableParallelism, loadavg } from 'node:os';
@@ -137,9 +137,9 @@ export class ChildService {
     );
     // BENCH_SERVICE_LOG_DIR: also append each service's output to <dir>/<name>.log (e.g. with --trace-gc),
     // through one stream per service, opened with the first output and closed once the child's output has ended.
-    const logFile = process.env.BENCH_SERVICE_LOG_DIR
-      ? join(process.env.BENCH_SERVICE_LOG_DIR, `${name}.log`)
-      : null;
+    const logDir = process.env.BENCH_SERVICE_LOG_DIR;
+    if (logDir) mkdirSync(logDir, { recursive: true });
+    const logFile = logDir ? join(logDir, `${name}.log`) : null;
     let log: WriteStream | undefined;
     const keep = (chunk: Buffer) => {
       if (logFile) (log ??= createWriteStream(logFile, { flags: 'a' })).write(chunk);
