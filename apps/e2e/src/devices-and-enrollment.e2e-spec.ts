@@ -225,6 +225,8 @@ describe('enrollment and devices, end to end', () => {
   });
 
   it('refuses hostile enrollment bodies with 4xx and enrolls nothing', async () => {
+    /** Metadata nested `depth` objects deep (the top-level object is depth 1). */
+    const nested = (depth: number): Record<string, unknown> => (depth <= 1 ? { leaf: true } : { inner: nested(depth - 1) });
     const key = await newKey();
     const [code] = await newCodes(1);
     const before = (await devices()).length;
@@ -238,6 +240,12 @@ describe('enrollment and devices, end to end', () => {
       [{ code, machine_id: 'm-bad', hostname: 'ok', metadata: { blob: 'x'.repeat(17 * 1024) } }, 400],
       [{ code, machine_id: 'm-bad', hostname: 'ok', metadata: {}, admin: true }, 400],
       [{ code, machine_id: 'm-bad', hostname: 'ok', metadata: { pad: 'x'.repeat(70 * 1024) } }, 413],
+      [{ machine_id: 'm-bad', hostname: 'ok', metadata: {} }, 400],
+      [{ code, machine_id: 42, hostname: 'ok', metadata: {} }, 400],
+      [{ code, machine_id: 'machine-é', hostname: 'ok', metadata: {} }, 400],
+      [{ code, machine_id: 'm-bad', hostname: '🖥'.repeat(256), metadata: {} }, 400],
+      [{ code, machine_id: 'm-bad', hostname: 'c1\u0085control', metadata: {} }, 400],
+      [{ code, machine_id: 'm-bad', hostname: 'ok', metadata: nested(9) }, 400],
     ];
     for (const [body, status] of cases) {
       const response = await system.api<Problem>('POST', '/api/device/enroll', { body, headers: { 'x-enrollment-key': key } });

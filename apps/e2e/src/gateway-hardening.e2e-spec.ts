@@ -81,6 +81,9 @@ describe('gateway hardening, end to end', () => {
       expectProblem(await system.api('DELETE', `/api/members/${id}`, { token: admin }), 404, 'MEMBER_NOT_FOUND');
       expectProblem(await system.api('DELETE', `/api/invites/${id}`, { token: admin }), 404, 'INVITE_NOT_FOUND');
       expectProblem(await system.api('POST', `/api/notifications/${id}/read`, { token: admin }), 404, 'NOTIFICATION_NOT_FOUND');
+      expectProblem(await system.api('POST', `/api/devices/${id}/disable`, { token: admin }), 404, 'DEVICE_NOT_FOUND');
+      expectProblem(await system.api('POST', `/api/devices/${id}/enable`, { token: admin }), 404, 'DEVICE_NOT_FOUND');
+      expectProblem(await system.api('DELETE', `/api/devices/${id}`, { token: admin }), 404, 'DEVICE_NOT_FOUND');
     }
     expectProblem(await system.api('GET', '/api/nope', { token: admin }), 404, 'ROUTE_NOT_FOUND');
   });

@@ -699,6 +699,140 @@ describe('gateway (fake upstream, real token verifier)', () => {
   });
 
   describe('devices and enrollment', () => {
+    /** An upstream that enrolls code GOOD and refuses every other code as a guess would be refused. */
+    const scriptEnrollment = (target: TestGateway) => {
+      target.upstream.enrollment.enrollDevice = async (request) => {
+        target.upstream.calls.push({ method: 'enrollDevice', request, requestId: undefined });
+        if (request.code !== 'GOOD') throw new AppError('ENROLLMENT_CODE_INVALID');
+        return { deviceId: 'd-1', orgId: ORG_ID, deviceToken: 'sts_dev_x', reEnrolled: false };
+      };
+    };
+    const enrollFrom = (target: TestGateway, address: string, key: string | null, code: string) =>
+      target.app.inject({
+        method: 'POST',
+        url: '/api/device/enroll',
+        remoteAddress: address,
+        headers: key === null ? {} : { 'x-enrollment-key': key },
+        payload: { code, machine_id: 'm-1', hostname: 'alpha' },
+      });
+
+    it('throttles failed enrollments per key and per address, never successful ones', async () => {
+      const limited = await startTestGateway({ ENROLL_FAILURES_PER_MINUTE: 3 });
+      try {
+        scriptEnrollment(limited);
+        for (let i = 0; i < 5; i++) expect((await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
+        for (let i = 0; i < 3; i++) expectProblem(await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', `GUESS-${i}`), 400, 'ENROLLMENT_CODE_INVALID');
+
+        const blocked = await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD');
+        expectProblem(blocked, 429, 'RATE_LIMITED');
+        expect(Number(blocked.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+        expect(Number(blocked.headers['retry-after'])).toBeLessThanOrEqual(60);
+        // The key is blocked from any address, and the address with any key.
+        expectProblem(await enrollFrom(limited, '10.0.0.2', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
+        expectProblem(await enrollFrom(limited, '10.0.0.1', 'sts_ek_b', 'GOOD'), 429, 'RATE_LIMITED');
+        expect((await enrollFrom(limited, '10.0.0.2', 'sts_ek_b', 'GOOD')).statusCode).toBe(200);
+        // Blocked requests never reach the enrollment service.
+        expect(limited.upstream.callsOf('enrollDevice')).toHaveLength(5 + 3 + 1);
+      } finally {
+        await limited.app.close();
+      }
+    });
+
+    it('counts requests without an enrollment key as failures of their address', async () => {
+      const limited = await startTestGateway({ ENROLL_FAILURES_PER_MINUTE: 2 });
+      try {
+        scriptEnrollment(limited);
+        expectProblem(await enrollFrom(limited, '10.0.0.1', null, 'GOOD'), 401, 'ENROLLMENT_KEY_INVALID');
+        expectProblem(await enrollFrom(limited, '10.0.0.1', '', 'GOOD'), 401, 'ENROLLMENT_KEY_INVALID');
+        expectProblem(await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
+        expect((await enrollFrom(limited, '10.0.0.2', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
+        expect(limited.upstream.callsOf('enrollDevice')).toHaveLength(1);
+      } finally {
+        await limited.app.close();
+      }
+    });
+
+    it('caps all enrollment requests per address (ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE)', async () => {
+      const limited = await startTestGateway({ ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 3 });
+      try {
+        scriptEnrollment(limited);
+        for (let i = 0; i < 3; i++) expect((await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
+        expectProblem(await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
+        expect((await enrollFrom(limited, '10.0.0.2', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
+        expect(limited.upstream.callsOf('enrollDevice')).toHaveLength(4);
+      } finally {
+        await limited.app.close();
+      }
+    });
+
+    it('bounds hostnames in characters of any script and refuses control characters before the upstream call', async () => {
+      scriptEnrollment(gw);
+      const enroll = (hostname: string) =>
+        gw.app.inject({
+          method: 'POST',
+          url: '/api/device/enroll',
+          headers: { 'x-enrollment-key': 'sts_ek_a' },
+          payload: { code: 'GOOD', machine_id: 'm-1', hostname },
+        });
+      // 255 characters outside the Basic Multilingual Plane are 510 UTF-16 units.
+      expect((await enroll('🖥'.repeat(255))).statusCode).toBe(200);
+      expect((await enroll('主'.repeat(255))).statusCode).toBe(200);
+      for (const hostname of ['🖥'.repeat(256), 'a'.repeat(256), 'alpha\u0085beta', 'alpha\u0007', 'alpha\u007f', '']) {
+        const body = expectProblem(await enroll(hostname), 400, 'VALIDATION_FAILED');
+        expect(body.errors).toEqual([expect.objectContaining({ path: 'body.hostname' })]);
+      }
+      expect(gw.upstream.callsOf('enrollDevice')).toHaveLength(2);
+    });
+
+    it('lets ANALYST list, disable and enable devices, only ORG_ADMIN delete them, and APP_USER none of it', async () => {
+      const analyst = await gw.tokens.user('ana@example.com');
+      const appUser = await gw.tokens.user('app@example.com');
+      gw.upstream.memberships.set('ana@example.com', { role: ProtoRole.ROLE_ANALYST, dashboardAccess: true });
+      gw.upstream.memberships.set('app@example.com', { role: ProtoRole.ROLE_APP_USER, dashboardAccess: true });
+      gw.upstream.enrollment.listDevices = async () => ({ devices: [], nextCursor: '' });
+      for (const method of ['disableDevice', 'enableDevice', 'deleteDevice'] as const) {
+        gw.upstream.enrollment[method] = async (request) => {
+          gw.upstream.calls.push({ method, request, requestId: undefined });
+          return {};
+        };
+      }
+      const status = async (token: string, method: 'GET' | 'POST' | 'DELETE', url: string) =>
+        (await gw.app.inject({ method, url, headers: as(token) })).statusCode;
+      const routes = [
+        ['GET', '/api/devices'],
+        ['POST', '/api/devices/d-1/disable'],
+        ['POST', '/api/devices/d-1/enable'],
+        ['DELETE', '/api/devices/d-1'],
+      ] as const;
+      for (const [method, url] of routes) expect([method, url, await status(appUser, method, url)]).toEqual([method, url, 403]);
+      expect(gw.upstream.calls.filter((call) => call.method.endsWith('Device'))).toEqual([]);
+
+      expect(await status(analyst, 'GET', '/api/devices')).toBe(200);
+      expect(await status(analyst, 'POST', '/api/devices/d-1/disable')).toBe(204);
+      expect(await status(analyst, 'POST', '/api/devices/d-1/enable')).toBe(204);
+      expect(await status(analyst, 'DELETE', '/api/devices/d-1')).toBe(403);
+      expect(await status(admin, 'DELETE', '/api/devices/d-1')).toBe(204);
+      expect(gw.upstream.calls.filter((call) => call.method.endsWith('Device')).map((call) => call.method)).toEqual([
+        'disableDevice',
+        'enableDevice',
+        'deleteDevice',
+      ]);
+    });
+
+    it('links the next page of devices, keeping the filters', async () => {
+      gw.upstream.enrollment.listDevices = async (request) => ({ devices: [], nextCursor: request.cursor ? '' : 'c2' });
+      const first = await gw.app.inject({ method: 'GET', url: '/api/devices?status=active&q=ws-0&limit=10', headers: as(admin) });
+      expect(first.statusCode).toBe(200);
+      const link = /^<([^>]+)>; rel="next"$/.exec(String(first.headers.link));
+      expect(link).not.toBeNull();
+      const next = new URL(link?.[1] ?? '', 'http://gateway');
+      expect(next.pathname).toBe('/api/devices');
+      expect(Object.fromEntries(next.searchParams)).toEqual({ status: 'active', q: 'ws-0', limit: '10', cursor: 'c2' });
+      const last = await gw.app.inject({ method: 'GET', url: `${next.pathname}${next.search}`, headers: as(admin) });
+      expect(last.statusCode).toBe(200);
+      expect(last.headers.link).toBeUndefined();
+    });
+
     it('sends the enrollment metadata as one JSON text ({} when absent) and bounds it at 16 KiB', async () => {
       gw.upstream.enrollment.enrollDevice = async (request) => {
         gw.upstream.calls.push({ method: 'enrollDevice', request, requestId: undefined });

@@ -16,12 +16,23 @@ const GUESSING_FAILURES: ReadonlySet<ErrorCode> = new Set([
   'ENROLLMENT_CODE_USED',
 ]);
 
+/** C0 and C1 control characters and DEL, as the enrollment service's own check. */
+const CONTROL_CHARACTER = /\p{Cc}/u;
+
+/** Length in characters (code points), as JSON Schema's maxLength and the enrollment service count it. */
+function characterCount(value: string): number {
+  let count = 0;
+  for (const _character of value) count++;
+  return count;
+}
+
 const printable = (max: number) =>
   z
     .string()
     .min(1)
-    .max(max)
-    .refine((value) => !/[\u0000-\u001f\u007f]/.test(value), 'must not contain control characters');
+    .refine((value) => characterCount(value) <= max, `must be at most ${max} characters`)
+    .refine((value) => !CONTROL_CHARACTER.test(value), 'must not contain control characters')
+    .meta({ maxLength: max });
 
 /**
  * POST /api/device/enroll: the agent's call, authenticated by the enrollment key (no user JWT).
@@ -70,11 +81,15 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
     },
     async (request, reply) => {
       const key = request.headers['x-enrollment-key'];
-      if (!key) throw new AppError('ENROLLMENT_KEY_INVALID', 'X-Enrollment-Key header is missing');
-      const limits = [`key:${key}`, `address:${request.ip}`];
+      // A request without a key is a failure too, counted against its address (docs/decisions.md).
+      const limits = key ? [`key:${key}`, `address:${request.ip}`] : [`address:${request.ip}`];
       if (failures.isBlocked(...limits)) {
         reply.header('retry-after', String(failures.retryAfterSeconds()));
         throw new AppError('RATE_LIMITED', 'Too many failed enrollments; wait before trying again');
+      }
+      if (!key) {
+        failures.recordFailure(...limits);
+        throw new AppError('ENROLLMENT_KEY_INVALID', 'X-Enrollment-Key header is missing');
       }
       try {
         const enrolled = await clients.enrollment.enrollDevice(
