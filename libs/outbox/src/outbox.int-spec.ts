@@ -3,6 +3,7 @@ import { createServiceOrm, migrateToLatest, type ServiceOrm } from '@sts/db/serv
 import { processedEventsTableSql, recordEventOnce } from '@sts/db/processed-events';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
+import { eventually } from '@sts/testing/eventually';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { enqueueEvent, outboxTableSql } from './outbox';
 import { OutboxRelay } from './outbox-relay';
@@ -83,6 +84,47 @@ describe('transactional outbox', () => {
     fail = false;
     expect(await relay.drain()).toBe(1);
     expect(published).toHaveLength(1);
+  });
+
+  it('deletes published rows past the retention, never unpublished ones', async () => {
+    const em = orm.em.fork();
+    const sql = (statement: string) => em.getConnection().execute<Record<string, unknown>[]>(statement);
+    const relay = new OutboxRelay(orm, async () => undefined, logger, { retentionMs: 24 * 60 * 60 * 1000 });
+    await relay.drain();
+    await em.transactional(async (tx) => {
+      for (const id of ['old-published', 'recent-published', 'old-pending']) await enqueueEvent(tx, 'org.created', orgCreated(id));
+    });
+    expect(await relay.drain()).toBe(3);
+    const age = (orgId: string, set: string) =>
+      sql(`update outbox_test.outbox set ${set} where envelope->'data'->>'org_id' = '${orgId}'`);
+    await age('old-published', `published_at = now() - interval '25 hours'`);
+    await age('recent-published', `published_at = now() - interval '23 hours'`);
+    // A row that has waited 30 days for NATS: still owed to the stream, so kept.
+    await age('old-pending', `published_at = null, created_at = now() - interval '30 days'`);
+
+    expect(await relay.prunePublished()).toBe(1);
+    expect(await relay.prunePublished()).toBe(0);
+    const left = await sql(
+      `select envelope->'data'->>'org_id' as org, published_at is not null as published from outbox_test.outbox
+       where envelope->'data'->>'org_id' in ('old-published', 'recent-published', 'old-pending') order by 1`,
+    );
+    expect(left).toEqual([
+      { org: 'old-pending', published: false },
+      { org: 'recent-published', published: true },
+    ]);
+
+    // A running relay prunes on its own, on its first pass and then once per interval.
+    await age('recent-published', `published_at = now() - interval '25 hours'`);
+    const running = new OutboxRelay(orm, async () => undefined, logger, { retentionMs: 24 * 60 * 60 * 1000, pollIntervalMs: 20 });
+    running.start();
+    try {
+      await eventually(async () => {
+        const rows = await sql(`select 1 from outbox_test.outbox where envelope->'data'->>'org_id' = 'recent-published'`);
+        return rows.length === 0;
+      });
+    } finally {
+      await running.stop();
+    }
   });
 
   it('records each event id once', async () => {
