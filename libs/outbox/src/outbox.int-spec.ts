@@ -1,6 +1,11 @@
 import { Migration } from '@mikro-orm/migrations';
 import { createServiceOrm, migrateToLatest, type ServiceOrm } from '@sts/db/service-orm';
-import { processedEventsTableSql, recordEventOnce } from '@sts/db/processed-events';
+import {
+  processedEventsTableSql,
+  pruneProcessedEvents,
+  recordEventOnce,
+  startProcessedEventsPruning,
+} from '@sts/db/processed-events';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
 import { eventually } from '@sts/testing/eventually';
@@ -132,5 +137,32 @@ describe('transactional outbox', () => {
     const id = '9f1c2f8e-4e0b-4a8e-9b1a-7d3f2a1b0c9d';
     expect(await em.transactional((tx) => recordEventOnce(tx, id, 'org.created'))).toBe(true);
     expect(await em.transactional((tx) => recordEventOnce(tx, id, 'org.created'))).toBe(false);
+  });
+
+  it('forgets handled event ids after the retention (8 days by default), at once and then periodically', async () => {
+    const em = orm.em.fork();
+    const ids = ['0a1c2f8e-4e0b-4a8e-9b1a-7d3f2a1b0c01', '0a1c2f8e-4e0b-4a8e-9b1a-7d3f2a1b0c02', '0a1c2f8e-4e0b-4a8e-9b1a-7d3f2a1b0c03'];
+    for (const id of ids) expect(await em.transactional((tx) => recordEventOnce(tx, id, 'org.created'))).toBe(true);
+    const handledAgo = (id: string, interval: string) =>
+      em.getConnection().execute(`update outbox_test.processed_events set processed_at = now() - interval '${interval}' where event_id = '${id}'`);
+    const kept = async () =>
+      (await em.getConnection().execute<{ event_id: string }[]>(`select event_id from outbox_test.processed_events where event_id in (${ids.map((id) => `'${id}'`).join(', ')}) order by 1`)).map(
+        (row) => row.event_id,
+      );
+    await handledAgo(ids[0] as string, '9 days');
+    await handledAgo(ids[1] as string, '7 days');
+
+    expect(await pruneProcessedEvents(orm.em.fork())).toBe(1);
+    expect(await kept()).toEqual([ids[1], ids[2]]);
+    // A forgotten id counts as new again: what the retention trades away, safe once the stream has dropped the event.
+    expect(await em.transactional((tx) => recordEventOnce(tx, ids[0] as string, 'org.created'))).toBe(true);
+
+    const pruning = startProcessedEventsPruning(orm, logger, { retentionMs: 24 * 60 * 60 * 1000 });
+    try {
+      await eventually(async () => (await kept()).length === 2 || undefined);
+      expect(await kept()).toEqual([ids[0], ids[2]]);
+    } finally {
+      await pruning.stop();
+    }
   });
 });

@@ -1,4 +1,5 @@
 import type { EntitySchema } from '@mikro-orm/postgresql';
+import { startProcessedEventsPruning } from '@sts/db/processed-events';
 import { createServiceOrm, migrateToLatest, type MigrationEntry, type ServiceOrm } from '@sts/db/service-orm';
 import type { EventType } from '@sts/events/event-catalogue';
 import { startGrpcServer, type ServiceRegistration } from '@sts/grpc/grpc-server';
@@ -85,12 +86,19 @@ export async function runServiceHost(
       lifecycle.add('outbox relay', () => relay?.stop());
     }
 
+    let pruningProcessedEvents = false;
     const services = await compose({
       orm,
       logger,
       wakeOutbox: () => relay?.wake(),
       onShutdown: (name, close) => lifecycle.add(name, close),
       consume: async (consumer) => {
+        // Consumers dedupe by event id in processed_events; its old ids are pruned once per process.
+        if (!pruningProcessedEvents) {
+          const pruning = startProcessedEventsPruning(orm, logger);
+          pruningProcessedEvents = true;
+          lifecycle.add('processed events pruning', () => pruning.stop());
+        }
         const running = await startEventConsumer({
           js: nats.js,
           jsm: nats.jsm,
