@@ -707,6 +707,16 @@ describe('gateway (fake upstream, real token verifier)', () => {
         return { deviceId: 'd-1', orgId: ORG_ID, deviceToken: 'sts_dev_x', reEnrolled: false };
       };
     };
+    /** Runs `test` against a gateway of its own with these limits and the scripted upstream. */
+    const withLimits = async (config: Parameters<typeof startTestGateway>[0], test: (target: TestGateway) => Promise<void>) => {
+      const target = await startTestGateway(config);
+      try {
+        scriptEnrollment(target);
+        await test(target);
+      } finally {
+        await target.app.close();
+      }
+    };
     const enrollFrom = (target: TestGateway, address: string, key: string | null, code: string) =>
       target.app.inject({
         method: 'POST',
@@ -717,9 +727,7 @@ describe('gateway (fake upstream, real token verifier)', () => {
       });
 
     it('throttles failed enrollments per key and per address, never successful ones', async () => {
-      const limited = await startTestGateway({ ENROLL_FAILURES_PER_MINUTE: 3 });
-      try {
-        scriptEnrollment(limited);
+      await withLimits({ ENROLL_FAILURES_PER_MINUTE: 3 }, async (limited) => {
         for (let i = 0; i < 5; i++) expect((await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
         for (let i = 0; i < 3; i++) expectProblem(await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', `GUESS-${i}`), 400, 'ENROLLMENT_CODE_INVALID');
 
@@ -733,36 +741,26 @@ describe('gateway (fake upstream, real token verifier)', () => {
         expect((await enrollFrom(limited, '10.0.0.2', 'sts_ek_b', 'GOOD')).statusCode).toBe(200);
         // Blocked requests never reach the enrollment service.
         expect(limited.upstream.callsOf('enrollDevice')).toHaveLength(5 + 3 + 1);
-      } finally {
-        await limited.app.close();
-      }
+      });
     });
 
     it('counts requests without an enrollment key as failures of their address', async () => {
-      const limited = await startTestGateway({ ENROLL_FAILURES_PER_MINUTE: 2 });
-      try {
-        scriptEnrollment(limited);
+      await withLimits({ ENROLL_FAILURES_PER_MINUTE: 2 }, async (limited) => {
         expectProblem(await enrollFrom(limited, '10.0.0.1', null, 'GOOD'), 401, 'ENROLLMENT_KEY_INVALID');
         expectProblem(await enrollFrom(limited, '10.0.0.1', '', 'GOOD'), 401, 'ENROLLMENT_KEY_INVALID');
         expectProblem(await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
         expect((await enrollFrom(limited, '10.0.0.2', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
         expect(limited.upstream.callsOf('enrollDevice')).toHaveLength(1);
-      } finally {
-        await limited.app.close();
-      }
+      });
     });
 
     it('caps all enrollment requests per address (ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE)', async () => {
-      const limited = await startTestGateway({ ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 3 });
-      try {
-        scriptEnrollment(limited);
+      await withLimits({ ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 3 }, async (limited) => {
         for (let i = 0; i < 3; i++) expect((await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
         expectProblem(await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
         expect((await enrollFrom(limited, '10.0.0.2', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
         expect(limited.upstream.callsOf('enrollDevice')).toHaveLength(4);
-      } finally {
-        await limited.app.close();
-      }
+      });
     });
 
     it('bounds hostnames in characters of any script and refuses control characters before the upstream call', async () => {
