@@ -1,14 +1,17 @@
-import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import type { Logger } from '@sts/logger/create-logger';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { EVENT_RETENTION_MS } from '@sts/events/subjects';
+import type { RetainedTable } from './retention';
 
-const HOUR_MS = 60 * 60 * 1000;
 /**
  * How long a handled event's id is kept. An event can be redelivered only while the stream holds it
- * (its max_age, 7 days, counted from publication, which precedes handling); a day more for clocks.
+ * (counted from publication, which comes before handling); a day more for clocks.
  */
-export const PROCESSED_EVENTS_RETENTION_MS = 8 * 24 * HOUR_MS;
-/** Rows deleted per statement, so pruning never holds many row locks or one long transaction. */
-const PRUNE_BATCH = 5_000;
+export const PROCESSED_EVENTS_RETENTION: RetainedTable = {
+  table: 'processed_events',
+  key: 'event_id',
+  timeColumn: 'processed_at',
+  retentionMs: EVENT_RETENTION_MS + 24 * 60 * 60 * 1000,
+};
 
 /**
  * DDL of the per-service ledger of handled events. Include it in the service's first migration.
@@ -35,55 +38,4 @@ export async function recordEventOnce(em: EntityManager, eventId: string, eventT
       em.getTransactionContext(),
     );
   return rows.length === 1;
-}
-
-/** Deletes ids of events handled longer ago than the retention, in batches; returns how many. */
-export async function pruneProcessedEvents(em: EntityManager, retentionMs = PROCESSED_EVENTS_RETENTION_MS): Promise<number> {
-  const schema = em.config.get('schema');
-  let total = 0;
-  for (;;) {
-    const deleted: unknown[] = await em.getConnection().execute(
-      `delete from "${schema}"."processed_events" where event_id in (
-         select event_id from "${schema}"."processed_events"
-         where processed_at < now() - make_interval(secs => ?)
-         limit ${PRUNE_BATCH}
-       ) returning event_id`,
-      [retentionMs / 1000],
-      'all',
-    );
-    total += deleted.length;
-    if (deleted.length < PRUNE_BATCH) return total;
-  }
-}
-
-/**
- * Prunes the ledger now and then hourly, so it holds about the stream's retention instead of every
- * event ever handled. `stop()` waits for a pass in progress.
- */
-export function startProcessedEventsPruning(
-  orm: MikroORM,
-  logger: Logger,
-  options: { retentionMs?: number; intervalMs?: number } = {},
-): { stop(): Promise<void> } {
-  let running: Promise<void> | undefined;
-  const pass = () => {
-    if (running) return;
-    running = pruneProcessedEvents(orm.em.fork(), options.retentionMs)
-      .then((pruned) => {
-        if (pruned > 0) logger.info({ pruned }, 'processed events past retention deleted');
-      })
-      .catch((error: unknown) => logger.warn({ err: error }, 'pruning processed events failed; will retry'))
-      .finally(() => {
-        running = undefined;
-      });
-  };
-  pass();
-  const timer = setInterval(pass, options.intervalMs ?? HOUR_MS);
-  timer.unref();
-  return {
-    stop: async () => {
-      clearInterval(timer);
-      await running;
-    },
-  };
 }

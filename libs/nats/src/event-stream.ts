@@ -8,9 +8,7 @@ import {
   type StreamInfo,
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import { allEventsSubject, eventsStreamName } from '@sts/events/subjects';
-
-const DAY_MS = 24 * 60 * 60 * 1000;
+import { allEventsSubject, EVENT_RETENTION_MS, eventsStreamName } from '@sts/events/subjects';
 
 /** Error code of "stream name already in use (with a different configuration)". */
 const STREAM_NAME_IN_USE = 10058;
@@ -32,7 +30,7 @@ export function eventsStreamConfig(
     storage: StorageType.File,
     retention: RetentionPolicy.Limits,
     discard: DiscardPolicy.Old,
-    max_age: nanos(7 * DAY_MS),
+    max_age: nanos(EVENT_RETENTION_MS),
     // Publishers set Nats-Msg-Id = event id; a relay retrying within this window is deduplicated.
     duplicate_window: nanos(2 * 60 * 1000),
     max_msgs: -1,

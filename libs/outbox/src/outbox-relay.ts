@@ -4,12 +4,6 @@ import type { Logger } from '@sts/logger/create-logger';
 
 export type PublishEnvelope = (envelope: EventEnvelope) => Promise<void>;
 
-/** Published rows are kept as long as the event stream keeps the events (libs/nats event-stream max_age). */
-const DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
-const DEFAULT_PRUNE_INTERVAL_MS = 60 * 60 * 1000;
-/** Rows deleted per statement, so pruning never holds many row locks or one long transaction. */
-const PRUNE_BATCH = 5_000;
-
 interface OutboxRow {
   id: string;
   envelope: EventEnvelope;
@@ -19,26 +13,18 @@ interface OutboxRow {
  * Publishes committed outbox rows in order. Rows are claimed with `FOR UPDATE SKIP LOCKED`, so
  * several replicas of a service can run relays side by side. Publishing is at-least-once; the
  * envelope id is the JetStream message id, so the stream drops duplicates within its window.
- * Published rows older than `retentionMs` are deleted, at most once per `pruneIntervalMs`, so the
- * table holds what is pending plus a recent record instead of growing forever.
  */
 export class OutboxRelay {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = true;
   private wakeRequested = false;
-  private nextPruneAt = 0;
 
   constructor(
     private readonly orm: MikroORM,
     private readonly publish: PublishEnvelope,
     private readonly logger: Logger,
-    private readonly options: {
-      pollIntervalMs?: number;
-      batchSize?: number;
-      retentionMs?: number;
-      pruneIntervalMs?: number;
-    } = {},
+    private readonly options: { pollIntervalMs?: number; batchSize?: number } = {},
   ) {}
 
   start(): void {
@@ -77,7 +63,7 @@ export class OutboxRelay {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.running = this.drain()
-        .then(() => this.pruneWhenDue())
+        .then(() => undefined)
         .catch((error: unknown) => this.logger.warn({ err: error }, 'outbox relay pass failed; will retry'))
         .finally(() => {
           this.running = undefined;
@@ -87,37 +73,6 @@ export class OutboxRelay {
           this.schedule(again ? 0 : (this.options.pollIntervalMs ?? 500));
         });
     }, delayMs);
-  }
-
-  /**
-   * Deletes published rows older than the retention, in batches; returns how many. Rows not yet
-   * published are never deleted, however old. Used by tests too.
-   */
-  async prunePublished(): Promise<number> {
-    const schema = this.orm.config.get('schema');
-    const retentionSeconds = (this.options.retentionMs ?? DEFAULT_RETENTION_MS) / 1000;
-    const connection = this.orm.em.getConnection();
-    let total = 0;
-    for (;;) {
-      const deleted = await connection.execute<{ id: string }[]>(
-        `delete from "${schema}"."outbox" where id in (
-           select id from "${schema}"."outbox"
-           where published_at is not null and published_at < now() - make_interval(secs => ?)
-           limit ${PRUNE_BATCH}
-         ) returning id`,
-        [retentionSeconds],
-        'all',
-      );
-      total += deleted.length;
-      if (deleted.length < PRUNE_BATCH) return total;
-    }
-  }
-
-  private async pruneWhenDue(): Promise<void> {
-    if (Date.now() < this.nextPruneAt) return;
-    this.nextPruneAt = Date.now() + (this.options.pruneIntervalMs ?? DEFAULT_PRUNE_INTERVAL_MS);
-    const pruned = await this.prunePublished();
-    if (pruned > 0) this.logger.info({ pruned }, 'outbox: published rows past retention deleted');
   }
 
   private async publishBatch(): Promise<number> {

@@ -1,16 +1,12 @@
 import { Migration } from '@mikro-orm/migrations';
 import { createServiceOrm, migrateToLatest, type ServiceOrm } from '@sts/db/service-orm';
-import {
-  processedEventsTableSql,
-  pruneProcessedEvents,
-  recordEventOnce,
-  startProcessedEventsPruning,
-} from '@sts/db/processed-events';
+import { PROCESSED_EVENTS_RETENTION, processedEventsTableSql, recordEventOnce } from '@sts/db/processed-events';
+import { deleteExpiredRows, startRetention } from '@sts/db/retention';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
 import { eventually } from '@sts/testing/eventually';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
-import { enqueueEvent, outboxTableSql } from './outbox';
+import { enqueueEvent, OUTBOX_RETENTION, outboxTableSql } from './outbox';
 import { OutboxRelay } from './outbox-relay';
 
 class InitialMigration extends Migration {
@@ -21,6 +17,7 @@ class InitialMigration extends Migration {
   }
 }
 
+const DAY_MS = 24 * 60 * 60 * 1000;
 const orgCreated = (id: string) => ({ org_id: id, name: 'Acme', domain: null, created_at: new Date().toISOString() });
 
 describe('transactional outbox', () => {
@@ -94,7 +91,8 @@ describe('transactional outbox', () => {
   it('deletes published rows past the retention, never unpublished ones', async () => {
     const em = orm.em.fork();
     const sql = (statement: string) => em.getConnection().execute<Record<string, unknown>[]>(statement);
-    const relay = new OutboxRelay(orm, async () => undefined, logger, { retentionMs: 24 * 60 * 60 * 1000 });
+    const relay = new OutboxRelay(orm, async () => undefined, logger);
+    const outboxForADay = { ...OUTBOX_RETENTION, retentionMs: DAY_MS };
     await relay.drain();
     await em.transactional(async (tx) => {
       for (const id of ['old-published', 'recent-published', 'old-pending']) await enqueueEvent(tx, 'org.created', orgCreated(id));
@@ -107,8 +105,8 @@ describe('transactional outbox', () => {
     // A row that has waited 30 days for NATS: still owed to the stream, so kept.
     await age('old-pending', `published_at = null, created_at = now() - interval '30 days'`);
 
-    expect(await relay.prunePublished()).toBe(1);
-    expect(await relay.prunePublished()).toBe(0);
+    expect(await deleteExpiredRows(orm.em.fork(), outboxForADay)).toBe(1);
+    expect(await deleteExpiredRows(orm.em.fork(), outboxForADay)).toBe(0);
     const left = await sql(
       `select envelope->'data'->>'org_id' as org, published_at is not null as published from outbox_test.outbox
        where envelope->'data'->>'org_id' in ('old-published', 'recent-published', 'old-pending') order by 1`,
@@ -118,17 +116,16 @@ describe('transactional outbox', () => {
       { org: 'recent-published', published: true },
     ]);
 
-    // A running relay prunes on its own, on its first pass and then once per interval.
+    // Retention as the service host runs it prunes on its own, at once and then once per interval.
     await age('recent-published', `published_at = now() - interval '25 hours'`);
-    const running = new OutboxRelay(orm, async () => undefined, logger, { retentionMs: 24 * 60 * 60 * 1000, pollIntervalMs: 20 });
-    running.start();
+    const retention = startRetention(orm, logger, [outboxForADay]);
     try {
       await eventually(async () => {
         const rows = await sql(`select 1 from outbox_test.outbox where envelope->'data'->>'org_id' = 'recent-published'`);
         return rows.length === 0;
       });
     } finally {
-      await running.stop();
+      await retention.stop();
     }
   });
 
@@ -152,17 +149,17 @@ describe('transactional outbox', () => {
     await handledAgo(ids[0] as string, '9 days');
     await handledAgo(ids[1] as string, '7 days');
 
-    expect(await pruneProcessedEvents(orm.em.fork())).toBe(1);
+    expect(await deleteExpiredRows(orm.em.fork(), PROCESSED_EVENTS_RETENTION)).toBe(1);
     expect(await kept()).toEqual([ids[1], ids[2]]);
     // A forgotten id counts as new again: what the retention trades away, safe once the stream has dropped the event.
     expect(await em.transactional((tx) => recordEventOnce(tx, ids[0] as string, 'org.created'))).toBe(true);
 
-    const pruning = startProcessedEventsPruning(orm, logger, { retentionMs: 24 * 60 * 60 * 1000 });
+    const retention = startRetention(orm, logger, [{ ...PROCESSED_EVENTS_RETENTION, retentionMs: DAY_MS }]);
     try {
       await eventually(async () => (await kept()).length === 2 || undefined);
       expect(await kept()).toEqual([ids[0], ids[2]]);
     } finally {
-      await pruning.stop();
+      await retention.stop();
     }
   });
 });

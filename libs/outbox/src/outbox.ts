@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { parseEventData, type DomainEvent, type EventType } from '@sts/events/event-catalogue';
 import { newEnvelope } from '@sts/events/event-envelope';
+import { EVENT_RETENTION_MS } from '@sts/events/subjects';
 
 /** DDL of the per-service outbox. Include it in the service's first migration. */
 export function outboxTableSql(schema: string): string {
@@ -15,6 +16,12 @@ export function outboxTableSql(schema: string): string {
   );
   create index if not exists "outbox_unpublished_idx" on "${schema}"."outbox" ("created_at") where "published_at" is null;`;
 }
+
+/**
+ * How long outbox rows are kept (a `RetainedTable` of @sts/db/retention, applied by the service host):
+ * published rows as long as the stream keeps their events; unpublished rows (null) never expire.
+ */
+export const OUTBOX_RETENTION = { table: 'outbox', key: 'id', timeColumn: 'published_at', retentionMs: EVENT_RETENTION_MS };
 
 /**
  * The envelope of an outbox row: data validated against the catalogue. For stores that write the

@@ -1,5 +1,6 @@
 import type { EntitySchema } from '@mikro-orm/postgresql';
-import { startProcessedEventsPruning } from '@sts/db/processed-events';
+import { PROCESSED_EVENTS_RETENTION } from '@sts/db/processed-events';
+import { startRetention, type RetainedTable } from '@sts/db/retention';
 import { createServiceOrm, migrateToLatest, type MigrationEntry, type ServiceOrm } from '@sts/db/service-orm';
 import type { EventType } from '@sts/events/event-catalogue';
 import { startGrpcServer, type ServiceRegistration } from '@sts/grpc/grpc-server';
@@ -8,6 +9,7 @@ import { startEventConsumer, type EventConsumerOptions } from '@sts/nats/event-c
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { ensureEventsStream } from '@sts/nats/event-stream';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
+import { OUTBOX_RETENTION } from '@sts/outbox/outbox';
 import { OutboxRelay } from '@sts/outbox/outbox-relay';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 
@@ -86,19 +88,14 @@ export async function runServiceHost(
       lifecycle.add('outbox relay', () => relay?.stop());
     }
 
-    let pruningProcessedEvents = false;
+    let consumesEvents = false;
     const services = await compose({
       orm,
       logger,
       wakeOutbox: () => relay?.wake(),
       onShutdown: (name, close) => lifecycle.add(name, close),
       consume: async (consumer) => {
-        // Consumers dedupe by event id in processed_events; its old ids are pruned once per process.
-        if (!pruningProcessedEvents) {
-          const pruning = startProcessedEventsPruning(orm, logger);
-          pruningProcessedEvents = true;
-          lifecycle.add('processed events pruning', () => pruning.stop());
-        }
+        consumesEvents = true;
         const running = await startEventConsumer({
           js: nats.js,
           jsm: nats.jsm,
@@ -110,6 +107,16 @@ export async function runServiceHost(
         lifecycle.add(`event consumer ${consumer.durableName ?? options.name}`, () => running.stop());
       },
     });
+
+    // The outbox and the consumers' dedupe ledger keep rows only as long as the stream keeps events.
+    const retained: RetainedTable[] = [
+      ...(options.publishesEvents ? [OUTBOX_RETENTION] : []),
+      ...(consumesEvents ? [PROCESSED_EVENTS_RETENTION] : []),
+    ];
+    if (retained.length > 0) {
+      const retention = startRetention(orm, logger, retained);
+      lifecycle.add('retention', () => retention.stop());
+    }
 
     const server = await startGrpcServer({ host: config.GRPC_HOST, port: config.GRPC_PORT, logger, services });
     lifecycle.add('grpc server', () => server.shutdown());
