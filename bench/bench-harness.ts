@@ -333,6 +333,7 @@ export async function startSystem(
     NATS_URL: natsUrl,
     NATS_NAMESPACE: namespace,
     SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
+    SERVICE_AUTH_KEY: randomBytes(32).toString('base64'),
   };
   const [identityPort, notificationPort, billingPort, enrollmentPort, gatewayPort, baselinePort] =
     (await Promise.all([1, 2, 3, 4, 5, 6].map(() => freePort()))) as [

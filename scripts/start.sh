@@ -41,6 +41,8 @@ dev_key() {
 }
 # Kept so that mail in flight survives restarts.
 dev_key SECRET_SEALING_KEY sealing-key
+# Signs the tokens services present to each other on every gRPC call (docs/decisions.md "Trust between services").
+dev_key SERVICE_AUTH_KEY service-auth-key
 # The enrollment service's own secrets (enrollment keys at rest, code HMACs).
 dev_key ENROLLMENT_KEY_ENCRYPTION_KEY enrollment-key-encryption-key
 export PUBLIC_API_URL="${PUBLIC_API_URL:-http://localhost:$PORT}"

@@ -43,7 +43,7 @@ describe('enrollment and devices, end to end', () => {
     system = await startSystem();
     admin = await system.tokenFor('root@devices.test', { name: 'Root' });
     orgId = (await system.api<{ org: { id: string } }>('GET', '/api/session', { token: admin })).body.org.id;
-    enrollment = createPromiseClient(EnrollmentServiceService, system.enrollmentAddress, 5_000);
+    enrollment = createPromiseClient(EnrollmentServiceService, system.grpcAddresses.enrollment, 5_000, system.serviceAuth.as('enrollment'));
   });
 
   afterAll(async () => {

@@ -16,6 +16,7 @@ import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase } from '@sts/testing/postgres';
+import { testServiceAuth } from '@sts/testing/service-auth';
 import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
 
 /** Polls until a probe yields a value; re-exported for the e2e specs. */
@@ -29,8 +30,10 @@ export interface ApiResponse<Body = unknown> {
 
 export interface SystemUnderTest {
   gateway: RunningGateway;
-  /** host:port of the enrollment service's gRPC server, for checks no public route offers yet. */
-  enrollmentAddress: string;
+  /** host:port of the services' gRPC servers, for checks no public route offers. */
+  grpcAddresses: Record<'identity' | 'notification' | 'billing' | 'enrollment', string>;
+  /** The SERVICE_AUTH_KEY the services were started with, and credentials made with it. */
+  serviceAuth: ReturnType<typeof testServiceAuth>;
   idp: DevOidcProvider;
   mail: SmtpSink;
   /** A user access token for this e-mail, signed by the trusted identity provider. */
@@ -68,7 +71,9 @@ export async function startSystem(options: { gatewayEnv?: Record<string, string>
     const mail = await startSmtpSink();
     lifecycle.add('smtp sink', () => mail.close());
 
+    const serviceAuth = testServiceAuth();
     const shared = {
+      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
       NODE_ENV: 'test',
       LOG_LEVEL: 'silent',
       DATABASE_URL: database.url,
@@ -113,7 +118,13 @@ export async function startSystem(options: { gatewayEnv?: Record<string, string>
 
     return {
       gateway,
-      enrollmentAddress: `127.0.0.1:${enrollment.grpcPort}`,
+      grpcAddresses: {
+        identity: `127.0.0.1:${identity.grpcPort}`,
+        notification: `127.0.0.1:${notification.grpcPort}`,
+        billing: `127.0.0.1:${billing.grpcPort}`,
+        enrollment: `127.0.0.1:${enrollment.grpcPort}`,
+      },
+      serviceAuth,
       idp,
       mail,
       tokenFor: (email, options = {}) => idp.issueUserToken({ email, ...options }),

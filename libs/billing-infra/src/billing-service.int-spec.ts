@@ -6,6 +6,7 @@ import type { DomainEvent } from '@sts/events/event-catalogue';
 import { newEnvelope } from '@sts/events/event-envelope';
 import { eventSubject } from '@sts/events/subjects';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { testServiceAuth } from '@sts/testing/service-auth';
 import { createLogger } from '@sts/logger/create-logger';
 import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publisher';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
@@ -28,6 +29,7 @@ const orgCreated = (orgId: string, createdAt: Date): DomainEvent<'org.created'> 
   newEnvelope('org.created', { org_id: orgId, name: 'Acme', domain: 'acme.test', created_at: createdAt.toISOString() });
 
 describe('billing service (PostgreSQL, NATS)', () => {
+  const serviceAuth = testServiceAuth();
   const logger = createLogger('billing-int', 'silent');
   const namespace = uniqueNatsNamespace('bill');
   let database: TestDatabase;
@@ -49,12 +51,13 @@ describe('billing service (PostgreSQL, NATS)', () => {
       NATS_URL,
       NATS_NAMESPACE: namespace,
       GRPC_PORT: '0',
+      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
       LOG_LEVEL: 'silent',
     });
     service = await startBillingService(config, logger);
     nats = await connectJetStream({ url: NATS_URL, name: 'billing-int-test', logger });
     publish = createEventPublisher(nats.js, namespace);
-    client = createPromiseClient(BillingServiceService, `127.0.0.1:${service.grpcPort}`, 5_000);
+    client = createPromiseClient(BillingServiceService, `127.0.0.1:${service.grpcPort}`, 5_000, serviceAuth.as('billing'));
     db = new Client({ connectionString: database.url });
     await db.connect();
   });

@@ -35,13 +35,25 @@ export const natsEnv = {
     .default('sts'),
 };
 
+/**
+ * Key (base64, at least 32 bytes) that signs and checks the tokens services present to each other
+ * on every gRPC call (@sts/grpc/service-token). Every service and the gateway share it.
+ */
+const serviceAuthEnv = {
+  SERVICE_AUTH_KEY: z
+    .string()
+    .refine((value) => Buffer.from(value, 'base64').length >= 32, 'must be at least 32 bytes, base64-encoded'),
+};
+
 export const grpcServerEnv = {
+  ...serviceAuthEnv,
   GRPC_HOST: z.string().default('127.0.0.1'),
   GRPC_PORT: port,
 };
 
-/** Addresses of the gRPC services, `host:port`. */
+/** Addresses of the gRPC services, `host:port`, and the key of the tokens presented to them. */
 export const grpcClientsEnv = {
+  ...serviceAuthEnv,
   IDENTITY_GRPC_ADDRESS: z.string().default('127.0.0.1:50051'),
   NOTIFICATION_GRPC_ADDRESS: z.string().default('127.0.0.1:50052'),
   BILLING_GRPC_ADDRESS: z.string().default('127.0.0.1:50053'),

@@ -5,6 +5,7 @@ import { deriveEnrollmentKeyring, hashEnrollmentCode } from '@sts/enrollment-dom
 import type { AppError } from '@sts/errors/app-error';
 import { eventSubject } from '@sts/events/subjects';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { testServiceAuth } from '@sts/testing/service-auth';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import {
@@ -35,6 +36,7 @@ async function failure(promise: Promise<unknown>): Promise<AppError> {
 }
 
 describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
+  const serviceAuth = testServiceAuth();
   const logger = createLogger('enrollment-int', 'silent');
   const sealingKey = randomBytes(32);
   const masterKey = randomBytes(32);
@@ -53,9 +55,10 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       SECRET_SEALING_KEY: sealingKey.toString('base64'),
       ENROLLMENT_KEY_ENCRYPTION_KEY: masterKey.toString('base64'),
       GRPC_PORT: '0',
+      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
     });
     service = await startEnrollmentService(config, logger);
-    client = createPromiseClient(EnrollmentServiceService, `127.0.0.1:${service.grpcPort}`, 10_000);
+    client = createPromiseClient(EnrollmentServiceService, `127.0.0.1:${service.grpcPort}`, 10_000, serviceAuth.as('enrollment'));
     nats = await connectJetStream({ url: config.NATS_URL, name: 'enrollment-int', logger });
     pg = new Client({ connectionString: database.url });
     await pg.connect();

@@ -87,6 +87,15 @@ export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
     grpcStatus: GrpcStatus.UNAVAILABLE,
     title: 'Service temporarily unavailable',
   },
+  /**
+   * A service refused a call from another service (no, bad or misdirected service token). For the
+   * public caller this is our misconfiguration, not theirs: 500, never 401 (which would send them to log in again).
+   */
+  SERVICE_CALLER_REFUSED: {
+    httpStatus: 500,
+    grpcStatus: GrpcStatus.UNAUTHENTICATED,
+    title: 'An internal service refused the call',
+  },
   INTERNAL: { httpStatus: 500, grpcStatus: GrpcStatus.INTERNAL, title: 'Internal error' },
 };
 

@@ -38,6 +38,7 @@ export const ERROR_CODES = [
   // Platform
   'DEADLINE_EXCEEDED',
   'SERVICE_UNAVAILABLE',
+  'SERVICE_CALLER_REFUSED',
   'INTERNAL',
 ] as const;
 

@@ -1,4 +1,5 @@
 import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { ServiceTokenIssuer } from '@sts/grpc/service-token';
 import { BillingServiceService } from '@sts/proto/gen/billing/v1/billing';
 import { IdentityServiceService } from '@sts/proto/gen/identity/v1/identity';
 import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notification';
@@ -8,13 +9,26 @@ import type { GatewayConfig } from './gateway-config';
 export function createUpstreamClients(
   config: Pick<
     GatewayConfig,
-    'IDENTITY_GRPC_ADDRESS' | 'NOTIFICATION_GRPC_ADDRESS' | 'BILLING_GRPC_ADDRESS' | 'ENROLLMENT_GRPC_ADDRESS' | 'GRPC_DEADLINE_MS'
+        | 'IDENTITY_GRPC_ADDRESS'
+    | 'NOTIFICATION_GRPC_ADDRESS'
+    | 'BILLING_GRPC_ADDRESS'
+    | 'ENROLLMENT_GRPC_ADDRESS'
+    | 'GRPC_DEADLINE_MS'
+    | 'SERVICE_AUTH_KEY'
   >,
 ) {
-  const identity = createPromiseClient(IdentityServiceService, config.IDENTITY_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
-  const notification = createPromiseClient(NotificationServiceService, config.NOTIFICATION_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
-  const billing = createPromiseClient(BillingServiceService, config.BILLING_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
-  const enrollment = createPromiseClient(EnrollmentServiceService, config.ENROLLMENT_GRPC_ADDRESS, config.GRPC_DEADLINE_MS);
+  const issuer = new ServiceTokenIssuer(Buffer.from(config.SERVICE_AUTH_KEY, 'base64'), 'gateway');
+  const deadline = config.GRPC_DEADLINE_MS;
+  const identity = createPromiseClient(IdentityServiceService, config.IDENTITY_GRPC_ADDRESS, deadline, { issuer, target: 'identity' });
+  const notification = createPromiseClient(NotificationServiceService, config.NOTIFICATION_GRPC_ADDRESS, deadline, {
+    issuer,
+    target: 'notification',
+  });
+  const billing = createPromiseClient(BillingServiceService, config.BILLING_GRPC_ADDRESS, deadline, { issuer, target: 'billing' });
+  const enrollment = createPromiseClient(EnrollmentServiceService, config.ENROLLMENT_GRPC_ADDRESS, deadline, {
+    issuer,
+    target: 'enrollment',
+  });
   return {
     identity,
     notification,

@@ -1,6 +1,7 @@
 import { Client, credentials, Metadata, status, type ServiceDefinition, type ServiceError } from '@grpc/grpc-js';
 import { grpcErrorToAppError } from './error-metadata';
 import type { CallOptions, PromiseClient } from './service-types';
+import { SERVICE_TOKEN_METADATA_KEY, type ServiceName, type ServiceTokenIssuer } from './service-token';
 
 const RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
 
@@ -21,6 +22,8 @@ export function createPromiseClient<Definition extends ServiceDefinition>(
   definition: Definition,
   address: string,
   defaultDeadlineMs: number,
+  /** Every call presents a service token of `issuer` meant for `target` (service-token.ts). */
+  auth: { issuer: ServiceTokenIssuer; target: ServiceName },
 ): PromiseClient<Definition> & { close(): void } {
   const channel = new Client(address, credentials.createInsecure(), {
     'grpc.keepalive_time_ms': 30_000,
@@ -35,20 +38,26 @@ export function createPromiseClient<Definition extends ServiceDefinition>(
     if (method.requestStream || method.responseStream) throw new Error(`gRPC method ${name} is not unary`);
     methods[name] = (request: unknown, options: CallOptions = {}) =>
       new Promise((resolve, reject) => {
-        const metadata = new Metadata();
-        if (options.requestId) metadata.set('x-request-id', options.requestId);
         const deadline = new Date(Date.now() + (options.deadlineMs ?? defaultDeadlineMs));
-        withoutStackTraces(() =>
-          channel.makeUnaryRequest(
-            method.path,
-            method.requestSerialize,
-            keepBytes,
-            request,
-            metadata,
-            { deadline },
-            settleOnce({ resolve, reject }, method.responseDeserialize),
-          ),
-        );
+        const start = (token: string) => {
+          const metadata = new Metadata();
+          metadata.set(SERVICE_TOKEN_METADATA_KEY, token);
+          if (options.requestId) metadata.set('x-request-id', options.requestId);
+          withoutStackTraces(() =>
+            channel.makeUnaryRequest(
+              method.path,
+              method.requestSerialize,
+              keepBytes,
+              request,
+              metadata,
+              { deadline },
+              settleOnce({ resolve, reject }, method.responseDeserialize),
+            ),
+          );
+        };
+        const token = auth.issuer.tokenFor(auth.target);
+        if (typeof token === 'string') start(token);
+        else token.then(start, reject);
       });
   }
   methods.close = () => channel.close();

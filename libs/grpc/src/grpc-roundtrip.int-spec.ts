@@ -7,14 +7,19 @@ import {
   LicenseStatus,
   Plan,
 } from '@sts/proto/gen/billing/v1/billing';
+import { randomBytes } from 'node:crypto';
+import { service as healthService } from 'grpc-health-check';
 import { createPromiseClient } from './grpc-client';
 import { registerService, startGrpcServer, type RunningGrpcServer } from './grpc-server';
+import { ServiceTokenIssuer, ServiceTokenVerifier, type ServiceName } from './service-token';
 
 describe('gRPC plumbing', () => {
   const logger = createLogger('grpc-test', 'silent');
   let server: RunningGrpcServer;
   let client: ReturnType<typeof createPromiseClient<typeof BillingServiceService>>;
   let handled = 0;
+  const key = randomBytes(32);
+  const asGateway = { issuer: new ServiceTokenIssuer(key, 'gateway'), target: 'billing' as const };
 
   beforeAll(async () => {
     const service = registerService(
@@ -39,8 +44,14 @@ describe('gRPC plumbing', () => {
       },
       logger,
     );
-    server = await startGrpcServer({ host: '127.0.0.1', port: 0, services: [service], logger });
-    client = createPromiseClient(BillingServiceService, `127.0.0.1:${server.port}`, 2_000);
+    server = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      services: [service],
+      callers: new ServiceTokenVerifier(key, 'billing', ['gateway']),
+      logger,
+    });
+    client = createPromiseClient(BillingServiceService, `127.0.0.1:${server.port}`, 2_000, asGateway);
   });
 
   afterAll(async () => {
@@ -90,7 +101,7 @@ describe('gRPC plumbing', () => {
   });
 
   it('maps an unreachable peer to SERVICE_UNAVAILABLE', async () => {
-    const dead = createPromiseClient(BillingServiceService, '127.0.0.1:1', 500);
+    const dead = createPromiseClient(BillingServiceService, '127.0.0.1:1', 500, asGateway);
     const error = (await dead.getLicense({ orgId: 'x' }).catch((e: unknown) => e)) as AppError;
     dead.close();
     expect(['SERVICE_UNAVAILABLE', 'DEADLINE_EXCEEDED']).toContain(error.code);
@@ -98,22 +109,81 @@ describe('gRPC plumbing', () => {
 
   it('answers MALFORMED_REQUEST, without calling the handler, to bytes that are not the request message', async () => {
     // The server decodes requests itself (grpc-server.ts); a raw client sends what it likes.
-    const raw = new Client(`127.0.0.1:${server.port}`, credentials.createInsecure());
     const handledBefore = handled;
-    const error = await new Promise<ServiceError | null>((resolve) =>
-      raw.makeUnaryRequest(
-        BillingServiceService.getLicense.path,
-        (bytes: Buffer) => bytes,
-        (bytes: Buffer) => bytes,
-        Buffer.from([0x0a, 0xff]),
-        new Metadata(),
-        {},
-        (failure) => resolve(failure),
-      ),
-    );
-    raw.close();
+    const error = await rawCall(Buffer.from([0x0a, 0xff]), await asGateway.issuer.tokenFor('billing'));
     expect(error?.metadata.get('sts-error-code')).toEqual(['MALFORMED_REQUEST']);
     expect(handled).toBe(handledBefore);
+  });
+
+  /** A plain grpc-js client: sends what it is given, with the `authorization` value given (if any). */
+  async function rawCall(request: Buffer, authorization?: string): Promise<ServiceError | null> {
+    const raw = new Client(`127.0.0.1:${server.port}`, credentials.createInsecure());
+    const metadata = new Metadata();
+    if (authorization !== undefined) metadata.set('authorization', authorization);
+    try {
+      return await new Promise<ServiceError | null>((resolve) =>
+        raw.makeUnaryRequest(
+          BillingServiceService.getLicense.path,
+          (bytes: Buffer) => bytes,
+          (bytes: Buffer) => bytes,
+          request,
+          metadata,
+          {},
+          (failure) => resolve(failure),
+        ),
+      );
+    } finally {
+      raw.close();
+    }
+  }
+
+  describe('trust between services', () => {
+    const validRequest = BillingServiceService.getLicense.requestSerialize({ orgId: 'o1' });
+    const tokenOf = (signingKey: Buffer, caller: ServiceName, audience: ServiceName, now?: () => number) =>
+      new ServiceTokenIssuer(signingKey, caller, now).tokenFor(audience);
+
+    it.each<[string, () => Promise<string | undefined> | string | undefined]>([
+      ['no token at all', () => undefined],
+      ['a token that is not a bearer token', () => 'Basic Z2F0ZXdheTpnYXRld2F5'],
+      ['garbage', () => 'Bearer not-a-jwt'],
+      ['a token signed with another key', () => tokenOf(randomBytes(32), 'gateway', 'billing')],
+      ['a token meant for another service', () => tokenOf(key, 'gateway', 'identity')],
+      ['a token of a service that may not call this one', () => tokenOf(key, 'notification', 'billing')],
+      ['an expired token', () => tokenOf(key, 'gateway', 'billing', () => Date.now() - 3_600_000)],
+      ['an unsigned token (alg none)', async () => {
+        const [, payload] = (await tokenOf(key, 'gateway', 'billing')).slice('Bearer '.length).split('.');
+        return `Bearer ${Buffer.from('{"alg":"none"}').toString('base64url')}.${payload}.`;
+      }],
+    ])('refuses a call with %s, before the handler runs', async (_name, authorization) => {
+      const handledBefore = handled;
+      const error = await rawCall(validRequest, await authorization());
+      expect(error?.code).toBe(16); // UNAUTHENTICATED
+      expect(error?.metadata.get('sts-error-code')).toEqual(['SERVICE_CALLER_REFUSED']);
+      expect(handled).toBe(handledBefore);
+    });
+
+    it('serves a call with a valid token of an allowed caller', async () => {
+      const error = await rawCall(validRequest, await tokenOf(key, 'gateway', 'billing'));
+      expect(error).toBeNull();
+    });
+
+    it('answers health checks without a token (probes carry none)', async () => {
+      const raw = new Client(`127.0.0.1:${server.port}`, credentials.createInsecure());
+      const check = healthService.Check!;
+      const answer = await new Promise<unknown>((resolve, reject) =>
+        raw.makeUnaryRequest(
+          check.path,
+          check.requestSerialize,
+          check.responseDeserialize,
+          { service: 'billing.v1.BillingService' },
+          new Metadata(),
+          {},
+          (error, response) => (error ? reject(error) : resolve(response)),
+        ),
+      );
+      raw.close();
+      expect(answer).toMatchObject({ status: 'SERVING' });
+    });
   });
 
   it('answers INTERNAL when the peer sends bytes that are not the response message', async () => {
@@ -126,7 +196,7 @@ describe('gRPC plumbing', () => {
     const port = await new Promise<number>((resolve, reject) =>
       peer.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
     );
-    const garbled = createPromiseClient(BillingServiceService, `127.0.0.1:${port}`, 2_000);
+    const garbled = createPromiseClient(BillingServiceService, `127.0.0.1:${port}`, 2_000, asGateway);
     const error = await garbled.getLicense({ orgId: 'x' }).catch((e: unknown) => e);
     garbled.close();
     peer.forceShutdown();

@@ -13,6 +13,7 @@ import { AppError, isAppError } from '@sts/errors/app-error';
 import type { Logger } from '@sts/logger/create-logger';
 import { appErrorToGrpc, internalErrorToGrpc } from './error-metadata';
 import type { AsyncHandlers } from './service-types';
+import { SERVICE_TOKEN_METADATA_KEY, type CallerCheck, type ServiceTokenVerifier } from './service-token';
 
 export interface ServiceRegistration {
   /** Fully qualified name for the health service, e.g. `identity.v1.IdentityService`. */
@@ -78,24 +79,52 @@ function keepBytes(bytes: Buffer): Buffer {
   return bytes;
 }
 
+/** Wraps every method of a service so that it runs only for a caller whose service token checks out. */
+function requireServiceToken(
+  service: ServiceRegistration,
+  callers: ServiceTokenVerifier,
+  logger: Logger,
+): UntypedServiceImplementation {
+  const guarded: UntypedServiceImplementation = {};
+  for (const [method, handle] of Object.entries(service.implementation)) {
+    const run = handle as (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => void;
+    guarded[method] = (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
+      const proceed = (check: CallerCheck) => {
+        if (check.ok) return run(call, callback);
+        logger.warn({ method: `${service.name}/${method}`, peer: call.getPeer(), reason: check.reason }, 'gRPC call refused');
+        callback(appErrorToGrpc(new AppError('SERVICE_CALLER_REFUSED', 'The call did not carry a valid service token')));
+      };
+      const check = callers.check(call.metadata.get(SERVICE_TOKEN_METADATA_KEY)[0]);
+      if ('then' in check) void check.then(proceed);
+      else proceed(check);
+    };
+  }
+  return guarded;
+}
+
 export interface RunningGrpcServer {
   port: number;
   health: HealthImplementation;
   shutdown(): Promise<void>;
 }
 
-/** Binds the services plus the standard gRPC health service (grpc.health.v1), all reported SERVING. */
+/**
+ * Binds the services plus the standard gRPC health service (grpc.health.v1), all reported SERVING.
+ * Every call to the services must present a service token that `callers` accepts; the health
+ * service answers anyone (probes carry no token, and it tells nothing but SERVING or not).
+ */
 export async function startGrpcServer(options: {
   host: string;
   port: number;
   services: ServiceRegistration[];
+  callers: ServiceTokenVerifier;
   logger: Logger;
 }): Promise<RunningGrpcServer> {
   const server = new Server({ 'grpc.keepalive_permit_without_calls': 1 });
   const health = new HealthImplementation({ '': 'SERVING' });
   health.addToServer(server);
   for (const service of options.services) {
-    server.addService(service.definition, service.implementation);
+    server.addService(service.definition, requireServiceToken(service, options.callers, options.logger));
     health.setStatus(service.name, 'SERVING');
   }
   const port = await new Promise<number>((resolve, reject) => {

@@ -3,6 +3,7 @@ import { loadConfig } from '@sts/config/load-config';
 import type { AppError } from '@sts/errors/app-error';
 import { eventSubject } from '@sts/events/subjects';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { testServiceAuth } from '@sts/testing/service-auth';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import { IdentityServiceService, Role } from '@sts/proto/gen/identity/v1/identity';
@@ -20,6 +21,7 @@ const user = (email: string, name = email.split('@')[0]!) => ({
 });
 
 describe('identity service over gRPC with PostgreSQL and NATS', () => {
+  const serviceAuth = testServiceAuth();
   const logger = createLogger('identity-int', 'silent');
   const sealingKey = randomBytes(32);
   const namespace = uniqueNatsNamespace();
@@ -35,9 +37,10 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
       NATS_NAMESPACE: namespace,
       SECRET_SEALING_KEY: sealingKey.toString('base64'),
       GRPC_PORT: '0',
+      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
     });
     service = await startIdentityService(config, logger);
-    client = createPromiseClient(IdentityServiceService, `127.0.0.1:${service.grpcPort}`, 5_000);
+    client = createPromiseClient(IdentityServiceService, `127.0.0.1:${service.grpcPort}`, 5_000, serviceAuth.as('identity'));
     nats = await connectJetStream({ url: config.NATS_URL, name: 'identity-int', logger });
   });
 

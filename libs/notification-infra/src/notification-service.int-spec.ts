@@ -8,6 +8,7 @@ import type { DomainEvent } from '@sts/events/event-catalogue';
 import { newEnvelope, type EventEnvelope } from '@sts/events/event-envelope';
 import { eventSubject, eventsStreamName } from '@sts/events/subjects';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { testServiceAuth } from '@sts/testing/service-auth';
 import { createLogger } from '@sts/logger/create-logger';
 import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publisher';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
@@ -37,6 +38,7 @@ const memberJoined = (orgId: string, name = `Member ${++counter}`): DomainEvent<
   });
 
 describe('notification service (PostgreSQL, NATS, SMTP)', () => {
+  const serviceAuth = testServiceAuth();
   const logger = createLogger('notification-int', 'silent');
   const namespace = uniqueNatsNamespace('notif');
   let database: TestDatabase;
@@ -66,6 +68,7 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       NATS_URL,
       NATS_NAMESPACE: namespace,
       GRPC_PORT: '0',
+      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
       SMTP_URL: sink.url,
       MAIL_FROM: 'Security Telemetry <no-reply@test.local>',
       SECRET_SEALING_KEY: sealingKey.toString('base64'),
@@ -76,7 +79,7 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
     service = await startNotificationService(config, logger);
     nats = await connectJetStream({ url: NATS_URL, name: 'notification-int-test', logger });
     publish = createEventPublisher(nats.js, namespace);
-    client = createPromiseClient(NotificationServiceService, `127.0.0.1:${service.grpcPort}`, 5_000);
+    client = createPromiseClient(NotificationServiceService, `127.0.0.1:${service.grpcPort}`, 5_000, serviceAuth.as('notification'));
     db = new Client({ connectionString: database.url });
     await db.connect();
   });
@@ -435,6 +438,7 @@ describe('notification service when SMTP is down', () => {
       NATS_URL,
       NATS_NAMESPACE: namespace,
       GRPC_PORT: '0',
+      SERVICE_AUTH_KEY: testServiceAuth().SERVICE_AUTH_KEY,
       SMTP_URL: smtpUrl,
       SECRET_SEALING_KEY: sealingKey.toString('base64'),
       LOG_LEVEL: 'silent',

@@ -4,6 +4,7 @@ import { startRetention, type RetainedTable } from '@sts/db/retention';
 import { createServiceOrm, migrateToLatest, type MigrationEntry, type ServiceOrm } from '@sts/db/service-orm';
 import type { EventType } from '@sts/events/event-catalogue';
 import { startGrpcServer, type ServiceRegistration } from '@sts/grpc/grpc-server';
+import { ServiceTokenVerifier, type ServiceName } from '@sts/grpc/service-token';
 import type { Logger } from '@sts/logger/create-logger';
 import { startEventConsumer, type EventConsumerOptions } from '@sts/nats/event-consumer';
 import { createEventPublisher } from '@sts/nats/event-publisher';
@@ -19,11 +20,14 @@ export interface ServiceHostConfig {
   NATS_NAMESPACE: string;
   GRPC_HOST: string;
   GRPC_PORT: number;
+  SERVICE_AUTH_KEY: string;
 }
 
 export interface ServiceHostOptions {
-  /** Service name: NATS connection name and durable consumer name. */
-  name: string;
+  /** Service name: NATS connection name, durable consumer name, audience of its service tokens. */
+  name: ServiceName;
+  /** The services whose calls this one serves (service-token.ts); the gateway unless told otherwise. */
+  callers?: ServiceName[];
   schema: string;
   entities: EntitySchema[];
   migrations: MigrationEntry[];
@@ -118,7 +122,12 @@ export async function runServiceHost(
       lifecycle.add('retention', () => retention.stop());
     }
 
-    const server = await startGrpcServer({ host: config.GRPC_HOST, port: config.GRPC_PORT, logger, services });
+    const callers = new ServiceTokenVerifier(
+      Buffer.from(config.SERVICE_AUTH_KEY, 'base64'),
+      options.name,
+      options.callers ?? ['gateway'],
+    );
+    const server = await startGrpcServer({ host: config.GRPC_HOST, port: config.GRPC_PORT, logger, services, callers });
     lifecycle.add('grpc server', () => server.shutdown());
     return { grpcPort: server.port, stop: () => lifecycle.close() };
   } catch (error) {

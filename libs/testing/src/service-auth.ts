@@ -1,0 +1,14 @@
+import { randomBytes } from 'node:crypto';
+import { ServiceTokenIssuer, type ServiceName } from '@sts/grpc/service-token';
+
+/**
+ * A SERVICE_AUTH_KEY for one test file, and the credentials a test's gRPC client presents with it
+ * (as the gateway unless told otherwise), so tests call services the way the system does.
+ */
+export function testServiceAuth() {
+  const key = randomBytes(32);
+  return {
+    SERVICE_AUTH_KEY: key.toString('base64'),
+    as: (target: ServiceName, caller: ServiceName = 'gateway') => ({ issuer: new ServiceTokenIssuer(key, caller), target }),
+  };
+}
