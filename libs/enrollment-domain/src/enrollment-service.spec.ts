@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { hashSecret, openSealedSecret } from '@sts/crypto/secrets';
 import { AppError } from '@sts/errors/app-error';
 import type { ErrorCode } from '@sts/errors/error-code';
@@ -177,9 +178,13 @@ describe('enrollment service', () => {
       const [event] = store.eventsOf('enrollment_code.email_requested');
       expect(event).toMatchObject({ org_id: ORG_A, org_name: 'Acme', email: 'colleague@example.test', requested_by_name: 'Ann', expires_at: expiresAt.toISOString() });
       expect(JSON.stringify(event)).not.toContain(key);
-      const code = openSealedSecret(event!.code_sealed, eventSealingKey, 'enrollment_code.email_requested:code');
-      expect(openSealedSecret(event!.enrollment_key_sealed, eventSealingKey, 'enrollment_code.email_requested:key')).toBe(key);
-      expect(() => openSealedSecret(event!.code_sealed, eventSealingKey, 'enrollment_code.email_requested:key')).toThrow();
+      expect(event!.request_id).toEqual(expect.any(String));
+      const code = openSealedSecret(event!.code_sealed, eventSealingKey, SEALING_CONTEXTS.enrollmentCode(event!));
+      expect(openSealedSecret(event!.enrollment_key_sealed, eventSealingKey, SEALING_CONTEXTS.enrollmentKey(event!))).toBe(key);
+      expect(() => openSealedSecret(event!.code_sealed, eventSealingKey, SEALING_CONTEXTS.enrollmentKey(event!))).toThrow();
+      // Bound to the recipient: the same message with another e-mail does not open.
+      const redirected = { ...event!, email: 'attacker@evil.test' };
+      expect(() => openSealedSecret(event!.code_sealed, eventSealingKey, SEALING_CONTEXTS.enrollmentCode(redirected))).toThrow();
       expect([...store.state.codes.values()][0]!.codeHash).toBe(hashEnrollmentCode(code, keyring.codeHmac));
 
       const enrolled = await service.enrollDevice(enrollment(key, code));

@@ -136,14 +136,16 @@ export class EnrollmentService {
         const key = this.openKey(input.orgId, stored.keySealed);
         const [issued] = await this.issueCodes(repos, input.orgId, 1, this.clock.now());
         if (!issued) throw new Error('no code issued');
+        const recipient = { org_id: input.orgId, email: input.email.trim().toLowerCase(), request_id: this.ids.newId() };
         await repos.emit('enrollment_code.email_requested', {
-          org_id: input.orgId,
+          org_id: recipient.org_id,
           org_name: input.orgName,
-          email: input.email.trim().toLowerCase(),
+          email: recipient.email,
           requested_by_name: input.requestedByName,
           expires_at: issued.expiresAt.toISOString(),
-          code_sealed: sealSecret(issued.code, this.settings.eventSealingKey, SEALING_CONTEXTS.enrollmentCode),
-          enrollment_key_sealed: sealSecret(key, this.settings.eventSealingKey, SEALING_CONTEXTS.enrollmentKey),
+          request_id: recipient.request_id,
+          code_sealed: sealSecret(issued.code, this.settings.eventSealingKey, SEALING_CONTEXTS.enrollmentCode(recipient)),
+          enrollment_key_sealed: sealSecret(key, this.settings.eventSealingKey, SEALING_CONTEXTS.enrollmentKey(recipient)),
         });
         return { expiresAt: issued.expiresAt };
       }),

@@ -1,4 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { loadConfig } from '@sts/config/load-config';
 import { openSealedSecret } from '@sts/crypto/secrets';
 import { deriveEnrollmentKeyring, hashEnrollmentCode } from '@sts/enrollment-domain/enrollment-secrets';
@@ -389,10 +390,11 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       const data = row!.envelope.data;
       expect(data).toMatchObject({ email: 'new.colleague@example.test', org_name: 'Acme', requested_by_name: 'Ann Admin', expires_at: expiresAt!.toISOString() });
       expect(JSON.stringify(data)).not.toContain(key!.key);
-      const code = openSealedSecret(data.code_sealed!, sealingKey, 'enrollment_code.email_requested:code');
+      const recipient = { org_id: data.org_id!, email: data.email!, request_id: data.request_id! };
+      const code = openSealedSecret(data.code_sealed!, sealingKey, SEALING_CONTEXTS.enrollmentCode(recipient));
       expect(code).toMatch(CODE_PATTERN);
       expect(JSON.stringify(data)).not.toContain(code);
-      expect(openSealedSecret(data.enrollment_key_sealed!, sealingKey, 'enrollment_code.email_requested:key')).toBe(key!.key);
+      expect(openSealedSecret(data.enrollment_key_sealed!, sealingKey, SEALING_CONTEXTS.enrollmentKey(recipient))).toBe(key!.key);
 
       expect(await count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1`, [orgId])).toBe(1);
       expect((await enroll(key!.key, code)).orgId).toBe(orgId);

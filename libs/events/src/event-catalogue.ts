@@ -42,7 +42,7 @@ export const EVENT_CATALOGUE = {
     role,
     invited_by_name: z.string(),
     expires_at: z.iso.datetime(),
-    /** The invite token sealed with SECRET_SEALING_KEY (context `invite.created`); never plain text. */
+    /** The invite token sealed with SECRET_SEALING_KEY (context `SEALING_CONTEXTS.inviteToken`); never plain text. */
     token_sealed: z.string(),
   }),
   'device.enrolled': z.object({
@@ -70,9 +70,11 @@ export const EVENT_CATALOGUE = {
     email: z.string(),
     requested_by_name: z.string(),
     expires_at: z.iso.datetime(),
-    /** The one-time code sealed with SECRET_SEALING_KEY (context `enrollment_code.email_requested:code`). */
+    /** Names this request; the sealed values below open only with it (and with this organization and e-mail). */
+    request_id: z.string(),
+    /** The one-time code sealed with SECRET_SEALING_KEY (context `SEALING_CONTEXTS.enrollmentCode`). */
     code_sealed: z.string(),
-    /** The enrollment key sealed likewise (context `enrollment_code.email_requested:key`). */
+    /** The enrollment key sealed likewise (context `SEALING_CONTEXTS.enrollmentKey`). */
     enrollment_key_sealed: z.string(),
   }),
 } as const;
@@ -81,14 +83,24 @@ export type EventType = keyof typeof EVENT_CATALOGUE;
 
 /**
  * Sealing contexts: a secret in an event is sealed with SECRET_SEALING_KEY bound to its event type
- * and field, so a sealed value cannot be replayed in another field or event. Producers seal with
- * these, consumers open with them.
+ * and field, its organization, its recipient and the request that made it. A sealed value copied into
+ * another event (a replayed message with another `email`, another organization, another field) does
+ * not open, so the notifier cannot be made to e-mail it elsewhere. Producers seal with these,
+ * consumers open with them.
  */
 export const SEALING_CONTEXTS = {
-  inviteToken: 'invite.created',
-  enrollmentCode: 'enrollment_code.email_requested:code',
-  enrollmentKey: 'enrollment_code.email_requested:key',
+  inviteToken: (data: { org_id: string; email: string; invite_id: string }) =>
+    boundContext('invite.created:token', data.org_id, data.email, data.invite_id),
+  enrollmentCode: (data: { org_id: string; email: string; request_id: string }) =>
+    boundContext('enrollment_code.email_requested:code', data.org_id, data.email, data.request_id),
+  enrollmentKey: (data: { org_id: string; email: string; request_id: string }) =>
+    boundContext('enrollment_code.email_requested:key', data.org_id, data.email, data.request_id),
 } as const;
+
+function boundContext(purpose: string, orgId: string, recipient: string, requestId: string): string {
+  // JSON keeps the parts apart whatever characters they hold.
+  return JSON.stringify([purpose, orgId, recipient.trim().toLowerCase(), requestId]);
+}
 export type EventData<Type extends EventType> = z.infer<(typeof EVENT_CATALOGUE)[Type]>;
 export type DomainEvent<Type extends EventType = EventType> = EventEnvelope<Type, EventData<Type>>;
 

@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { hashSecret, openSealedSecret } from '@sts/crypto/secrets';
 import { AppError } from '@sts/errors/app-error';
 import type { ErrorCode } from '@sts/errors/error-code';
@@ -60,7 +61,7 @@ describe('IdentityService', () => {
   const tokenOf = (inviteId: string): string => {
     const event = store.eventsOf('invite.created').find((data) => data.invite_id === inviteId);
     if (!event) throw new Error(`no invite.created event for ${inviteId}`);
-    return openSealedSecret(event.token_sealed, sealingKey, 'invite.created');
+    return openSealedSecret(event.token_sealed, sealingKey, SEALING_CONTEXTS.inviteToken(event));
   };
 
   /** Invite, accept and log in: the invitee's caller in the organization. */
@@ -626,12 +627,16 @@ describe('IdentityService', () => {
         expires_at: invite.expiresAt.toISOString(),
         token_sealed: expect.any(String),
       });
-      const token = openSealedSecret(event!.token_sealed, sealingKey, 'invite.created');
+      const token = openSealedSecret(event!.token_sealed, sealingKey, SEALING_CONTEXTS.inviteToken(event!));
       expect(token).toMatch(/^sts_inv_[A-Za-z0-9_-]{43}$/);
       expect(hashSecret(token)).toBe(invite.tokenHash);
       // The token is never plain text in the outbox, and the seal is bound to its event type.
       expect(JSON.stringify(store.state.events)).not.toContain(token);
       expect(() => openSealedSecret(event!.token_sealed, sealingKey, 'member.joined')).toThrow();
+      // ...and to its recipient and organization: replayed with another e-mail or org, it does not open.
+      for (const altered of [{ ...event!, email: 'attacker@evil.test' }, { ...event!, org_id: 'another-org' }]) {
+        expect(() => openSealedSecret(event!.token_sealed, sealingKey, SEALING_CONTEXTS.inviteToken(altered))).toThrow();
+      }
     });
 
     it('names the organization as inviter when there is no inviting member', async () => {

@@ -129,7 +129,11 @@ export class IdentityService {
         role,
         invited_by_name: inviter?.name ?? org.name,
         expires_at: invite.expiresAt.toISOString(),
-        token_sealed: sealSecret(token, this.settings.sealingKey, SEALING_CONTEXTS.inviteToken),
+        token_sealed: sealSecret(
+          token,
+          this.settings.sealingKey,
+          SEALING_CONTEXTS.inviteToken({ org_id: org.id, email, invite_id: invite.id }),
+        ),
       });
       return invite;
     });

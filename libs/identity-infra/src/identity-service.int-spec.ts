@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { loadConfig } from '@sts/config/load-config';
 import type { AppError } from '@sts/errors/app-error';
 import { eventSubject } from '@sts/events/subjects';
@@ -94,14 +95,14 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
 
     const stored = new Client({ connectionString: database.url });
     await stored.connect();
-    const outbox = await stored.query<{ envelope: { data: { token_sealed: string; invite_id: string } } }>(
+    const outbox = await stored.query<{ envelope: { data: { token_sealed: string; invite_id: string; org_id: string; email: string } } }>(
       `select envelope from identity.outbox where type = 'invite.created' and envelope->'data'->>'invite_id' = $1`,
       [invite!.id],
     );
     await stored.end();
     const sealed = outbox.rows[0]!.envelope.data.token_sealed;
     expect(sealed).not.toContain('sts_inv_');
-    const token = openSealedSecret(sealed, sealingKey, 'invite.created');
+    const token = openSealedSecret(sealed, sealingKey, SEALING_CONTEXTS.inviteToken(outbox.rows[0]!.envelope.data));
     expect(await count(`select count(*) as n from identity.invites where token_hash = encode(sha256($1::bytea), 'hex')`, [token])).toBe(1);
     expect(await count(`select count(*) as n from identity.invites where token_hash = $1`, [token])).toBe(0);
 
@@ -122,12 +123,13 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
     const { invite } = await client.createInvite({ orgId, email: 'second@int.test', role: Role.ROLE_ORG_ADMIN, invitedByMemberId: first.memberId });
     const pg = new Client({ connectionString: database.url });
     await pg.connect();
-    const token = openSealedSecret(
-      (await pg.query<{ envelope: { data: { token_sealed: string } } }>(`select envelope from identity.outbox where envelope->'data'->>'invite_id' = $1`, [invite!.id])).rows[0]!
-        .envelope.data.token_sealed,
-      sealingKey,
-      'invite.created',
-    );
+    const { data } = (
+      await pg.query<{ envelope: { data: { token_sealed: string; invite_id: string; org_id: string; email: string } } }>(
+        `select envelope from identity.outbox where envelope->'data'->>'invite_id' = $1`,
+        [invite!.id],
+      )
+    ).rows[0]!.envelope;
+    const token = openSealedSecret(data.token_sealed, sealingKey, SEALING_CONTEXTS.inviteToken(data));
     await pg.end();
     await client.acceptInvite({ token });
     const second = await client.resolveCaller(user('second@int.test'));

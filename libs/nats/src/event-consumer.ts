@@ -17,6 +17,7 @@ import {
   nanos,
 } from '@nats-io/nats-core';
 import { isEventType, parseEventData, type DomainEvent, type EventType } from '@sts/events/event-catalogue';
+import { UnprocessableEventError } from '@sts/events/unprocessable-event';
 import { eventEnvelopeSchema } from '@sts/events/event-envelope';
 import { allEventsSubject, eventSubject, eventsStreamName, eventTypeFromSubject } from '@sts/events/subjects';
 import type { Logger } from '@sts/logger/create-logger';
@@ -281,6 +282,11 @@ export async function startEventConsumer<Type extends EventType>(
       outcome = await options.handle(event);
     } catch (error) {
       clearInterval(keepAlive);
+      if (error instanceof UnprocessableEventError) {
+        logger.error({ ...eventLog, err: error }, 'unprocessable event terminated (it will not be redelivered)');
+        msg.term();
+        return;
+      }
       if (delivery >= maxDeliver) {
         logger.error(
           { ...eventLog, err: error },

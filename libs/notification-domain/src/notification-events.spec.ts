@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { sealSecret } from '@sts/crypto/secrets';
-import type { DomainEvent } from '@sts/events/event-catalogue';
+import { SEALING_CONTEXTS, type DomainEvent } from '@sts/events/event-catalogue';
 import { newEnvelope } from '@sts/events/event-envelope';
 import { NotificationEventHandler, toNotificationEvent, type NotificationEvent } from './notification-events';
 import { InMemoryNotificationStore, ManualClock, RecordingMailer } from './test/in-memory-notification-store';
@@ -28,7 +28,7 @@ const inviteCreated = (sealingKey = key): DomainEvent<'invite.created'> =>
     role: 'APP_USER',
     invited_by_name: 'Ada Lovelace',
     expires_at: '2026-03-08T10:00:00.000Z',
-    token_sealed: sealSecret(TOKEN, sealingKey, 'invite.created'),
+    token_sealed: sealSecret(TOKEN, sealingKey, SEALING_CONTEXTS.inviteToken({ org_id: 'org-1', email: 'grace@example.com', invite_id: 'i1' })),
   });
 
 const CODE = '7KQD-M3XP';
@@ -47,9 +47,11 @@ const deviceEnrolled = (hostname = 'web-01', re_enrolled = false): DomainEvent<'
 const deviceDisabled = (hostname = 'web-01'): DomainEvent<'device.disabled'> =>
   newEnvelope('device.disabled', { org_id: 'org-1', device_id: 'd1', hostname, at: '2026-03-01T10:00:00.000Z' });
 
+const CODE_RECIPIENT = { org_id: 'org-1', email: 'ops@example.com', request_id: 'r1' };
 const codeEmailRequested = (
   sealingKey = key,
-  contexts = { code: 'enrollment_code.email_requested:code', key: 'enrollment_code.email_requested:key' },
+  contexts = { code: SEALING_CONTEXTS.enrollmentCode(CODE_RECIPIENT), key: SEALING_CONTEXTS.enrollmentKey(CODE_RECIPIENT) },
+  data: Partial<{ email: string; org_id: string; request_id: string }> = {},
 ): DomainEvent<'enrollment_code.email_requested'> =>
   newEnvelope('enrollment_code.email_requested', {
     org_id: 'org-1',
@@ -57,6 +59,8 @@ const codeEmailRequested = (
     email: 'ops@example.com',
     requested_by_name: 'Ada Lovelace',
     expires_at: '2026-03-02T10:00:00.000Z',
+    request_id: 'r1',
+    ...data,
     code_sealed: sealSecret(CODE, sealingKey, contexts.code),
     enrollment_key_sealed: sealSecret(ENROLLMENT_KEY, sealingKey, contexts.key),
   });
@@ -233,11 +237,14 @@ describe('device and enrollment events', () => {
 
     // The code and the key sealed under each other's context: the binding refuses the swap.
     const swapped = codeEmailRequested(key, {
-      code: 'enrollment_code.email_requested:key',
-      key: 'enrollment_code.email_requested:code',
+      code: SEALING_CONTEXTS.enrollmentKey(CODE_RECIPIENT),
+      key: SEALING_CONTEXTS.enrollmentCode(CODE_RECIPIENT),
     });
     await expect(handler.handle(swapped)).rejects.toThrow(/sealed enrollment code/);
-    const inviteContext = codeEmailRequested(key, { code: 'enrollment_code.email_requested:code', key: 'invite.created' });
+    const inviteContext = codeEmailRequested(key, {
+      code: SEALING_CONTEXTS.enrollmentCode(CODE_RECIPIENT),
+      key: SEALING_CONTEXTS.inviteToken({ org_id: 'org-1', email: 'ops@example.com', invite_id: 'r1' }),
+    });
     await expect(handler.handle(inviteContext)).rejects.toThrow(/sealed enrollment key/);
 
     expect(mailer.sent).toHaveLength(0);

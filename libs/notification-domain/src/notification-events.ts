@@ -1,4 +1,5 @@
 import { openSealedSecret } from '@sts/crypto/secrets';
+import { UnprocessableEventError } from '@sts/events/unprocessable-event';
 import { SEALING_CONTEXTS, parseEventData, type DomainEvent, type EventType } from '@sts/events/event-catalogue';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import { deviceDisabledMessage, deviceEnrolledMessage } from './device-messages';
@@ -78,7 +79,7 @@ export class NotificationEventHandler {
             orgName: event.data.org_name,
             invitedByName: event.data.invited_by_name,
             role: event.data.role,
-            token: this.open(event.data.token_sealed, SEALING_CONTEXTS.inviteToken, 'invite token'),
+            token: this.open(event.data.token_sealed, SEALING_CONTEXTS.inviteToken(event.data), 'invite token'),
             expiresAt: new Date(event.data.expires_at),
             publicAppUrl: this.settings.publicAppUrl,
           }),
@@ -89,8 +90,8 @@ export class NotificationEventHandler {
             to: event.data.email,
             orgName: event.data.org_name,
             requestedByName: event.data.requested_by_name,
-            code: this.open(event.data.code_sealed, SEALING_CONTEXTS.enrollmentCode, 'enrollment code'),
-            enrollmentKey: this.open(event.data.enrollment_key_sealed, SEALING_CONTEXTS.enrollmentKey, 'enrollment key'),
+            code: this.open(event.data.code_sealed, SEALING_CONTEXTS.enrollmentCode(event.data), 'enrollment code'),
+            enrollmentKey: this.open(event.data.enrollment_key_sealed, SEALING_CONTEXTS.enrollmentKey(event.data), 'enrollment key'),
             expiresAt: new Date(event.data.expires_at),
             publicApiUrl: this.settings.publicApiUrl,
           }),
@@ -144,7 +145,7 @@ export class NotificationEventHandler {
       return openSealedSecret(sealed, this.settings.sealingKey, context);
     } catch (error) {
       // Neither the sealed value nor anything derived from it goes into the message.
-      throw new Error(`cannot open the sealed ${what} (is SECRET_SEALING_KEY the same as the producer's?)`, {
+      throw new UnprocessableEventError(`cannot open the sealed ${what} (a SECRET_SEALING_KEY unlike the producer's, or an event altered or replayed with other data)`, {
         cause: error,
       });
     }

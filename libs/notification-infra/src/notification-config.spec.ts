@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { loadConfig } from '@sts/config/load-config';
 import { notificationEnvSchema } from './notification-config';
 
-const required = { SECRET_SEALING_KEY: randomBytes(32).toString('base64') };
+const required = { SECRET_SEALING_KEY: randomBytes(32).toString('base64'), SERVICE_AUTH_KEY: randomBytes(32).toString('base64') };
 
 describe('notification configuration', () => {
   it('defaults PUBLIC_API_URL to the local gateway', () => {

@@ -4,7 +4,7 @@ import { Client } from 'pg';
 import { loadConfig } from '@sts/config/load-config';
 import { sealSecret } from '@sts/crypto/secrets';
 import { AppError } from '@sts/errors/app-error';
-import type { DomainEvent } from '@sts/events/event-catalogue';
+import { SEALING_CONTEXTS, type DomainEvent } from '@sts/events/event-catalogue';
 import { newEnvelope, type EventEnvelope } from '@sts/events/event-envelope';
 import { eventSubject, eventsStreamName } from '@sts/events/subjects';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
@@ -225,7 +225,7 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       role: 'APP_USER' as const,
       invited_by_name: 'Ada Lovelace',
       expires_at: new Date(Date.now() + 7 * 24 * 3600_000).toISOString(),
-      token_sealed: sealSecret(token, sealingKey, 'invite.created'),
+      token_sealed: sealSecret(token, sealingKey, SEALING_CONTEXTS.inviteToken({ org_id: 'org-g', email: 'grace@example.com', invite_id: 'inv-1' })),
     });
     const toGrace = (mail: ReceivedMail) => mail.envelope.to.includes('grace@example.com');
 
@@ -355,14 +355,16 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
     const code = 'K7QD-M3XP';
     const enrollmentKey = 'sts_ek_' + randomBytes(32).toString('base64url');
     const expiresAt = new Date(Date.now() + 24 * 3600_000);
+    const opsRecipient = { org_id: 'org-k', email: 'ops@example.com', request_id: 'req-k' };
     const requested = newEnvelope('enrollment_code.email_requested', {
       org_id: 'org-k',
       org_name: 'Acme & <Sons>',
       email: 'ops@example.com',
       requested_by_name: 'Ada Lovelace',
       expires_at: expiresAt.toISOString(),
-      code_sealed: sealSecret(code, sealingKey, 'enrollment_code.email_requested:code'),
-      enrollment_key_sealed: sealSecret(enrollmentKey, sealingKey, 'enrollment_code.email_requested:key'),
+      request_id: 'req-k',
+      code_sealed: sealSecret(code, sealingKey, SEALING_CONTEXTS.enrollmentCode(opsRecipient)),
+      enrollment_key_sealed: sealSecret(enrollmentKey, sealingKey, SEALING_CONTEXTS.enrollmentKey(opsRecipient)),
     });
     const toOps = (mail: ReceivedMail) => mail.envelope.to.includes('ops@example.com');
     const command = `agent enroll --server https://api.test --key ${enrollmentKey} --code ${code}`;
@@ -407,6 +409,22 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       expect(sink.messages.filter(toOps)).toHaveLength(1);
       const { rows } = await db.query('select count(*)::int as n from notification.email_log where event_id = $1', [requested.id]);
       expect(rows[0]).toEqual({ n: 1 });
+    });
+
+    it('does not e-mail the sealed code and key to anyone else when the message is replayed with another recipient', async () => {
+      // An attacker who can publish on the stream copies the real message and changes the e-mail.
+      const replayed = newEnvelope('enrollment_code.email_requested', { ...requested.data, email: 'attacker@evil.test' });
+      await publish(replayed);
+      const toAttacker = (mail: ReceivedMail) => mail.envelope.to.includes('attacker@evil.test');
+      // Proved from the consumer's state: the replay was delivered and terminated (acked), not left to retry.
+      await eventually(async () => {
+        const info = await nats.jsm.consumers.info(eventsStreamName(namespace), 'notification');
+        const stored = await nats.jsm.streams.getMessage(eventsStreamName(namespace), { last_by_subj: eventSubject(namespace, 'enrollment_code.email_requested') });
+        return stored && info.ack_floor.stream_seq >= stored.seq && info.num_ack_pending === 0 ? true : undefined;
+      });
+      expect(sink.messages.filter(toAttacker)).toHaveLength(0);
+      const { rows } = await db.query('select count(*)::int as n from notification.email_log where event_id = $1', [replayed.id]);
+      expect(rows[0]).toEqual({ n: 0 });
     });
 
     it('keeps the code and the key out of every table', async () => {
@@ -475,16 +493,18 @@ describe('notification service when SMTP is down', () => {
       role: 'ANALYST' as const,
       invited_by_name: 'Ada',
       expires_at: new Date(Date.now() + 24 * 3600_000).toISOString(),
-      token_sealed: sealSecret('sts_inv_retry-token', sealingKey, 'invite.created'),
+      token_sealed: sealSecret('sts_inv_retry-token', sealingKey, SEALING_CONTEXTS.inviteToken({ org_id: 'org-z', email: 'zoe@example.com', invite_id: 'inv-z' })),
     });
+    const zedRecipient = { org_id: 'org-z', email: 'zed@example.com', request_id: 'req-z' };
     const codeRequested = newEnvelope('enrollment_code.email_requested', {
       org_id: 'org-z',
       org_name: 'Zeta',
       email: 'zed@example.com',
       requested_by_name: 'Ada',
       expires_at: new Date(Date.now() + 24 * 3600_000).toISOString(),
-      code_sealed: sealSecret('ZZZZ-RTRY', sealingKey, 'enrollment_code.email_requested:code'),
-      enrollment_key_sealed: sealSecret('sts_ek_retry-key', sealingKey, 'enrollment_code.email_requested:key'),
+      request_id: 'req-z',
+      code_sealed: sealSecret('ZZZZ-RTRY', sealingKey, SEALING_CONTEXTS.enrollmentCode(zedRecipient)),
+      enrollment_key_sealed: sealSecret('sts_ek_retry-key', sealingKey, SEALING_CONTEXTS.enrollmentKey(zedRecipient)),
     });
     await createEventPublisher(nats.js, namespace)(invite);
     await createEventPublisher(nats.js, namespace)(codeRequested);
