@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 import type { MigrationEntry } from '@sts/db/service-orm';
 import { processedEventsTableSql } from '@sts/db/processed-events';
-import { outboxTableSql } from '@sts/outbox/outbox';
+import { outboxDeadLetterSql, outboxTableSql } from '@sts/outbox/outbox';
 
 export const ENROLLMENT_SCHEMA = 'enrollment';
 
@@ -96,7 +96,15 @@ class DeviceSearchIndexes extends Migration {
   }
 }
 
+/** Parked outbox rows (the relay's dead-letter state). */
+class OutboxDeadLetter extends Migration {
+  override up(): void {
+    this.addSql(outboxDeadLetterSql(ENROLLMENT_SCHEMA));
+  }
+}
+
 export const ENROLLMENT_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_enrollment_schema', class: InitialEnrollmentSchema },
   { name: '0002_device_search_indexes', class: DeviceSearchIndexes },
+  { name: '0003_outbox_dead_letter', class: OutboxDeadLetter },
 ];

@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 import type { MigrationEntry } from '@sts/db/service-orm';
 import { processedEventsTableSql } from '@sts/db/processed-events';
-import { outboxTableSql } from '@sts/outbox/outbox';
+import { outboxDeadLetterSql, outboxTableSql } from '@sts/outbox/outbox';
 
 export const IDENTITY_SCHEMA = 'identity';
 
@@ -61,4 +61,14 @@ class InitialIdentitySchema extends Migration {
   }
 }
 
-export const IDENTITY_MIGRATIONS: MigrationEntry[] = [{ name: '0001_initial_identity_schema', class: InitialIdentitySchema }];
+/** Parked outbox rows (the relay's dead-letter state). */
+class OutboxDeadLetter extends Migration {
+  override up(): void {
+    this.addSql(outboxDeadLetterSql(IDENTITY_SCHEMA));
+  }
+}
+
+export const IDENTITY_MIGRATIONS: MigrationEntry[] = [
+  { name: '0001_initial_identity_schema', class: InitialIdentitySchema },
+  { name: '0002_outbox_dead_letter', class: OutboxDeadLetter },
+];

@@ -1,4 +1,5 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { Counter } from 'prom-client';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import type { Logger } from '@sts/logger/create-logger';
 
@@ -6,13 +7,50 @@ export type PublishEnvelope = (envelope: EventEnvelope) => Promise<void>;
 
 interface OutboxRow {
   id: string;
+  aggregate: string;
   envelope: EventEnvelope;
 }
 
+interface FailedRow {
+  id: string;
+  aggregate: string;
+  error: unknown;
+}
+
+export interface OutboxRelayOptions {
+  pollIntervalMs?: number;
+  batchSize?: number;
+  /** Failed publishes, counted while the publishing path works, before a row is parked. Default 10. */
+  maxAttempts?: number;
+  /**
+   * Whether the broker answers (e.g. a JetStream account-info round trip). Asked only when nothing in
+   * a pass was published, to tell a row at fault from a broker that is down.
+   */
+  brokerAnswers?: () => Promise<boolean>;
+}
+
+const deadLettered = new Counter({
+  name: 'sts_outbox_dead_lettered_total',
+  help: 'Outbox rows parked after repeated publish failures (they no longer block later events).',
+  labelNames: ['schema'],
+});
+
 /**
- * Publishes committed outbox rows in order. Rows are claimed with `FOR UPDATE SKIP LOCKED`, so
- * several replicas of a service can run relays side by side. Publishing is at-least-once; the
- * envelope id is the JetStream message id, so the stream drops duplicates within its window.
+ * Events of one organization are published in the order they were written; organizations do not
+ * wait for each other. Every event names its organization (`data.org_id`), so that is the aggregate.
+ */
+const AGGREGATE_SQL = `coalesce(envelope->'data'->>'org_id', '')`;
+
+/**
+ * Publishes committed outbox rows in order per organization. Rows are claimed with `FOR UPDATE SKIP
+ * LOCKED`, so several replicas of a service can run relays side by side. Publishing is
+ * at-least-once; the envelope id is the JetStream message id, so the stream drops duplicates within
+ * its window.
+ *
+ * A row that fails blocks only the later rows of its organization. Its failure counts as an attempt
+ * only when the broker is known to work: another row was published in the same pass, or the broker
+ * answers a round trip. When NATS is down, no row is blamed. After `maxAttempts` such failures the row is parked (`dead_lettered_at`), logged and
+ * counted (`sts_outbox_dead_lettered_total`), and its organization's later rows go on.
  */
 export class OutboxRelay {
   private timer: NodeJS.Timeout | undefined;
@@ -24,7 +62,7 @@ export class OutboxRelay {
     private readonly orm: MikroORM,
     private readonly publish: PublishEnvelope,
     private readonly logger: Logger,
-    private readonly options: { pollIntervalMs?: number; batchSize?: number } = {},
+    private readonly options: OutboxRelayOptions = {},
   ) {}
 
   start(): void {
@@ -50,12 +88,20 @@ export class OutboxRelay {
 
   /** Publishes everything pending now; returns how many rows were published. Used by tests too. */
   async drain(): Promise<number> {
+    const batchSize = this.options.batchSize ?? 100;
+    const blocked = new Set<string>();
+    const failed: FailedRow[] = [];
     let total = 0;
     for (;;) {
-      const published = await this.publishBatch();
+      const { claimed, published } = await this.publishBatch(batchSize, blocked, failed);
       total += published;
-      if (published < (this.options.batchSize ?? 100)) return total;
+      if (claimed < batchSize) break;
     }
+    if (failed.length > 0) {
+      const blame = total > 0 || ((await this.options.brokerAnswers?.().catch(() => false)) ?? false);
+      await this.recordFailures(failed, blame);
+    }
+    return total;
   }
 
   private schedule(delayMs: number): void {
@@ -75,34 +121,34 @@ export class OutboxRelay {
     }, delayMs);
   }
 
-  private async publishBatch(): Promise<number> {
+  /** One batch of pending rows of organizations not blocked earlier in this pass. */
+  private async publishBatch(
+    batchSize: number,
+    blocked: Set<string>,
+    failed: FailedRow[],
+  ): Promise<{ claimed: number; published: number }> {
     const em = this.orm.em.fork();
     const schema = this.orm.config.get('schema');
     return em.transactional(async (tx) => {
       const connection = tx.getConnection();
       const context: unknown = tx.getTransactionContext();
       const rows = await connection.execute<OutboxRow[]>(
-        `select id, envelope from "${schema}"."outbox" where published_at is null
+        `select id, ${AGGREGATE_SQL} as aggregate, envelope from "${schema}"."outbox"
+         where published_at is null and dead_lettered_at is null and ${AGGREGATE_SQL} not in (select jsonb_array_elements_text(?::jsonb))
          order by created_at, id limit ? for update skip locked`,
-        [this.options.batchSize ?? 100],
+        [JSON.stringify([...blocked]), batchSize],
         'all',
         context,
       );
       const published: string[] = [];
       for (const row of rows) {
+        if (blocked.has(row.aggregate)) continue;
         try {
           await this.publish(row.envelope);
           published.push(row.id);
         } catch (error) {
-          // Keep order: stop at the first failure, record it, retry on the next pass.
-          await connection.execute(
-            `update "${schema}"."outbox" set attempts = attempts + 1, last_error = ? where id = ?`,
-            [String((error as Error).message ?? error).slice(0, 500), row.id],
-            'run',
-            context,
-          );
-          this.logger.warn({ err: error, eventId: row.id }, 'outbox publish failed');
-          break;
+          blocked.add(row.aggregate);
+          failed.push({ id: row.id, aggregate: row.aggregate, error });
         }
       }
       if (published.length > 0) {
@@ -113,7 +159,35 @@ export class OutboxRelay {
           context,
         );
       }
-      return published.length;
+      return { claimed: rows.length, published: published.length };
     });
+  }
+
+  /** Records the pass's failures; an attempt counts only if something else went through (`blame`). */
+  private async recordFailures(failed: FailedRow[], blame: boolean): Promise<void> {
+    const schema = this.orm.config.get('schema');
+    const maxAttempts = this.options.maxAttempts ?? 10;
+    const connection = this.orm.em.fork().getConnection();
+    for (const row of failed) {
+      const message = String((row.error as Error)?.message ?? row.error).slice(0, 500);
+      const [updated] = await connection.execute<{ attempts: number; parked: boolean }[]>(
+        `update "${schema}"."outbox"
+         set attempts = attempts + ?, last_error = ?,
+             dead_lettered_at = case when attempts + ? >= ? then now() end
+         where id = ? and published_at is null
+         returning attempts, dead_lettered_at is not null as parked`,
+        [blame ? 1 : 0, message, blame ? 1 : 0, maxAttempts, row.id],
+        'all',
+      );
+      if (updated?.parked) {
+        deadLettered.inc({ schema });
+        this.logger.error(
+          { eventId: row.id, org_id: row.aggregate, attempts: updated.attempts, err: row.error },
+          'outbox row parked after repeated publish failures; later events of its organization go on',
+        );
+      } else {
+        this.logger.warn({ err: row.error, eventId: row.id, blamed: blame }, 'outbox publish failed');
+      }
+    }
   }
 }

@@ -4,14 +4,19 @@ import { PROCESSED_EVENTS_RETENTION, processedEventsTableSql, recordEventOnce } 
 import { deleteExpiredRows, startRetention } from '@sts/db/retention';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
+import { createEventPublisher } from '@sts/nats/event-publisher';
+import { ensureEventsStream } from '@sts/nats/event-stream';
+import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { eventually } from '@sts/testing/eventually';
+import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
-import { enqueueEvent, OUTBOX_RETENTION, outboxTableSql } from './outbox';
+import { enqueueEvent, OUTBOX_RETENTION, outboxDeadLetterSql, outboxTableSql } from './outbox';
 import { OutboxRelay } from './outbox-relay';
 
 class InitialMigration extends Migration {
   override up(): void {
     this.addSql(outboxTableSql('outbox_test'));
+    this.addSql(outboxDeadLetterSql('outbox_test'));
     this.addSql(processedEventsTableSql('outbox_test'));
     this.addSql('create table "outbox_test"."things" (id text primary key);');
   }
@@ -86,6 +91,71 @@ describe('transactional outbox', () => {
     fail = false;
     expect(await relay.drain()).toBe(1);
     expect(published).toHaveLength(1);
+  });
+
+  it('parks a row NATS refuses after a bounded number of attempts, without holding up other organizations', async () => {
+    const nats = await connectJetStream({ url: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', name: 'outbox-poison', logger });
+    const namespace = uniqueNatsNamespace();
+    try {
+      await ensureEventsStream(nats.jsm, namespace);
+      const stored: string[] = [];
+      const publishToNats = createEventPublisher(nats.js, namespace);
+      const relay = new OutboxRelay(
+        orm,
+        async (envelope) => {
+          await publishToNats(envelope);
+          stored.push((envelope.data as { org_id: string }).org_id + ':' + envelope.id);
+        },
+        logger,
+        { maxAttempts: 3, brokerAnswers: () => nats.jsm.getAccountInfo().then(() => true) },
+      );
+      await relay.drain(); // rows of earlier tests
+
+      // The poison: an event larger than the server's max_payload (1 MiB by default), as a bug might write.
+      const em = orm.em.fork();
+      const poisonId = '00000000-0000-4000-8000-00000000dead';
+      const poison = { id: poisonId, type: 'org.created', occurred_at: new Date().toISOString(), data: { ...orgCreated('poisoned'), name: 'x'.repeat(2 * 1024 * 1024) } };
+      await em.getConnection().execute(`insert into outbox_test.outbox (id, type, envelope) values (?, ?, ?)`, [poisonId, poison.type, JSON.stringify(poison)]);
+      const behindPoison = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('poisoned')));
+      const otherOrg = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('healthy')));
+
+      // First pass: the other organization's event goes through; the poisoned organization's later event waits.
+      expect(await relay.drain()).toBe(1);
+      expect(stored).toEqual([`healthy:${otherOrg.id}`]);
+      // Nothing else is pending: the broker answers, so the row is to blame; the third attempt parks it,
+      // and the next pass publishes what waited behind it.
+      expect(await relay.drain()).toBe(0);
+      expect(await relay.drain()).toBe(0);
+      expect(stored).toHaveLength(1);
+      expect(await relay.drain()).toBe(1);
+      expect(stored).toEqual([`healthy:${otherOrg.id}`, `poisoned:${behindPoison.id}`]);
+
+      const [row] = await em.getConnection().execute<{ attempts: number; parked: boolean; last_error: string }[]>(
+        `select attempts, dead_lettered_at is not null as parked, last_error from outbox_test.outbox where id = ?`,
+        [poisonId],
+      );
+      expect(row).toEqual({ attempts: 3, parked: true, last_error: expect.stringMatching(/payload/i) });
+      expect(await relay.drain()).toBe(0); // parked rows are not retried
+    } finally {
+      await deleteNamespaceStreams(nats.jsm, namespace);
+      await nats.close();
+    }
+  });
+
+  it('blames no row while the broker is down', async () => {
+    const em = orm.em.fork();
+    const waiting = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('outage')));
+    const relay = new OutboxRelay(orm, () => Promise.reject(new Error('CONNECTION_REFUSED')), logger, {
+      maxAttempts: 1,
+      brokerAnswers: () => Promise.reject(new Error('CONNECTION_REFUSED')),
+    });
+    for (let pass = 0; pass < 3; pass += 1) expect(await relay.drain()).toBe(0);
+    const [row] = await em.getConnection().execute<{ attempts: number; parked: boolean }[]>(
+      `select attempts, dead_lettered_at is not null as parked from outbox_test.outbox where id = ?`,
+      [waiting.id],
+    );
+    expect(row).toEqual({ attempts: 0, parked: false });
+    await em.getConnection().execute(`update outbox_test.outbox set published_at = now() where id = ?`, [waiting.id]);
   });
 
   it('deletes published rows past the retention, never unpublished ones', async () => {

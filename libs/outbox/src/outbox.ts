@@ -18,8 +18,20 @@ export function outboxTableSql(schema: string): string {
 }
 
 /**
+ * Adds the dead-letter state: a row the relay gave up on (after `maxAttempts` failures while other
+ * rows went through) is parked there, kept, and no longer blocks the rows behind it. Include it in a
+ * migration after the one that creates the outbox. To publish a parked row again:
+ * `update <schema>.outbox set dead_lettered_at = null, attempts = 0 where id = '…'`.
+ */
+export function outboxDeadLetterSql(schema: string): string {
+  return `alter table "${schema}"."outbox" add column if not exists "dead_lettered_at" timestamptz null;
+  drop index if exists "${schema}"."outbox_unpublished_idx";
+  create index if not exists "outbox_pending_idx" on "${schema}"."outbox" ("created_at") where "published_at" is null and "dead_lettered_at" is null;`;
+}
+
+/**
  * How long outbox rows are kept (a `RetainedTable` of @sts/db/retention, applied by the service host):
- * published rows as long as the stream keeps their events; unpublished rows (null) never expire.
+ * published rows as long as the stream keeps their events; unpublished and parked rows (null) never expire.
  */
 export const OUTBOX_RETENTION = { table: 'outbox', key: 'id', timeColumn: 'published_at', retentionMs: EVENT_RETENTION_MS };
 

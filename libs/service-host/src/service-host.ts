@@ -87,7 +87,9 @@ export async function runServiceHost(
     if (options.publishesEvents) {
       // Consumers ensure the stream themselves (and again when it vanishes); the relay needs it to publish.
       await ensureEventsStream(nats.jsm, config.NATS_NAMESPACE);
-      relay = new OutboxRelay(orm, createEventPublisher(nats.js, config.NATS_NAMESPACE), logger);
+      relay = new OutboxRelay(orm, createEventPublisher(nats.js, config.NATS_NAMESPACE), logger, {
+        brokerAnswers: () => nats.jsm.getAccountInfo().then(() => true),
+      });
       relay.start();
       lifecycle.add('outbox relay', () => relay?.stop());
     }
