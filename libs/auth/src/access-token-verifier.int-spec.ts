@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { AppError } from '@sts/errors/app-error';
 import { DevOidcProvider, devSubjectForEmail } from '@sts/dev-oidc/dev-oidc-provider';
 import {
@@ -92,6 +94,57 @@ describe('AccessTokenVerifier against DevOidcProvider over HTTP', () => {
         expect(error.httpStatus).toBe(401);
       },
     );
+  });
+
+  it('keeps the last good keys while the key server is away, backs off, and stops trusting them after a bounded time', async () => {
+    const keySet = await (await fetch(`${provider.issuer}/.well-known/jwks.json`)).text();
+    let up = true;
+    let hits = 0;
+    const keyServer = createServer((_request, response) => {
+      hits += 1;
+      if (!up) return response.writeHead(503).end();
+      response.writeHead(200, { 'content-type': 'application/json' }).end(keySet);
+    });
+    await new Promise<void>((resolve) => keyServer.listen(0, '127.0.0.1', resolve));
+    let nowMs = Date.now();
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
+    try {
+      const resilient = new AccessTokenVerifier({
+        issuer: provider.issuer,
+        audience: AUDIENCE,
+        jwksUrl: `http://127.0.0.1:${(keyServer.address() as AddressInfo).port}/jwks`,
+        jwksCacheMaxAgeMs: 1_000,
+        jwksMaxStaleMs: 60_000,
+        jwksCooldownMs: 1_000,
+        cache: false,
+        now: () => nowMs,
+      });
+      const token = await provider.issueUserToken({ email: 'outage@example.com' });
+      await resilient.verify(token);
+      expect(hits).toBe(1);
+
+      up = false;
+      // 100 verifications over the next 50 s: every one succeeds with the keys in hand, while the
+      // refreshes in the background back off (1, 2, 4, 8, 16 s…) instead of following the traffic.
+      for (let i = 0; i < 100; i += 1) {
+        nowMs += 500;
+        await expect(resilient.verify(token)).resolves.toMatchObject({ email: 'outage@example.com' });
+        await settle();
+      }
+      expect(hits).toBeGreaterThan(2);
+      expect(hits).toBeLessThanOrEqual(8);
+
+      // Past the bound (60 s without a good refresh) the keys are no longer trusted: 503, not 401.
+      nowMs += 20_000;
+      expect((await rejection(resilient.verify(token))).code).toBe('SERVICE_UNAVAILABLE');
+
+      // The server returns; after the back-off the next verification fetches and succeeds.
+      up = true;
+      nowMs += 5 * 60_000;
+      await expect(resilient.verify(token)).resolves.toMatchObject({ email: 'outage@example.com' });
+    } finally {
+      keyServer.close();
+    }
   });
 
   it('answers 503, not 401, when the identity provider keys cannot be fetched', async () => {

@@ -80,7 +80,7 @@ describe('AccessTokenVerifier (local key set)', () => {
       const token = await provider.issueUserToken({ email: 'ada@example.com', name: 'Ada Lovelace' });
       await expect(verifier().verify(token)).resolves.toEqual({
         kind: 'user',
-        issuer: ISSUER,
+        issuer: 'https://idp.test',
         subject: devSubjectForEmail('ada@example.com'),
         email: 'ada@example.com',
         emailVerified: true,
@@ -112,15 +112,36 @@ describe('AccessTokenVerifier (local key set)', () => {
       expect(await v.verify(bare)).toMatchObject({ name: 'carol' });
     });
 
-    it('reads email_verified, true when absent', async () => {
+    it('counts the e-mail as verified only when email_verified is true', async () => {
       const v = verifier();
       const unverified = await provider.issueUserToken({ email: 'u@x.io', emailVerified: false });
       const absent = await provider.issueUserToken({
         email: 'v@x.io',
         claims: { email_verified: undefined },
       });
+      const stringy = await provider.issueUserToken({ email: 'w@x.io', claims: { email_verified: 'yes' } });
       expect(await v.verify(unverified)).toMatchObject({ emailVerified: false });
+      expect(await v.verify(absent)).toMatchObject({ emailVerified: false });
+      expect(await v.verify(stringy)).toMatchObject({ emailVerified: false });
+      expect(await v.verify(await provider.issueUserToken({ email: 'x@x.io' }))).toMatchObject({ emailVerified: true });
+    });
+
+    it('lets an absent email_verified count as verified only when told to, never an explicit false', async () => {
+      const v = verifier({ requireEmailVerified: false });
+      const absent = await provider.issueUserToken({ email: 'v@x.io', claims: { email_verified: undefined } });
+      const unverified = await provider.issueUserToken({ email: 'u@x.io', emailVerified: false });
       expect(await v.verify(absent)).toMatchObject({ emailVerified: true });
+      expect(await v.verify(unverified)).toMatchObject({ emailVerified: false });
+    });
+
+    it('refuses tokens that live longer than accepted (exp - iat)', async () => {
+      const long = await provider.issueUserToken({ email: 'l@x.io', expiresIn: 2 * 86_400 });
+      expect((await rejection(verifier().verify(long))).detail).toMatch(/lifetime/);
+      const noIat = await provider.issueUserToken({ email: 'l@x.io', expiresIn: 2 * 86_400, claims: { iat: undefined } });
+      expect((await rejection(verifier().verify(noIat))).detail).toMatch(/lifetime/);
+      const hour = await provider.issueUserToken({ email: 'l@x.io', expiresIn: 3600 });
+      await expect(verifier({ maxTokenLifetimeSeconds: 3600 }).verify(hour)).resolves.toMatchObject({ kind: 'user' });
+      expect((await rejection(verifier({ maxTokenLifetimeSeconds: 3599 }).verify(hour))).code).toBe('UNAUTHENTICATED');
     });
 
     it('refuses a user token without email, saying so', async () => {
@@ -130,11 +151,13 @@ describe('AccessTokenVerifier (local key set)', () => {
       expect(error.detail).toMatch(/email/);
     });
 
-    it('accepts the issuer with or without a trailing slash', async () => {
+    it('accepts the issuer with or without a trailing slash, and names one issuer for both', async () => {
       const token = await provider.issueUserToken({ email: 'ada@example.com' });
-      await expect(verifier({ issuer: 'https://idp.test' }).verify(token)).resolves.toMatchObject({
-        kind: 'user',
-      });
+      const slashed = await provider.issueUserToken({ email: 'ada@example.com', claims: { iss: `${ISSUER.replace(/\/+$/, '')}/` } });
+      const plain = await verifier({ issuer: 'https://idp.test' }).verify(token);
+      const withSlash = await verifier({ issuer: 'https://idp.test' }).verify(slashed);
+      expect(plain).toMatchObject({ kind: 'user', issuer: 'https://idp.test' });
+      expect(withSlash.issuer).toBe(plain.issuer);
     });
   });
 
@@ -147,7 +170,7 @@ describe('AccessTokenVerifier (local key set)', () => {
       });
       await expect(verifier().verify(token)).resolves.toEqual({
         kind: 'client',
-        issuer: ISSUER,
+        issuer: 'https://idp.test',
         subject: 'integration@clients',
         orgId: 'org_42',
         role: 'ORG_ADMIN',
@@ -159,18 +182,21 @@ describe('AccessTokenVerifier (local key set)', () => {
       expect(await verifier().verify(token)).toMatchObject({ kind: 'client', role: 'ANALYST' });
     });
 
-    it('treats a token with the org claim and no email as a machine token, even without gty', async () => {
+    it('takes a token without gty as a machine token only when its client id is on the list', async () => {
       const token = await provider.issueClientToken({
         clientId: 'm2m',
         orgId: 'org_7',
         role: 'APP_USER',
         claims: { gty: undefined },
       });
-      expect(await verifier().verify(token)).toMatchObject({
+      expect(await verifier({ machineClientIds: ['m2m'] }).verify(token)).toMatchObject({
         kind: 'client',
         orgId: 'org_7',
         role: 'APP_USER',
       });
+      // Not on the list: a user token without e-mail, refused (an absent e-mail no longer makes a machine).
+      expect((await rejection(verifier().verify(token))).detail).toMatch(/email/);
+      expect((await rejection(verifier({ machineClientIds: ['other'] }).verify(token))).detail).toMatch(/email/);
     });
 
     it('uses the configured claim names', async () => {
@@ -339,11 +365,17 @@ describe('options from environment', () => {
       OIDC_ORG_CLAIM: 'org_id',
       OIDC_ROLE_CLAIM: 'role',
       OIDC_ALGORITHMS: ['RS256'],
+      OIDC_REQUIRE_EMAIL_VERIFIED: false,
+      OIDC_CLIENT_IDS: ['m2m'],
+      OIDC_MAX_TOKEN_LIFETIME_SECONDS: 3600,
     });
     expect(options).toMatchObject({
       issuer: 'https://idp.example.com/',
       jwksUrl: 'https://idp.example.com/.well-known/jwks.json',
       algorithms: ['RS256'],
+      requireEmailVerified: false,
+      machineClientIds: ['m2m'],
+      maxTokenLifetimeSeconds: 3600,
     });
     expect(
       accessTokenVerifierOptionsFromEnv({
@@ -353,6 +385,9 @@ describe('options from environment', () => {
         OIDC_ORG_CLAIM: 'org_id',
         OIDC_ROLE_CLAIM: 'role',
         OIDC_ALGORITHMS: ['RS256'],
+        OIDC_REQUIRE_EMAIL_VERIFIED: true,
+        OIDC_CLIENT_IDS: [],
+        OIDC_MAX_TOKEN_LIFETIME_SECONDS: 86_400,
       }).jwksUrl,
     ).toBe('https://keys.example.com/jwks');
   });

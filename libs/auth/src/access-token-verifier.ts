@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { AppError } from '@sts/errors/app-error';
+import { KeySetUnavailable, ResilientJwks } from './resilient-jwks';
 import {
-  createRemoteJWKSet,
   errors as joseErrors,
   jwtVerify,
   type JWTPayload,
@@ -53,12 +53,26 @@ export interface AccessTokenVerifierOptions {
   readonly orgClaim?: string;
   /** Claim naming the role of a client-credentials token. Default `role`. */
   readonly roleClaim?: string;
+  /**
+   * Whether a user token must say `email_verified: true` for its e-mail to count as verified (default
+   * true). Turn off only for providers that never send the claim: a missing claim then counts as verified.
+   */
+  readonly requireEmailVerified?: boolean;
+  /**
+   * Client ids (`azp` or `client_id`) whose tokens are machine tokens. Tokens with
+   * `gty: client-credentials` are machine tokens anyway; no other token is.
+   */
+  readonly machineClientIds?: readonly string[];
+  /** Longest accepted lifetime (`exp - iat`, or `exp - now` without `iat`), in seconds. Default 24 h. */
+  readonly maxTokenLifetimeSeconds?: number;
   /** Leeway for `exp`, `nbf` and `iat`, in seconds. Default 5. */
   readonly clockToleranceSeconds?: number;
   /** Minimum time between two JWKS fetches triggered by unknown key ids. Default 30 s. */
   readonly jwksCooldownMs?: number;
-  /** How long fetched keys are trusted before they are fetched again. Default 10 min. */
+  /** Age after which fetched keys are refreshed in the background (still used meanwhile). Default 10 min. */
   readonly jwksCacheMaxAgeMs?: number;
+  /** Age after which keys that could not be refreshed are no longer trusted (503). Default 24 h. */
+  readonly jwksMaxStaleMs?: number;
   /** Timeout of one JWKS fetch. Default 5 s. */
   readonly jwksTimeoutMs?: number;
   /** Cache of verified tokens; `false` turns it off. */
@@ -77,6 +91,9 @@ export interface OidcEnvConfig {
   readonly OIDC_ORG_CLAIM: string;
   readonly OIDC_ROLE_CLAIM: string;
   readonly OIDC_ALGORITHMS: readonly string[];
+  readonly OIDC_REQUIRE_EMAIL_VERIFIED: boolean;
+  readonly OIDC_CLIENT_IDS: readonly string[];
+  readonly OIDC_MAX_TOKEN_LIFETIME_SECONDS: number;
 }
 
 export interface AccessTokenVerifierStats {
@@ -101,6 +118,9 @@ export function accessTokenVerifierOptionsFromEnv(env: OidcEnvConfig): AccessTok
     orgClaim: env.OIDC_ORG_CLAIM,
     roleClaim: env.OIDC_ROLE_CLAIM,
     algorithms: env.OIDC_ALGORITHMS,
+    requireEmailVerified: env.OIDC_REQUIRE_EMAIL_VERIFIED,
+    machineClientIds: env.OIDC_CLIENT_IDS,
+    maxTokenLifetimeSeconds: env.OIDC_MAX_TOKEN_LIFETIME_SECONDS,
   };
 }
 
@@ -134,9 +154,6 @@ interface CacheEntry {
   readonly validUntil: number;
 }
 
-/** Raised by the key resolver wrapper when the JWKS itself cannot be had (not the token's fault). */
-class KeySetUnavailable extends Error {}
-
 /**
  * Verifies OAuth 2.0 / OIDC bearer access tokens against the identity provider's JWKS and turns them
  * into a {@link Principal}.
@@ -144,11 +161,17 @@ class KeySetUnavailable extends Error {}
  * Rules:
  * - Signature by a key of the JWKS, with an allow-listed asymmetric algorithm; `iss` and `aud` as
  *   configured; `exp` required and not passed, `nbf`/`iat` not in the future (5 s leeway); `sub` required.
- * - Machine (client-credentials) token: `gty === 'client-credentials'`, or the org claim present and no
- *   `email`. It must carry the org claim (non-empty string). Its role is the role claim, `ANALYST`
- *   when absent; an unknown role value is refused.
+ * - Lifetime (`exp - iat`) at most `maxTokenLifetimeSeconds` (24 h by default): a leaked long-lived
+ *   token is refused even if the provider issued it.
+ * - Machine (client-credentials) token: `gty === 'client-credentials'`, or a client id (`azp` or
+ *   `client_id`) on `machineClientIds`; nothing else (an absent `email` does not make a machine).
+ *   It must carry the org claim (non-empty string). Its role is the role claim, `ANALYST` when absent;
+ *   an unknown role value is refused.
  * - Otherwise a user token. It must carry `email`. `name` falls back to `nickname`, then
- *   `preferred_username`, then the local part of the e-mail. `email_verified` is true unless it says false.
+ *   `preferred_username`, then the local part of the e-mail. The e-mail counts as verified only when
+ *   `email_verified` is true (or, with `requireEmailVerified: false`, when it is absent).
+ * - The principal's issuer is the configured one without a trailing slash, so `https://idp/` and
+ *   `https://idp` name the same user.
  * - Every refusal is `AppError('UNAUTHENTICATED', reason)` with a reason safe to show. When the JWKS
  *   cannot be fetched (identity provider down) it is `SERVICE_UNAVAILABLE`: the token may well be fine.
  * - Verified tokens are cached (by SHA-256 of the token) until min(`exp`, now + 60 s); failures never are.
@@ -156,8 +179,12 @@ class KeySetUnavailable extends Error {}
 export class AccessTokenVerifier {
   private readonly getKey: JWTVerifyGetKey;
   private readonly verifyOptions: JWTVerifyOptions;
+  private readonly issuer: string;
   private readonly orgClaim: string;
   private readonly roleClaim: string;
+  private readonly requireEmailVerified: boolean;
+  private readonly machineClientIds: ReadonlySet<string>;
+  private readonly maxTokenLifetimeSeconds: number;
   private readonly now: () => number;
   private readonly cacheEnabled: boolean;
   private readonly cacheMaxEntries: number;
@@ -184,8 +211,12 @@ export class AccessTokenVerifier {
       clockTolerance: options.clockToleranceSeconds ?? 5,
       requiredClaims: ['exp', 'sub'],
     };
+    this.issuer = issuer;
     this.orgClaim = options.orgClaim ?? 'org_id';
     this.roleClaim = options.roleClaim ?? 'role';
+    this.requireEmailVerified = options.requireEmailVerified ?? true;
+    this.machineClientIds = new Set(options.machineClientIds ?? []);
+    this.maxTokenLifetimeSeconds = options.maxTokenLifetimeSeconds ?? 24 * 3600;
     this.now = options.now ?? Date.now;
     this.cacheEnabled = options.cache !== false;
     this.cacheMaxEntries = (options.cache !== false && options.cache?.maxEntries) || 10_000;
@@ -194,20 +225,14 @@ export class AccessTokenVerifier {
     if (options.keySet) {
       this.getKey = options.keySet;
     } else {
-      const remote = createRemoteJWKSet(new URL(options.jwksUrl ?? defaultJwksUrl(options.issuer)), {
-        cooldownDuration: options.jwksCooldownMs ?? 30_000,
-        cacheMaxAge: options.jwksCacheMaxAgeMs ?? 600_000,
-        timeoutDuration: options.jwksTimeoutMs ?? 5_000,
-      });
-      this.getKey = async (header, token) => {
-        try {
-          return await remote(header, token);
-        } catch (error) {
-          throw isKeySetFetchFailure(error)
-            ? new KeySetUnavailable('JWKS unavailable', { cause: error })
-            : error;
-        }
-      };
+      this.getKey = new ResilientJwks(new URL(options.jwksUrl ?? defaultJwksUrl(options.issuer)), {
+        refreshAfterMs: options.jwksCacheMaxAgeMs ?? 600_000,
+        maxStaleMs: options.jwksMaxStaleMs ?? 24 * 3_600_000,
+        cooldownMs: options.jwksCooldownMs ?? 30_000,
+        maxBackoffMs: 5 * 60_000,
+        timeoutMs: options.jwksTimeoutMs ?? 5_000,
+        now: this.now,
+      }).getKey;
     }
   }
 
@@ -297,15 +322,20 @@ export class AccessTokenVerifier {
   }
 
   private toPrincipal(payload: JWTPayload): Principal {
-    const issuer = payload.iss as string;
+    const issuer = this.issuer;
     const subject = payload.sub;
     if (typeof subject !== 'string' || subject.length === 0)
       throw unauthenticated('Token has no subject (sub) claim');
+    const issuedAt = typeof payload.iat === 'number' ? payload.iat : this.now() / 1000;
+    if ((payload.exp as number) - issuedAt > this.maxTokenLifetimeSeconds) {
+      throw unauthenticated('Token lifetime is longer than accepted');
+    }
 
     const orgClaim = payload[this.orgClaim];
     const email = payload['email'];
+    const clientId = payload['azp'] ?? payload['client_id'];
     const isMachine =
-      payload['gty'] === 'client-credentials' || (orgClaim !== undefined && email === undefined);
+      payload['gty'] === 'client-credentials' || (typeof clientId === 'string' && this.machineClientIds.has(clientId));
 
     if (isMachine) {
       if (typeof orgClaim !== 'string' || orgClaim.length === 0) {
@@ -330,7 +360,8 @@ export class AccessTokenVerifier {
       email.split('@')[0] ??
       email;
     const verified = payload['email_verified'];
-    const emailVerified = !(verified === false || verified === 'false');
+    const emailVerified =
+      verified === true || verified === 'true' || (!this.requireEmailVerified && verified === undefined);
     return Object.freeze({ kind: 'user', issuer, subject, email, emailVerified, name });
   }
 }
@@ -345,16 +376,6 @@ function nonEmptyString(value: unknown): string | undefined {
 
 function unauthenticated(reason: string, cause?: unknown): AppError {
   return new AppError('UNAUTHENTICATED', reason, cause === undefined ? {} : { cause });
-}
-
-function isKeySetFetchFailure(error: unknown): boolean {
-  if (error instanceof joseErrors.JWKSNoMatchingKey || error instanceof joseErrors.JWKSMultipleMatchingKeys) {
-    return false;
-  }
-  if (error instanceof joseErrors.JWKSTimeout || error instanceof joseErrors.JWKSInvalid) return true;
-  // Non-200 or non-JSON responses are plain JOSEError; network failures are fetch's TypeError.
-  if (error instanceof joseErrors.JOSEError) return error.code === 'ERR_JOSE_GENERIC';
-  return true;
 }
 
 const CLAIM_REASONS: Record<string, string> = {

@@ -74,6 +74,15 @@ export const oidcEnv = {
     .string()
     .default('RS256,ES256,PS256,EdDSA')
     .transform((value) => value.split(',').map((alg) => alg.trim()).filter(Boolean)),
+  /** A user's e-mail counts as verified only with `email_verified: true`; `false` lets an absent claim count. */
+  OIDC_REQUIRE_EMAIL_VERIFIED: z.stringbool().default(true),
+  /** Client ids (`azp`/`client_id`) whose tokens are machine tokens, for providers that send no `gty`. */
+  OIDC_CLIENT_IDS: z
+    .string()
+    .default('')
+    .transform((value) => value.split(',').map((id) => id.trim()).filter(Boolean)),
+  /** Longest accepted token lifetime (`exp - iat`). */
+  OIDC_MAX_TOKEN_LIFETIME_SECONDS: z.coerce.number().int().min(60).max(30 * 86_400).default(86_400),
 };
 
 export const smtpEnv = {

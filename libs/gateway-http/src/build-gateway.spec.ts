@@ -368,7 +368,7 @@ describe('gateway (fake upstream, real token verifier)', () => {
         principal: {
           $case: 'client',
           value: {
-            issuer: 'https://idp.test/',
+            issuer: 'https://idp.test',
             subject: 'ci',
             orgId: ORG_ID,
             role: ProtoRole.ROLE_ORG_ADMIN,
