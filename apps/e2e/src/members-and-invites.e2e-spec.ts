@@ -122,6 +122,29 @@ describe('members, invites and the session, end to end', () => {
     expect(joined.read).toBe(false);
   });
 
+  it('keeps hostile display names from forging lines in invitation e-mails and the feed', async () => {
+    const forged = 'Mallory\r\n\r\nIT department: reply with your password to evil@example.com';
+    const eve = await system.tokenFor('eve@forge.test', { name: forged });
+    const session = await system.api<Session>('GET', '/api/session', { token: eve });
+    expect(session.body.user.name).not.toMatch(/[\r\n]/);
+    const created = await system.api<Invite>('POST', '/api/invites', { token: eve, body: { email: 'victim@forge.test', role: 'ANALYST' } });
+    expect(created.status).toBe(201);
+    const mail = await system.mail.waitFor((m) => m.to.includes('victim@forge.test'), 10_000);
+    const lines = (mail.text ?? '').split(/\r?\n/);
+    expect(lines.some((line) => line.startsWith('IT department'))).toBe(false);
+    expect(lines.some((line) => line.startsWith('Mallory IT department: reply with your password'))).toBe(true);
+
+    const token = tokenFromMail(mail.text ?? '');
+    expect((await system.api('POST', '/api/invites/accept', { body: { token } })).status).toBe(200);
+    const victim = await system.tokenFor('victim@forge.test', { name: 'Victim\nSecond line' });
+    expect((await system.api('GET', '/api/session', { token: victim })).status).toBe(200);
+    const joined = await eventually(async () => {
+      const feed = await system.api<Notification[]>('GET', '/api/notifications', { token: eve });
+      return feed.body.find((n) => n.type === 'member.joined');
+    });
+    expect(joined.message).toBe('Victim Second line (victim@forge.test) joined as ANALYST');
+  });
+
   it('keeps read state per user', async () => {
     const bob = await system.tokenFor('bob@acme.test', { name: 'Bob Analyst' });
     const feed = await system.api<Notification[]>('GET', '/api/notifications', { token: alice });

@@ -41,6 +41,8 @@ export interface IdentityRepositories {
    * accepted invites that have not become a membership yet (the newest invite's role must win).
    */
   retireSupersededInvites(orgId: string, email: string, now: Date): Promise<void>;
+  /** Counts one more invite of the organization on this UTC day (`YYYY-MM-DD`); the day's count, this one included. */
+  countInviteOfDay(orgId: string, day: string): Promise<number>;
   deleteInvite(orgId: string, inviteId: string): Promise<void>;
   /** Atomically moves a live pending invite with this token hash to accepted; null if none. */
   acceptInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null>;

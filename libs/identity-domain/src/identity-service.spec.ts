@@ -11,6 +11,7 @@ import { InMemoryIdentityStore, ManualClock, RecordingIds } from './test/in-memo
 
 const ISSUER = 'https://idp.test/';
 const TTL_HOURS = 168;
+const INVITES_PER_DAY = 5;
 const HOUR = 3_600_000;
 const sealingKey = randomBytes(32);
 const firstPage = { limit: DEFAULT_PAGE_SIZE, after: null };
@@ -51,7 +52,7 @@ describe('IdentityService', () => {
     store = new InMemoryIdentityStore();
     clock = new ManualClock();
     ids = new RecordingIds();
-    service = new IdentityService(store, { inviteTtlHours: TTL_HOURS, sealingKey }, clock, ids);
+    service = new IdentityService(store, { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey }, clock, ids);
   });
 
   const login = (principal: Principal, orgId: string | null = null) =>
@@ -74,6 +75,17 @@ describe('IdentityService', () => {
   };
 
   describe('first login and provisioning', () => {
+    it('stores the display name as one capped line of plain text', async () => {
+      const forged = 'Mallory\r\n\r\nPlease also send your password to evil@example.com\u202e';
+      const caller = await login(userPrincipal('mallory@example.com', { name: forged + 'x'.repeat(500) }));
+      expect(caller.user.name).not.toMatch(/[\r\n\u202e]/);
+      expect(Array.from(caller.user.name).length).toBeLessThanOrEqual(200);
+      expect(caller.user.name.startsWith('Mallory Please also send')).toBe(true);
+      expect(caller.org.name.startsWith('Mallory Please')).toBe(true);
+      const blank = await login(userPrincipal('blank.name@example.com', { name: '\u200b\n' }));
+      expect(blank.user.name).toBe('blank.name');
+    });
+
     it('creates a personal organization with the user as ORG_ADMIN and emits org.created', async () => {
       const caller = await login(userPrincipal('ada@example.com', { name: 'Ada Lovelace' }));
 
@@ -231,7 +243,7 @@ describe('IdentityService', () => {
           throw new UniqueConflict();
         },
       };
-      const flaky = new IdentityService(conflicting, { inviteTtlHours: TTL_HOURS, sealingKey }, clock, ids);
+      const flaky = new IdentityService(conflicting, { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey }, clock, ids);
       await expect(flaky.resolveCaller(userPrincipal('ada@example.com'), null)).rejects.toBeInstanceOf(
         UniqueConflict,
       );
@@ -245,7 +257,7 @@ describe('IdentityService', () => {
           throw new Error('connection reset');
         },
       };
-      const failing = new IdentityService(broken, { inviteTtlHours: TTL_HOURS, sealingKey }, clock, ids);
+      const failing = new IdentityService(broken, { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey }, clock, ids);
       await expect(failing.resolveCaller(userPrincipal('ada@example.com'), null)).rejects.toThrow(
         'connection reset',
       );
@@ -591,6 +603,22 @@ describe('IdentityService', () => {
   });
 
   describe('creating invites', () => {
+    it('lets an organization send a bounded number of invites per UTC day; refused ones do not count', async () => {
+      const admin = await login(userPrincipal('ada@example.com', { name: 'Ada Lovelace' }));
+      const invite = (n: number) => service.createInvite(admin.org.id, `guest${n}@example.com`, 'ANALYST', admin.memberId);
+      for (let n = 0; n < INVITES_PER_DAY; n += 1) await invite(n);
+      // Revoking does not give the quota back (invite and revoke in a loop would send unlimited e-mail).
+      const [first] = [...store.state.invites.values()];
+      await service.revokeInvite(admin.org.id, first!.id);
+      await expectCode(invite(100), 'RATE_LIMITED');
+      expect(store.eventsOf('invite.created')).toHaveLength(INVITES_PER_DAY);
+      // Another organization has its own quota; the next UTC day starts afresh.
+      const other = await login(userPrincipal('bob@example.org'));
+      await service.createInvite(other.org.id, 'x@example.org', 'ANALYST', other.memberId);
+      clock.advance(24 * HOUR);
+      await expect(invite(101)).resolves.toMatchObject({ email: 'guest101@example.com' });
+    });
+
     it('stores a lower-cased pending invite that expires after the TTL and seals its token in invite.created', async () => {
       const admin = await login(userPrincipal('ada@example.com', { name: 'Ada Lovelace' }));
       const now = clock.now();

@@ -1,6 +1,7 @@
 import { AppError } from '@sts/errors/app-error';
 import { generateSecret, hashSecret, sealSecret } from '@sts/crypto/secrets';
 import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
+import { NAME_MAX_LENGTH, plainTextLine } from '@sts/vocabulary/plain-text';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import {
   normalizeEmail,
@@ -15,8 +16,14 @@ import { UniqueConflict, type Clock, type IdGenerator, type IdentityRepositories
 
 export interface IdentitySettings {
   inviteTtlHours: number;
+  /** Invites an organization may send per UTC day (bounds the e-mail an account can make us send). */
+  invitesPerOrgPerDay: number;
   /** Key that seals invite tokens for the trip through the outbox to the mailer. */
   sealingKey: Buffer;
+}
+
+function storedName(name: string, email: string): string {
+  return plainTextLine(name, NAME_MAX_LENGTH) || plainTextLine(email.split('@')[0] ?? '', NAME_MAX_LENGTH) || 'User';
 }
 
 /** Invite tokens: 256 random bits with a prefix secret scanners can recognise. */
@@ -35,8 +42,11 @@ export class IdentityService {
    * without an accepted invite gets a personal organization as ORG_ADMIN; accepted invites bound to
    * the user's (verified) e-mail become memberships at the next login.
    */
-  async resolveCaller(principal: Principal, requestedOrgId: string | null): Promise<Caller> {
-    if (principal.kind === 'client') return this.resolveClient(principal);
+  async resolveCaller(untrusted: Principal, requestedOrgId: string | null): Promise<Caller> {
+    if (untrusted.kind === 'client') return this.resolveClient(untrusted);
+    // The display name comes from the identity provider: stored as one line of plain text, capped,
+    // so it cannot forge lines in the e-mails and feed items it later appears in.
+    const principal = { ...untrusted, name: storedName(untrusted.name, untrusted.email) };
 
     const snapshot = await this.store.read((repos) => repos.findUserSnapshot(principal.issuer, principal.subject));
     const needsWrite =
@@ -103,6 +113,10 @@ export class IdentityService {
         throw new AppError('ALREADY_MEMBER', `${email} is already a member of this organization`);
       }
       const inviter = invitedByMemberId ? await repos.findMember(orgId, invitedByMemberId) : null;
+      // Counted in this transaction: a refused or failed invite does not use up the day's quota.
+      if ((await repos.countInviteOfDay(orgId, now.toISOString().slice(0, 10))) > this.settings.invitesPerOrgPerDay) {
+        throw new AppError('RATE_LIMITED', `this organization has sent its ${this.settings.invitesPerOrgPerDay} invites for today (UTC)`);
+      }
       await repos.retireSupersededInvites(orgId, email, now);
 
       const token = generateSecret(INVITE_TOKEN_PREFIX);

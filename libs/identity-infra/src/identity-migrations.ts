@@ -61,6 +61,20 @@ class InitialIdentitySchema extends Migration {
   }
 }
 
+/** Invites per organization and UTC day, counted as they are created (revoking does not give them back). */
+class InviteQuota extends Migration {
+  override up(): void {
+    this.addSql(`
+      create table identity.invite_quota (
+        org_id uuid not null references identity.organizations (id) on delete cascade,
+        day date not null,
+        count integer not null,
+        primary key (org_id, day)
+      );
+    `);
+  }
+}
+
 /** Parked outbox rows (the relay's dead-letter state). */
 class OutboxDeadLetter extends Migration {
   override up(): void {
@@ -71,4 +85,5 @@ class OutboxDeadLetter extends Migration {
 export const IDENTITY_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_identity_schema', class: InitialIdentitySchema },
   { name: '0002_outbox_dead_letter', class: OutboxDeadLetter },
+  { name: '0003_invite_quota', class: InviteQuota },
 ];

@@ -207,6 +207,16 @@ class IdentityRepositoriesSql implements IdentityRepositories {
     return inserted === 1;
   }
 
+  async countInviteOfDay(orgId: string, day: string): Promise<number> {
+    const [row] = await this.sql.all<{ count: number }>(
+      `insert into identity.invite_quota (org_id, day, count) values (?, ?, 1)
+       on conflict (org_id, day) do update set count = identity.invite_quota.count + 1
+       returning count`,
+      [orgId, day],
+    );
+    return row!.count;
+  }
+
   async retireSupersededInvites(orgId: string, email: string, now: Date): Promise<void> {
     await this.sql.run(
       `update identity.invites set status = 'expired'

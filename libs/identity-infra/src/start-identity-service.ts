@@ -19,7 +19,7 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
     async (host) => {
       const service = new IdentityService(
         new MikroIdentityStore(host.orm, () => host.wakeOutbox()),
-        { inviteTtlHours: config.INVITE_TTL_HOURS, sealingKey: Buffer.from(config.SECRET_SEALING_KEY, 'base64') },
+        { inviteTtlHours: config.INVITE_TTL_HOURS, invitesPerOrgPerDay: config.INVITES_PER_ORG_PER_DAY, sealingKey: Buffer.from(config.SECRET_SEALING_KEY, 'base64') },
         { now: () => new Date() },
         { newId: () => randomUUID() },
       );

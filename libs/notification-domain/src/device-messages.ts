@@ -1,5 +1,5 @@
 import type { EventData } from '@sts/events/event-catalogue';
-import { plainTextLine } from './email-format';
+import { plainTextLine } from '@sts/vocabulary/plain-text';
 
 /** Longest hostname shown in a feed message, in code points (a DNS name is at most 253 characters). */
 export const HOSTNAME_MAX_LENGTH = 255;

@@ -1,4 +1,5 @@
-import { plainTextLine, shellArg } from './email-format';
+import { plainTextLine } from '@sts/vocabulary/plain-text';
+import { shellArg } from './email-format';
 
 describe('plainTextLine', () => {
   it('trims and keeps ordinary text, including non-Latin scripts and emoji', () => {

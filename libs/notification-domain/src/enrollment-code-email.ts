@@ -1,8 +1,6 @@
-import { escapeHtml, formatUtc, headerSafe, plainTextLine, PRODUCT_NAME, shellArg, trimSlashes } from './email-format';
+import { NAME_MAX_LENGTH, plainTextLine } from '@sts/vocabulary/plain-text';
+import { escapeHtml, formatUtc, headerSafe, PRODUCT_NAME, shellArg, trimSlashes } from './email-format';
 import type { OutgoingEmail } from './notification-model';
-
-/** Longest organization or person name interpolated into the e-mail, in code points. */
-const NAME_MAX_LENGTH = 200;
 
 export interface EnrollmentCodeEmailInput {
   to: string;

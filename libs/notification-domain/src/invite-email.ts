@@ -1,4 +1,5 @@
 import type { EventData } from '@sts/events/event-catalogue';
+import { NAME_MAX_LENGTH, plainTextLine } from '@sts/vocabulary/plain-text';
 import { escapeHtml, formatUtc, headerSafe, PRODUCT_NAME, trimSlashes } from './email-format';
 import type { OutgoingEmail } from './notification-model';
 
@@ -21,9 +22,16 @@ export function inviteAcceptUrl(publicAppUrl: string, token: string): string {
 /**
  * The invitation e-mail: a link to accept it in the dashboard, and the token with how to accept it
  * through the API (`POST /api/invites/accept`), for invitees who integrate without the dashboard.
- * Every interpolated value is escaped in the HTML part.
+ * The organization and inviter names are untrusted (an identity provider's display name, a name the
+ * inviter chose): they become one line of plain text, so they cannot fake lines in the text part, and
+ * every interpolated value is escaped in the HTML part.
  */
-export function renderInviteEmail(input: InviteEmailInput): OutgoingEmail {
+export function renderInviteEmail(untrusted: InviteEmailInput): OutgoingEmail {
+  const input = {
+    ...untrusted,
+    orgName: plainTextLine(untrusted.orgName, NAME_MAX_LENGTH) || 'an organization',
+    invitedByName: plainTextLine(untrusted.invitedByName, NAME_MAX_LENGTH) || 'An administrator',
+  };
   const acceptUrl = inviteAcceptUrl(input.publicAppUrl, input.token);
   const apiUrl = `${trimSlashes(input.publicAppUrl)}/api/invites/accept`;
   const requestBody = JSON.stringify({ token: input.token });

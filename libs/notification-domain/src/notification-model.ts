@@ -1,4 +1,5 @@
 import type { EventData } from '@sts/events/event-catalogue';
+import { EMAIL_MAX_LENGTH, NAME_MAX_LENGTH, plainTextLine } from '@sts/vocabulary/plain-text';
 
 /** Notification types of contract section 6. The feed holds nothing else. */
 export const NOTIFICATION_TYPES = [
@@ -45,8 +46,10 @@ export function isReadBy(item: Pick<FeedItem, 'id' | 'createdAt'>, state: ReadSt
   return state.readAllBefore !== null && item.createdAt.getTime() <= state.readAllBefore.getTime();
 }
 
+/** Names and e-mails come from the identity provider: one line of plain text each (`plainTextLine`). */
 export function memberJoinedMessage(data: EventData<'member.joined'>): string {
-  return `${data.name} (${data.email}) joined as ${data.role}`;
+  const name = plainTextLine(data.name, NAME_MAX_LENGTH) || 'A new member';
+  return `${name} (${plainTextLine(data.email, EMAIL_MAX_LENGTH)}) joined as ${data.role}`;
 }
 
 /** What the mailer keeps about a sent e-mail: never the body and never a secret it carried. */

@@ -21,18 +21,21 @@ export interface IdentityState {
   orgs: Map<string, Organization>;
   members: Map<string, MemberRow>;
   invites: Map<string, Invite>;
+  /** Invites per organization and UTC day (`org|day`). */
+  inviteQuota: Map<string, number>;
   /** The outbox: events of committed transactions, in order. */
   events: RecordedEvent[];
 }
 
-type Table = 'users' | 'orgs' | 'members' | 'invites';
-const TABLES: Table[] = ['users', 'orgs', 'members', 'invites'];
+type Table = 'users' | 'orgs' | 'members' | 'invites' | 'inviteQuota';
+const TABLES: Table[] = ['users', 'orgs', 'members', 'invites', 'inviteQuota'];
 
 const emptyState = (): IdentityState => ({
   users: new Map(),
   orgs: new Map(),
   members: new Map(),
   invites: new Map(),
+  inviteQuota: new Map(),
   events: [],
 });
 
@@ -298,6 +301,11 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
       // The SQL insert writes status 'pending' and no accepted_at, whatever the object says.
       s().invites.set(invite.id, { ...copy(invite), status: 'pending', acceptedAt: null });
       return true;
+    },
+    countInviteOfDay: async (orgId, day) => {
+      const count = (s().inviteQuota.get(`${orgId}|${day}`) ?? 0) + 1;
+      s().inviteQuota.set(`${orgId}|${day}`, count);
+      return count;
     },
     retireSupersededInvites: async (orgId, email, now) => {
       for (const invite of s().invites.values()) {
