@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { isUuid } from '@sts/vocabulary/identifiers';
 import { promisify } from 'node:util';
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -50,7 +51,6 @@ export function defaultMachineIdSources(
 }
 
 const SYSTEMD_MACHINE_ID = /^[0-9a-f]{32}$/i;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A systemd/D-Bus machine id file's content: 32 hex digits (not "uninitialized", not empty). */
 export function parseMachineIdFile(content: string): string | undefined {
@@ -62,14 +62,14 @@ export function parseMachineIdFile(content: string): string | undefined {
 export function parseIoregPlatformUuid(stdout: string): string | undefined {
   const match = /"IOPlatformUUID"\s*=\s*"([^"]+)"/.exec(stdout);
   const id = match?.[1]?.trim();
-  return id && UUID.test(id) ? id : undefined;
+  return id && isUuid(id) ? id : undefined;
 }
 
 /** `reg query HKLM\SOFTWARE\Microsoft\Cryptography /v MachineGuid` output → MachineGuid. */
 export function parseRegMachineGuid(stdout: string): string | undefined {
   const match = /^\s*MachineGuid\s+REG_SZ\s+(\S+)\s*$/im.exec(stdout);
   const id = match?.[1]?.trim();
-  return id && UUID.test(id) ? id : undefined;
+  return id && isUuid(id) ? id : undefined;
 }
 
 /** Reads this machine's id, or throws MachineIdError naming what was tried and suggesting --machine-id. */

@@ -46,6 +46,26 @@ describe('gateway hardening, end to end', () => {
     }
   });
 
+  it('answers 400, never 500, to tampered paging cursors on every list', async () => {
+    const cursorOf = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+    const id = '00000000-0000-4000-8000-000000000001';
+    const tampered = [
+      cursorOf(['5', id]),
+      cursorOf(['+275760-09-13T00:00:00.000Z', id]),
+      cursorOf(['0000-01-01T00:00:00.000Z', id]),
+      cursorOf(['2026-01-01T00:00:00.000Z', 'not-a-uuid']),
+      cursorOf([1, 2]),
+      'bm90IGpzb24',
+    ];
+    for (const path of ['/api/members', '/api/invites', '/api/notifications', '/api/devices']) {
+      for (const cursor of tampered) {
+        const response = await system.api('GET', `${path}?cursor=${cursor}`, { token: admin });
+        expect([path, cursor, response.status]).toEqual([path, cursor, 400]);
+        expectProblem(response, 400, 'VALIDATION_FAILED');
+      }
+    }
+  });
+
   it('rejects malformed and hostile bodies with 4xx problems and writes nothing', async () => {
     const before = (await system.api<unknown[]>('GET', '/api/invites', { token: admin })).body.length;
     expectProblem(await system.api('POST', '/api/invites', { token: admin, rawBody: '{"email": ', headers: { 'content-type': 'application/json' } }), 400, 'MALFORMED_REQUEST');

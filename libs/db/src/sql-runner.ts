@@ -24,10 +24,3 @@ export function sqlRunner(em: EntityManager): SqlRunner {
     },
   };
 }
-
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** Ids are opaque to clients; anything that is not one of ours cannot exist (and must not reach SQL as a uuid). */
-export function isUuid(value: string): boolean {
-  return UUID_PATTERN.test(value);
-}

@@ -1,4 +1,4 @@
-import { isUuid } from '@sts/db/sql-runner';
+import { isUuid } from '@sts/vocabulary/identifiers';
 import { invalid, normalizeDeviceQuery, parseMetadataJson } from '@sts/enrollment-domain/device-input';
 import type { DeviceStatus, ListedDevice } from '@sts/enrollment-domain/enrollment-model';
 import type { EnrollmentService } from '@sts/enrollment-domain/enrollment-service';

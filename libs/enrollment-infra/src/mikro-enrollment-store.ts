@@ -1,5 +1,6 @@
 import { UniqueConstraintViolationException, type EntityManager, type MikroORM } from '@mikro-orm/postgresql';
-import { isUuid, sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
+import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
+import { isUuid } from '@sts/vocabulary/identifiers';
 import type {
   Device,
   DeviceFilter,

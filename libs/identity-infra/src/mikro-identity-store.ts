@@ -1,5 +1,6 @@
 import { LockMode, UniqueConstraintViolationException, type EntityManager, type MikroORM } from '@mikro-orm/postgresql';
-import { isUuid, sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
+import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
+import { isUuid } from '@sts/vocabulary/identifiers';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
 import type { Invite, Member, Organization, Role } from '@sts/identity-domain/identity-model';
 import {

@@ -1,4 +1,5 @@
 import { AppError } from '@sts/errors/app-error';
+import { isUuid } from '@sts/vocabulary/identifiers';
 import { toPage, toPageRequest } from '@sts/pagination/keyset-cursor';
 import type { Notification } from './notification-model';
 import type { Clock, NotificationStore } from './notification-ports';
@@ -24,7 +25,6 @@ export interface NotificationPage {
   unreadCount: number;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The feed of an organization as one user sees it: newest first, read state per user. */
 export class NotificationService {
@@ -36,7 +36,7 @@ export class NotificationService {
   async list(input: ListNotificationsInput): Promise<NotificationPage> {
     requireScope(input);
     const page = toPageRequest(input.limit, input.cursor);
-    if (page.after && !UUID.test(page.after.id)) {
+    if (page.after && !isUuid(page.after.id)) {
       throw new AppError('VALIDATION_FAILED', 'cursor is not valid', { fields: [{ path: 'cursor', message: 'invalid cursor' }] });
     }
     return this.store.read(async (repos) => {
@@ -57,7 +57,7 @@ export class NotificationService {
    */
   async markRead(input: FeedScope & { notificationId: string }): Promise<Notification> {
     requireScope(input);
-    if (!UUID.test(input.notificationId)) throw new AppError('NOTIFICATION_NOT_FOUND');
+    if (!isUuid(input.notificationId)) throw new AppError('NOTIFICATION_NOT_FOUND');
     return this.store.transaction(async (repos) => {
       const notification = await repos.findNotification(input.orgId, input.userId, input.notificationId);
       if (!notification) throw new AppError('NOTIFICATION_NOT_FOUND');

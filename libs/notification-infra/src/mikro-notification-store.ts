@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { recordEventOnce } from '@sts/db/processed-events';
-import { isUuid, sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
+import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
+import { isUuid } from '@sts/vocabulary/identifiers';
 import type { EmailLogEntry, FeedItem, Notification, NotificationType } from '@sts/notification-domain/notification-model';
 import type { FeedQuery, NotificationRepositories, NotificationStore } from '@sts/notification-domain/notification-ports';
 import { EmailLogEntity, FeedItemEntity } from './notification-entities';

@@ -1,4 +1,5 @@
 import { AppError } from '@sts/errors/app-error';
+import { isUuid } from '@sts/vocabulary/identifiers';
 
 /**
  * Lists are paged by keyset (position after the last row seen), not by offset, so pages stay
@@ -22,6 +23,18 @@ export function encodeCursor(position: KeysetPosition): string {
   return Buffer.from(JSON.stringify([position.at, position.id]), 'utf8').toString('base64url');
 }
 
+/**
+ * The timestamps our cursors carry (`Date#toISOString`, years 0001–9999): PostgreSQL reads every one
+ * of them. `Date.parse` alone would let a bare number or a year beyond PostgreSQL's range through.
+ */
+const CURSOR_TIME = /^(\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$/;
+
+function isCursorTime(value: string): boolean {
+  const match = CURSOR_TIME.exec(value);
+  return match !== null && match[1] !== '0000' && !Number.isNaN(Date.parse(value));
+}
+
+/** A cursor we made: `[iso time, uuid]`. Anything else (tampered, truncated, forged) is 400. */
 export function decodeCursor(cursor: string): KeysetPosition {
   try {
     const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
@@ -30,7 +43,8 @@ export function decodeCursor(cursor: string): KeysetPosition {
       parsed.length === 2 &&
       typeof parsed[0] === 'string' &&
       typeof parsed[1] === 'string' &&
-      !Number.isNaN(Date.parse(parsed[0]))
+      isCursorTime(parsed[0]) &&
+      isUuid(parsed[1])
     ) {
       return { at: parsed[0], id: parsed[1] };
     }
