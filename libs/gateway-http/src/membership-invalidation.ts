@@ -17,7 +17,15 @@ export function subscribeToMembershipChanges(nc: NatsConnection, namespace: stri
           logger.warn({ err: error, type }, 'membership event subscription failed');
           return;
         }
-        const envelope = eventEnvelopeSchema.safeParse(message.json());
+        // Anyone who can publish on the subject can send anything: what throws here must not escape,
+        // or the client library would end the subscription and evictions would stop.
+        let payload: unknown;
+        try {
+          payload = message.json();
+        } catch {
+          payload = undefined;
+        }
+        const envelope = eventEnvelopeSchema.safeParse(payload);
         const data = envelope.success ? EVENT_CATALOGUE[type].safeParse(envelope.data.data) : null;
         if (!data?.success) {
           logger.warn({ type }, 'ignored a malformed membership event');
