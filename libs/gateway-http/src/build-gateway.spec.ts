@@ -1,3 +1,5 @@
+import { loadConfig } from '@sts/config/load-config';
+import { gatewayEnvSchema } from './gateway-config';
 import type { LightMyRequestResponse } from 'fastify';
 import { AppError } from '@sts/errors/app-error';
 import { Role as ProtoRole } from '@sts/proto/gen/identity/v1/identity';
@@ -491,6 +493,43 @@ describe('gateway (fake upstream, real token verifier)', () => {
         400,
         'INVITE_TOKEN_INVALID',
       );
+    });
+
+    it.each<[string, false | number | string[]]>([
+      ['false', false],
+      ['true', 1],
+      ['2', 2],
+      ['10.0.0.0/8, 192.168.1.10', ['10.0.0.0/8', '192.168.1.10']],
+      ['::1/128', ['::1/128']],
+    ])('reads TRUST_PROXY=%s', (value, expected) => {
+      expect(loadConfig(gatewayEnvSchema.pick({ TRUST_PROXY: true }), { TRUST_PROXY: value }).TRUST_PROXY).toEqual(expected);
+    });
+
+    it.each(['yes', '10.0.0.0/33', 'proxy.internal', '1.2.3.4/8/9'])('refuses TRUST_PROXY=%s', (value) => {
+      expect(() => loadConfig(gatewayEnvSchema.pick({ TRUST_PROXY: true }), { TRUST_PROXY: value })).toThrow(/TRUST_PROXY/);
+    });
+
+    it('believes only the configured proxies in X-Forwarded-For, so a client cannot pick its address', async () => {
+      for (const trust of [1, ['203.0.113.7']] as const) {
+        const limited = await startTestGateway({ RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 2, TRUST_PROXY: trust as number | string[] });
+        try {
+          // The proxy (203.0.113.7) appends the address it saw; the client forged the hops before it.
+          const accept = (forged: string) =>
+            limited.app.inject({
+              method: 'POST',
+              url: '/api/invites/accept',
+              payload: { token: 'sts_inv_abc' },
+              remoteAddress: '203.0.113.7',
+              headers: { 'x-forwarded-for': `${forged}, 198.51.100.1` },
+            });
+          expect((await accept('10.0.0.1')).statusCode).toBe(200);
+          expect((await accept('10.0.0.2')).statusCode).toBe(200);
+          // Another forged first hop does not give a new allowance: the address is the proxy's hop, 198.51.100.1.
+          expectProblem(await accept('10.0.0.3'), 429, 'RATE_LIMITED');
+        } finally {
+          await limited.app.close();
+        }
+      }
     });
 
     it('allows RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE requests per client address, then 429 RATE_LIMITED', async () => {

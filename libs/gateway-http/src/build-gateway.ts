@@ -52,7 +52,8 @@ export async function buildGateway({ config, logger, clients, verifier, caches }
     // One line per request at debug (see onResponse below) instead of Fastify's two at info.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.BODY_LIMIT_BYTES,
-    trustProxy: config.TRUST_PROXY,
+    // A number trusts that many hops nearest the gateway (proxy-addr's rule, as Fastify documents it).
+    trustProxy: typeof config.TRUST_PROXY === 'number' ? trustNearestHops(config.TRUST_PROXY) : config.TRUST_PROXY,
     requestIdHeader: false,
     genReqId: (request) => {
       const incoming = request.headers['x-request-id'];
@@ -129,4 +130,8 @@ export async function buildGateway({ config, logger, clients, verifier, caches }
   });
 
   return app;
+}
+
+function trustNearestHops(count: number): (address: string, hop: number) => boolean {
+  return (_address, hop) => hop < count;
 }

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { commonEnv, grpcClientsEnv, natsEnv, oidcEnv } from '@sts/config/env-fragments';
 
@@ -26,8 +27,34 @@ export const gatewayEnvSchema = z.object({
   LICENSE_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   /** How long a page of GET /api/members is reused. Membership events evict it sooner. 0 disables. */
   MEMBER_LIST_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
-  /** Set when behind a reverse proxy, so client addresses come from X-Forwarded-For. */
-  TRUST_PROXY: z.stringbool().default(false),
+  /**
+   * Which X-Forwarded-For hops to believe for the client address (per-address limits depend on it):
+   * `false` (none: the peer's address), a number of proxies in front of the gateway (`true` means 1),
+   * or the proxies' addresses and networks (`10.0.0.0/8,192.168.1.10`). Never every hop: a client
+   * could then pick any address by sending the header itself.
+   */
+  TRUST_PROXY: z
+    .string()
+    .default('false')
+    .transform((value, context): false | number | string[] => {
+      const trimmed = value.trim().toLowerCase();
+      if (trimmed === 'false' || trimmed === '' || trimmed === '0') return false;
+      if (trimmed === 'true') return 1;
+      if (/^\d{1,2}$/.test(trimmed)) return Number(trimmed);
+      const entries = trimmed.split(',').map((entry) => entry.trim()).filter(Boolean);
+      if (entries.length > 0 && entries.every(isAddressOrNetwork)) return entries;
+      context.addIssue({ code: 'custom', message: 'false, a number of proxies, or addresses/CIDR networks separated by commas' });
+      return z.NEVER;
+    }),
 });
 
 export type GatewayConfig = z.infer<typeof gatewayEnvSchema>;
+
+function isAddressOrNetwork(entry: string): boolean {
+  const [address, prefix, ...rest] = entry.split('/');
+  if (rest.length > 0 || !address) return false;
+  const family = isIP(address);
+  if (family === 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
