@@ -66,12 +66,27 @@ function pinoAdapter(logger: Logger): new () => ClientLogger {
     info({ module, message, args }: LogParams): void {
       log.info({ module, args }, message);
     }
-    warn({ module, message, args, err }: WarnLogParams): void {
-      log.warn({ module, args, err }, message);
+    warn({ module, message, err }: WarnLogParams): void {
+      log.warn({ module, err: err && describeClickHouseError(err) }, message);
     }
-    error({ module, message, args, err }: ErrorLogParams): void {
-      log.error({ module, args, err }, message);
+    error({ module, message, err }: ErrorLogParams): void {
+      log.error({ module, err: describeClickHouseError(err) }, message);
     }
+  };
+}
+
+/**
+ * What may be logged of a ClickHouse failure: its name, code and type. Never the message: ClickHouse
+ * echoes the failing query in it, and with it the values (URLs, ids) the query carried. The client's
+ * `args` (query, parameters) are left out of its log lines for the same reason.
+ */
+export function describeClickHouseError(error: unknown): { name: string; code?: string; type?: string } {
+  if (!(error instanceof Error)) return { name: typeof error };
+  const { code, type } = error as { code?: unknown; type?: unknown };
+  return {
+    name: error.name,
+    ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}),
+    ...(typeof type === 'string' ? { type } : {}),
   };
 }
 

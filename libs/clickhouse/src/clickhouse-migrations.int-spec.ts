@@ -21,6 +21,7 @@ import {
   identifier,
   inList,
   joinSql,
+  likePattern,
   numberLiteral,
   sql,
   stringLiteral,
@@ -210,6 +211,21 @@ describe('values in and out', () => {
     expect(back.map((row) => row.tags)).toEqual(HOSTILE.map((name) => [name, 'x']));
     // 64-bit integers come back as strings on every version (output_format_json_quote_64bit_integers=1).
     expect(back.map((row) => row.hits)).toEqual(HOSTILE.map((_, i) => String(i)));
+  });
+
+  it('matches LIKE patterns literally, wildcards and backslashes included', async () => {
+    const [answer] = await rows<Record<string, number | string>>(
+      sql`SELECT ${'50%_off'} LIKE ${likePattern('contains', '%_')} AS literal,
+                 ${'50xoff'} LIKE ${likePattern('contains', '%_')} AS wildcard,
+                 ${'a\\b.example'} LIKE ${likePattern('prefix', 'a\\b')} AS backslash,
+                 ${'axb.example'} LIKE ${likePattern('prefix', 'a\\b')} AS not_escape`,
+    );
+    expect(Object.fromEntries(Object.entries(answer!).map(([k, v]) => [k, Number(v)]))).toEqual({
+      literal: 1,
+      wildcard: 0,
+      backslash: 1,
+      not_escape: 0,
+    });
   });
 
   it('round-trips hostile strings inserted as JSONEachRow, and finds each with a literal', async () => {

@@ -10,6 +10,7 @@ import {
   inList,
   integerLiteral,
   joinSql,
+  likePattern,
   numberLiteral,
   sql,
   sqlValue,
@@ -378,5 +379,41 @@ describe('joinSql', () => {
 describe('SqlFragment', () => {
   it('cannot be constructed from a plain string', () => {
     expect(() => new SqlFragment(Symbol('SqlFragment'), "' OR 1=1")).toThrow(TypeError);
+  });
+});
+
+describe('the sql tag refuses values where code does not go', () => {
+  it.each([
+    ['inside a string', (x: string) => sql`SELECT * FROM t WHERE url LIKE '%${x}%'`],
+    ['inside a double-quoted identifier', (x: string) => sql`SELECT "${x}" FROM t`],
+    ['inside a backquoted identifier', (x: string) => sql`SELECT \`${x}\` FROM t`],
+    ['after a line comment', (x: string) => sql`SELECT 1 -- ${x}`],
+    ['after a # comment', (x: string) => sql`SELECT 1 # ${x}`],
+    ['inside a block comment', (x: string) => sql`SELECT 1 /* ${x} */`],
+    ['after an escaped quote inside a string', (x: string) => sql`SELECT 'it\\'s ${x}'`],
+    ['after a doubled quote inside a string', (x: string) => sql`SELECT 'it''s ${x}'`],
+  ])('%s', (_name, build) => {
+    expect(() => build('x')).toThrow(TypeError);
+  });
+
+  it('allows values after strings, identifiers and comments that are closed', () => {
+    expect(sql`SELECT 'a''b', \`c\` /* d */ FROM t -- e
+WHERE x = ${'y'}`.text).toBe("SELECT 'a''b', `c` /* d */ FROM t -- e\nWHERE x = 'y'");
+  });
+
+  it('refuses a plain array passed as a template', () => {
+    const forged = ['SELECT ', ' FROM t'] as unknown as TemplateStringsArray;
+    expect(() => sql(forged, 1)).toThrow(/tagged template/);
+    const withRaw = Object.assign(['SELECT ', ''], { raw: ['SELECT ', ''] }) as unknown as TemplateStringsArray;
+    expect(() => sql(withRaw, 1)).toThrow(/tagged template/);
+  });
+});
+
+describe('likePattern', () => {
+  it('escapes LIKE wildcards and backslashes, then adds the wildcards the kind asks for', () => {
+    expect(text(likePattern('contains', '50%_off'))).toBe("'%50\\\\%\\\\_off%'");
+    expect(text(likePattern('prefix', 'a\\b'))).toBe("'a\\\\\\\\b%'");
+    expect(text(likePattern('suffix', "o'k"))).toBe("'%o\\'k'");
+    expect(text(likePattern('exact', 'plain'))).toBe("'plain'");
   });
 });

@@ -233,18 +233,97 @@ function describe(value: unknown): string {
   return typeof value;
 }
 
-/** Tagged template: the literal parts are code, every interpolation goes through {@link sqlValue}. */
+/**
+ * Tagged template: the literal parts are code, every interpolation goes through {@link sqlValue}.
+ *
+ * Only a real template is accepted (a plain array would let text built at run time pass for code),
+ * and a value may only stand where code goes: a hole inside a quoted string or identifier, or after
+ * a comment start, is a TypeError (`'%${x}%'` must be `${likePattern('contains', x)}`).
+ */
 export function sql(strings: TemplateStringsArray, ...values: SqlValue[]): SqlFragment {
+  if (!Array.isArray(strings) || !Array.isArray((strings as { raw?: unknown }).raw) || !Object.isFrozen(strings)) {
+    throw new TypeError('sql must be used as a tagged template: sql`...`');
+  }
   const part = (index: number): string => {
     const text = strings[index];
     if (text === undefined) throw new TypeError('sql`...` template contains an invalid escape sequence');
     return text;
   };
+  let state: LexState = 'code';
   let text = part(0);
+  state = scan(text, state);
   values.forEach((value, index) => {
-    text += sqlValue(value).text + part(index + 1);
+    if (state !== 'code') {
+      throw new TypeError(`sql\`...\`: value ${index + 1} stands inside ${LEX_STATE_NAMES[state]}; put values only where code goes`);
+    }
+    const next = part(index + 1);
+    text += sqlValue(value).text + next;
+    state = scan(next, state);
   });
   return fragment(text);
+}
+
+type LexState = 'code' | 'single' | 'double' | 'backtick' | 'lineComment' | 'blockComment';
+const LEX_STATE_NAMES: Record<LexState, string> = {
+  code: 'code',
+  single: "a '...' string",
+  double: 'a "..." identifier',
+  backtick: 'a `...` identifier',
+  lineComment: 'a -- comment',
+  blockComment: 'a /* */ comment',
+};
+
+/** Where the SQL text leaves the lexer: in code, inside a quote, or inside a comment. */
+function scan(text: string, start: LexState): LexState {
+  let state = start;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    switch (state) {
+      case 'code':
+        if (c === "'") state = 'single';
+        else if (c === '"') state = 'double';
+        else if (c === '`') state = 'backtick';
+        else if (c === '-' && text[i + 1] === '-') state = 'lineComment';
+        else if (c === '#') state = 'lineComment'; // current ClickHouse reads `#` as a comment too
+        else if (c === '/' && text[i + 1] === '*') {
+          state = 'blockComment';
+          i++;
+        }
+        break;
+      case 'single':
+      case 'double':
+      case 'backtick': {
+        const quote = state === 'single' ? "'" : state === 'double' ? '"' : '`';
+        if (c === '\\') i++;
+        else if (c === quote) {
+          if (text[i + 1] === quote) i++;
+          else state = 'code';
+        }
+        break;
+      }
+      case 'lineComment':
+        if (c === '\n' || c === '\r') state = 'code';
+        break;
+      case 'blockComment':
+        if (c === '*' && text[i + 1] === '/') {
+          state = 'code';
+          i++;
+        }
+        break;
+    }
+  }
+  return state;
+}
+
+/**
+ * A string literal to use after `LIKE`: `value` matched literally (its `%`, `_` and `\\` escaped), with
+ * `%` added where the kind says. `url LIKE ${likePattern('contains', term)}`.
+ */
+export function likePattern(kind: 'exact' | 'prefix' | 'suffix' | 'contains', value: string): SqlFragment {
+  if (typeof value !== 'string') throw new TypeError(`likePattern expects a string, got ${typeof value}`);
+  const escaped = value.replace(/[\\%_]/g, (c) => `\\${c}`);
+  const pattern = kind === 'exact' ? escaped : kind === 'prefix' ? `${escaped}%` : kind === 'suffix' ? `%${escaped}` : `%${escaped}%`;
+  return stringLiteral(pattern);
 }
 
 /** Joins fragments with a separator that is itself a fragment: `joinSql(conditions, sql` AND `)`. */
