@@ -154,6 +154,12 @@ describe('enrollment and devices, end to end', () => {
     expect((await enrollment.authenticateDevice({ deviceToken: two.body.device_token })).deviceId).toBe(one.body.device_id);
     const device = (await devices('?q=machine-re'))[0];
     expect([device?.name, device?.metadata]).toEqual(['after', { v: 2 }]);
+    // The admins see it: the real agent, if it was not this one, has just been cut off.
+    const revoked = await eventually(async () => {
+      const feed = await system.api<{ type: string; message: string }[]>('GET', '/api/notifications', { token: admin });
+      return feed.body.find((item) => item.message === 'Device "after" was enrolled again; its previous device token no longer works');
+    });
+    expect(revoked.type).toBe('device.enrolled');
   });
 
   it('keeps enrolled devices working through key rotation and revocation', async () => {

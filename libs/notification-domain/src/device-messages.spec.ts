@@ -20,7 +20,7 @@ const disabled = (hostname: string): EventData<'device.disabled'> => ({
 describe('device feed messages', () => {
   it('name the device by its hostname', () => {
     expect(deviceEnrolledMessage(enrolled('web-01'))).toBe('Device "web-01" was enrolled');
-    expect(deviceEnrolledMessage(enrolled('web-01', true))).toBe('Device "web-01" was enrolled again');
+    expect(deviceEnrolledMessage(enrolled('web-01', true))).toBe('Device "web-01" was enrolled again; its previous device token no longer works');
     expect(deviceDisabledMessage(disabled('web-01'))).toBe('Device "web-01" was disabled');
   });
 

@@ -17,9 +17,16 @@ export function deviceLabel(hostname: string, deviceId: string): string {
   return `Device without a hostname (id ${plainTextLine(deviceId, DEVICE_ID_MAX_LENGTH) || 'unknown'})`;
 }
 
-/** `Device "web-01" was enrolled`, or `… was enrolled again` when the machine enrolled before. */
+/**
+ * `Device "web-01" was enrolled`. When the machine had enrolled before, the message says that its
+ * previous device token stopped working: a re-enrollment an admin did not expect (a leaked code used
+ * with a known machine id) cuts the real agent off, and this is where the admin sees it.
+ */
 export function deviceEnrolledMessage(data: EventData<'device.enrolled'>): string {
-  return `${deviceLabel(data.hostname, data.device_id)} was enrolled${data.re_enrolled ? ' again' : ''}`;
+  const label = deviceLabel(data.hostname, data.device_id);
+  return data.re_enrolled
+    ? `${label} was enrolled again; its previous device token no longer works`
+    : `${label} was enrolled`;
 }
 
 /** `Device "web-01" was disabled` */

@@ -167,7 +167,7 @@ describe('device and enrollment events', () => {
 
     expect(store.state.feed).toEqual([
       { id: first.id, orgId: 'org-1', type: 'device.enrolled', message: 'Device "web-01" was enrolled', createdAt: clock.now() },
-      { id: again.id, orgId: 'org-1', type: 'device.enrolled', message: 'Device "web-01" was enrolled again', createdAt: clock.now() },
+      { id: again.id, orgId: 'org-1', type: 'device.enrolled', message: 'Device "web-01" was enrolled again; its previous device token no longer works', createdAt: clock.now() },
     ]);
     expect(mailer.sent).toHaveLength(0);
   });

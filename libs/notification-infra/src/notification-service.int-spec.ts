@@ -304,7 +304,7 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       });
       expect(await waitForItem('org-h', again.id)).toMatchObject({
         type: 'device.enrolled',
-        message: 'Device "web-01" was enrolled again',
+        message: 'Device "web-01" was enrolled again; its previous device token no longer works',
       });
       expect(await waitForItem('org-h', disabled.id)).toMatchObject({
         type: 'device.disabled',
