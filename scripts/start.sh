@@ -25,7 +25,13 @@ bash scripts/infra/ensure-all.sh </dev/null
 export NODE_ENV="${NODE_ENV:-development}"
 export LOG_LEVEL="${LOG_LEVEL:-info}"
 export DATABASE_URL="${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/sts}"
+# Without NATS_URL, the services use a NATS server of the project's own (.dev/nats, port STS_NATS_PORT),
+# where each service has a user allowed to publish only its own events (docs/decisions.md "Trust between
+# services"). With NATS_URL, every service uses that server as it is.
+OWN_NATS=false
+if [ -z "${NATS_URL:-}" ]; then OWN_NATS=true; fi
 export NATS_URL="${NATS_URL:-nats://127.0.0.1:4222}"
+export NATS_NAMESPACE="${NATS_NAMESPACE:-sts}"
 export CLICKHOUSE_URL="${CLICKHOUSE_URL:-http://127.0.0.1:8123}"
 export PORT="${PORT:-8080}"
 export PUBLIC_APP_URL="${PUBLIC_APP_URL:-http://localhost:$PORT}"
@@ -112,19 +118,44 @@ wait_for_port() {
   exit 1
 }
 
+if $OWN_NATS; then
+  NATS_BIN=$(command -v nats-server || echo /usr/sbin/nats-server)
+  if [ -x "$NATS_BIN" ]; then
+    STS_NATS_PORT="${STS_NATS_PORT:-4223}"
+    say "NATS with a user per service (port $STS_NATS_PORT)"
+    node --import tsx scripts/nats-config.ts "$DEV_DIR/nats" "$STS_NATS_PORT" "$NATS_NAMESPACE"
+    "$NATS_BIN" -c "$DEV_DIR/nats/nats.conf" >>"$LOG_DIR/nats.log" 2>&1 &
+    PIDS+=($!)
+    NAMES+=(nats)
+    wait_for_port nats "$STS_NATS_PORT"
+  else
+    echo "nats-server not found: the services share the NATS at $NATS_URL without per-service users" >&2
+    OWN_NATS=false
+  fi
+fi
+# nats_url SERVICE: the NATS_URL a service connects with (its own user on the project's server).
+nats_url() {
+  if $OWN_NATS; then
+    node -e 'const p = require(process.argv[1]); process.stdout.write(`nats://${process.argv[2]}:${encodeURIComponent(p[process.argv[2]])}@127.0.0.1:${process.argv[3]}`)' \
+      "$DEV_DIR/nats/passwords.json" "$1" "$STS_NATS_PORT"
+  else
+    printf '%s' "$NATS_URL"
+  fi
+}
+
 say "services"
 $START_DEV_MAILBOX && start dev-mailbox apps/dev-mailbox/src/main.ts
 $START_DEV_IDP && start dev-idp apps/dev-idp/src/main.ts
-start identity apps/identity/src/main.ts GRPC_PORT=50051
-start notification apps/notification/src/main.ts GRPC_PORT=50052
-start billing apps/billing/src/main.ts GRPC_PORT=50053
-start enrollment apps/enrollment/src/main.ts GRPC_PORT=50054
+start identity apps/identity/src/main.ts GRPC_PORT=50051 NATS_URL="$(nats_url identity)"
+start notification apps/notification/src/main.ts GRPC_PORT=50052 NATS_URL="$(nats_url notification)"
+start billing apps/billing/src/main.ts GRPC_PORT=50053 NATS_URL="$(nats_url billing)"
+start enrollment apps/enrollment/src/main.ts GRPC_PORT=50054 NATS_URL="$(nats_url enrollment)"
 $START_DEV_IDP && wait_for_port dev-idp "$DEV_IDP_PORT"
 wait_for_port identity 50051
 wait_for_port notification 50052
 wait_for_port billing 50053
 wait_for_port enrollment 50054
-start gateway apps/gateway/src/main.ts
+start gateway apps/gateway/src/main.ts NATS_URL="$(nats_url gateway)"
 wait_for_port gateway "$PORT"
 
 cat <<INFO

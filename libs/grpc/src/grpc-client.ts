@@ -1,7 +1,8 @@
 import { Client, credentials, Metadata, status, type ServiceDefinition, type ServiceError } from '@grpc/grpc-js';
 import { grpcErrorToAppError } from './error-metadata';
 import type { CallOptions, PromiseClient } from './service-types';
-import { SERVICE_TOKEN_METADATA_KEY, type ServiceName, type ServiceTokenIssuer } from './service-token';
+import type { ServiceName } from '@sts/vocabulary/services';
+import { SERVICE_TOKEN_METADATA_KEY, type ServiceTokenIssuer } from './service-token';
 
 const RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
 

@@ -11,7 +11,8 @@ import { randomBytes } from 'node:crypto';
 import { service as healthService } from 'grpc-health-check';
 import { createPromiseClient } from './grpc-client';
 import { registerService, startGrpcServer, type RunningGrpcServer } from './grpc-server';
-import { ServiceTokenIssuer, ServiceTokenVerifier, type ServiceName } from './service-token';
+import type { ServiceName } from '@sts/vocabulary/services';
+import { ServiceTokenIssuer, ServiceTokenVerifier } from './service-token';
 
 describe('gRPC plumbing', () => {
   const logger = createLogger('grpc-test', 'silent');

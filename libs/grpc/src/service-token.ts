@@ -1,4 +1,5 @@
 import { jwtVerify, SignJWT } from 'jose';
+import type { ServiceName } from '@sts/vocabulary/services';
 
 /**
  * Who may talk to whom inside the system. Every gRPC call carries a short-lived token (JWT, HS256,
@@ -6,8 +7,6 @@ import { jwtVerify, SignJWT } from 'jose';
  * (`aud`); servers refuse calls without one, with a bad signature, for another audience, expired,
  * or from a service not on their list of callers. docs/decisions.md "Trust between services".
  */
-export const SERVICE_NAMES = ['gateway', 'identity', 'notification', 'billing', 'enrollment', 'analytics'] as const;
-export type ServiceName = (typeof SERVICE_NAMES)[number];
 
 /** gRPC metadata key of the token (HTTP/2 header, lowercase). */
 export const SERVICE_TOKEN_METADATA_KEY = 'authorization';

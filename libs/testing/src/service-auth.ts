@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { ServiceTokenIssuer, type ServiceName } from '@sts/grpc/service-token';
+import { ServiceTokenIssuer } from '@sts/grpc/service-token';
+import type { ServiceName } from '@sts/vocabulary/services';
 
 /**
  * A SERVICE_AUTH_KEY for one test file, and the credentials a test's gRPC client presents with it

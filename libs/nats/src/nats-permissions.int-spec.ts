@@ -1,0 +1,88 @@
+import { randomBytes } from 'node:crypto';
+import { newEnvelope } from '@sts/events/event-envelope';
+import { createLogger } from '@sts/logger/create-logger';
+import { startNatsServer, type LocalNatsServer } from '@sts/testing/nats-server';
+import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
+import { createEventPublisher } from './event-publisher';
+import { ensureEventsStream } from './event-stream';
+import { connectJetStream, type JetStreamConnection } from './jetstream-connection';
+import { NATS_ADMIN_USER, natsAuthorizationConfig } from './nats-permissions';
+
+/** The per-service NATS users the project's scripts configure, against a real nats-server. */
+describe('NATS users per service', () => {
+  const logger = createLogger('nats-permissions', 'silent');
+  const namespace = 'perm';
+  const passwords = Object.fromEntries([...SERVICE_NAMES, NATS_ADMIN_USER].map((user) => [user, randomBytes(18).toString('base64url')])) as Record<
+    ServiceName | typeof NATS_ADMIN_USER,
+    string
+  >;
+  let server: LocalNatsServer;
+  const open: JetStreamConnection[] = [];
+  const as = async (user: ServiceName | typeof NATS_ADMIN_USER) => {
+    const connection = await connectJetStream({ url: server.url(user, passwords[user]), name: `perm-${user}`, logger, initialConnectTimeoutMs: 2_000 });
+    open.push(connection);
+    return connection;
+  };
+
+  beforeAll(async () => {
+    server = await startNatsServer(natsAuthorizationConfig(namespace, passwords));
+    await ensureEventsStream((await as(NATS_ADMIN_USER)).jsm, namespace);
+  });
+
+  afterAll(async () => {
+    for (const connection of open) await connection.close();
+    await server?.stop();
+  });
+
+  const inviteCreated = () =>
+    newEnvelope('invite.created', {
+      org_id: 'o1',
+      org_name: 'Acme',
+      invite_id: 'i1',
+      email: 'a@example.com',
+      role: 'ANALYST' as const,
+      invited_by_name: 'Ada',
+      expires_at: new Date().toISOString(),
+      token_sealed: 'v1.x.y.z',
+    });
+  const codeRequested = () =>
+    newEnvelope('enrollment_code.email_requested', {
+      org_id: 'o1',
+      org_name: 'Acme',
+      email: 'attacker@evil.test',
+      requested_by_name: 'Ada',
+      expires_at: new Date().toISOString(),
+      request_id: 'r1',
+      code_sealed: 'v1.x.y.z',
+      enrollment_key_sealed: 'v1.x.y.z',
+    });
+
+  it('lets a service publish its own events', async () => {
+    const identity = await as('identity');
+    await expect(createEventPublisher(identity.js, namespace, { timeoutMs: 2_000 })(inviteCreated())).resolves.toBeUndefined();
+  });
+
+  it("refuses a service publishing another service's events", async () => {
+    const notification = await as('notification');
+    await expect(createEventPublisher(notification.js, namespace, { timeoutMs: 2_000 })(codeRequested())).rejects.toThrow();
+    const identity = await as('identity');
+    await expect(createEventPublisher(identity.js, namespace, { timeoutMs: 2_000 })(codeRequested())).rejects.toThrow();
+    // Nothing of it reached the stream: only identity's invite is there.
+    const info = await (await as(NATS_ADMIN_USER)).jsm.streams.info(`${namespace.toUpperCase()}_EVENTS`);
+    expect(info.state.messages).toBe(1);
+  });
+
+  it('lets a consumer read the stream with its durable consumer', async () => {
+    const notification = await as('notification');
+    await notification.jsm.consumers.add(`${namespace.toUpperCase()}_EVENTS`, { durable_name: 'notification', ack_policy: 'explicit' as never });
+    const consumer = await notification.js.consumers.get(`${namespace.toUpperCase()}_EVENTS`, 'notification');
+    const message = await consumer.next({ expires: 2_000 });
+    expect(message?.subject).toBe(`${namespace}.events.invite.created`);
+    await message?.ackAck();
+  });
+
+  it('refuses connections without credentials or with a wrong password', async () => {
+    await expect(connectJetStream({ url: server.url(), name: 'anonymous', logger, initialConnectTimeoutMs: 500 })).rejects.toThrow();
+    await expect(connectJetStream({ url: server.url('identity', 'wrong'), name: 'wrong', logger, initialConnectTimeoutMs: 500 })).rejects.toThrow();
+  });
+});

@@ -1,0 +1,42 @@
+import { EVENT_PRODUCERS } from '@sts/events/event-producers';
+import type { EventType } from '@sts/events/event-catalogue';
+import { eventSubject } from '@sts/events/subjects';
+import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
+
+/** A user of the NATS server with every permission: for the project's scripts and tests' cleanup. */
+export const NATS_ADMIN_USER = 'admin';
+
+export interface NatsUserPermissions {
+  publish: string[];
+  subscribe: string[];
+}
+
+/**
+ * What each service may do on NATS. Every service may use the JetStream API (ensure the events
+ * stream, create and read its durable consumer, fetch), ack its messages and receive replies; it may
+ * publish only the event subjects it produces (EVENT_PRODUCERS). The gateway also listens to
+ * membership events (plain subscriptions, for cache evictions).
+ */
+export function natsPermissions(namespace: string, service: ServiceName): NatsUserPermissions {
+  const own = (Object.entries(EVENT_PRODUCERS) as [EventType, ServiceName][])
+    .filter(([, producer]) => producer === service)
+    .map(([type]) => eventSubject(namespace, type));
+  const subscribe = ['_INBOX.>'];
+  if (service === 'gateway') subscribe.push(`${namespace}.events.member.*`);
+  return { publish: ['$JS.API.>', '$JS.ACK.>', ...own], subscribe };
+}
+
+/**
+ * The `authorization` block of a nats-server configuration: one user per service with the permissions
+ * above, and the admin. Passwords are the caller's (generated once by the project's scripts).
+ */
+export function natsAuthorizationConfig(namespace: string, passwords: Record<ServiceName | typeof NATS_ADMIN_USER, string>): string {
+  const quote = (value: string) => JSON.stringify(value);
+  const list = (values: string[]) => `[${values.map(quote).join(', ')}]`;
+  const users = SERVICE_NAMES.map((service) => {
+    const { publish, subscribe } = natsPermissions(namespace, service);
+    return `    { user: ${quote(service)}, password: ${quote(passwords[service])}, permissions: { publish: { allow: ${list(publish)} }, subscribe: { allow: ${list(subscribe)} } } }`;
+  });
+  users.push(`    { user: ${quote(NATS_ADMIN_USER)}, password: ${quote(passwords[NATS_ADMIN_USER])} }`);
+  return `authorization {\n  users: [\n${users.join(',\n')}\n  ]\n}\n`;
+}

@@ -1,0 +1,81 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, connect as connectTcp, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface LocalNatsServer {
+  port: number;
+  /** `nats://user:password@127.0.0.1:port`, or without credentials. */
+  url(user?: string, password?: string): string;
+  stop(): Promise<void>;
+}
+
+/** The nats-server binary: NATS_SERVER_BIN, Debian's package, or the PATH. */
+function natsServerBinary(): string {
+  const candidates = [process.env.NATS_SERVER_BIN, '/usr/sbin/nats-server', '/usr/bin/nats-server'].filter(Boolean) as string[];
+  return candidates.find((path) => existsSync(path)) ?? 'nats-server';
+}
+
+/**
+ * A nats-server of the test's own (JetStream on, store in a temporary directory, on a free port),
+ * configured with `extraConfig` (e.g. an authorization block), for tests of server-side rules the
+ * shared server on 4222 does not have.
+ */
+export async function startNatsServer(extraConfig: string): Promise<LocalNatsServer> {
+  const dir = await mkdtemp(join(tmpdir(), 'sts-nats-'));
+  const port = await freePort();
+  const configFile = join(dir, 'nats.conf');
+  await writeFile(
+    configFile,
+    `host: 127.0.0.1\nport: ${port}\njetstream { store_dir: ${JSON.stringify(join(dir, 'store'))} }\n${extraConfig}`,
+  );
+  const child: ChildProcess = spawn(natsServerBinary(), ['-c', configFile], { stdio: 'ignore' });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    child.kill('SIGTERM');
+    await exited;
+    await rm(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitForPort(port, 10_000, exited);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return {
+    port,
+    url: (user, password) =>
+      user ? `nats://${encodeURIComponent(user)}:${encodeURIComponent(password ?? '')}@127.0.0.1:${port}` : `nats://127.0.0.1:${port}`,
+    stop,
+  };
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+async function waitForPort(port: number, timeoutMs: number, exited: Promise<void>): Promise<void> {
+  let gone = false;
+  void exited.then(() => (gone = true));
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (gone) throw new Error('nats-server exited at start (check its configuration)');
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connectTcp(port, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+    if (open) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`nats-server did not listen on ${port} within ${timeoutMs} ms`);
+}
