@@ -241,7 +241,9 @@ function describe(value: unknown): string {
  * a comment start, is a TypeError (`'%${x}%'` must be `${likePattern('contains', x)}`).
  */
 export function sql(strings: TemplateStringsArray, ...values: SqlValue[]): SqlFragment {
-  if (!Array.isArray(strings) || !Array.isArray((strings as { raw?: unknown }).raw) || !Object.isFrozen(strings)) {
+  // Checked through `unknown`: Array.isArray would narrow `strings` itself to any[].
+  const template: unknown = strings;
+  if (!Array.isArray(template) || !Array.isArray((template as { raw?: unknown }).raw) || !Object.isFrozen(template)) {
     throw new TypeError('sql must be used as a tagged template: sql`...`');
   }
   const part = (index: number): string => {

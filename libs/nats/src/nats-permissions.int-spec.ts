@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { AckPolicy } from '@nats-io/jetstream';
 import { newEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
 import { startNatsServer, type LocalNatsServer } from '@sts/testing/nats-server';
@@ -74,7 +75,7 @@ describe('NATS users per service', () => {
 
   it('lets a consumer read the stream with its durable consumer', async () => {
     const notification = await as('notification');
-    await notification.jsm.consumers.add(`${namespace.toUpperCase()}_EVENTS`, { durable_name: 'notification', ack_policy: 'explicit' as never });
+    await notification.jsm.consumers.add(`${namespace.toUpperCase()}_EVENTS`, { durable_name: 'notification', ack_policy: AckPolicy.Explicit });
     const consumer = await notification.js.consumers.get(`${namespace.toUpperCase()}_EVENTS`, 'notification');
     const message = await consumer.next({ expires: 2_000 });
     expect(message?.subject).toBe(`${namespace}.events.invite.created`);
