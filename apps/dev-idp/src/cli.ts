@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError } from '@sts/config/load-config';
-import { addClientToFile, CLIENT_ID_PATTERN, isRole, ROLES } from '@sts/dev-oidc/client-registry';
+import { addClientToFile, CLIENT_ID_PATTERN } from '@sts/dev-oidc/client-registry';
+import { isRole, ROLES } from '@sts/vocabulary/roles';
 import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
 import { loadDevIdpConfig, PRODUCTION_REFUSAL } from './dev-idp-config';
 

@@ -1,5 +1,4 @@
 import { AppError } from '@sts/errors/app-error';
-import { ROLES as DEV_ROLES } from '@sts/dev-oidc/client-registry';
 import { DevOidcProvider, devSubjectForEmail } from '@sts/dev-oidc/dev-oidc-provider';
 import {
   createHostileTokens,
@@ -12,7 +11,6 @@ import {
   accessTokenVerifierOptionsFromEnv,
   defaultJwksUrl,
   parseBearer,
-  ROLES,
   type AccessTokenVerifierOptions,
 } from './access-token-verifier';
 
@@ -350,10 +348,6 @@ describe('AccessTokenVerifier (local key set)', () => {
       expect(v.stats()).toEqual({ verifications: 2, cacheHits: 0, cacheSize: 0 });
     });
   });
-});
-
-it('knows the same roles as the development provider', () => {
-  expect([...ROLES]).toEqual([...DEV_ROLES]);
 });
 
 describe('options from environment', () => {

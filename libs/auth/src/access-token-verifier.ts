@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { AppError } from '@sts/errors/app-error';
+import { isRole, type Role } from '@sts/vocabulary/roles';
 import { KeySetUnavailable, ResilientJwks } from './resilient-jwks';
 import {
   errors as joseErrors,
@@ -9,9 +10,6 @@ import {
   type JWTVerifyOptions,
 } from 'jose';
 
-/** The roles of the public contract (section 5.8). */
-export const ROLES = ['ORG_ADMIN', 'ANALYST', 'APP_USER'] as const;
-export type Role = (typeof ROLES)[number];
 
 /** A person signed in through the identity provider (dashboard user). Found by (`issuer`, `subject`). */
 export interface UserPrincipal {
@@ -366,9 +364,6 @@ export class AccessTokenVerifier {
   }
 }
 
-function isRole(value: unknown): value is Role {
-  return typeof value === 'string' && (ROLES as readonly string[]).includes(value);
-}
 
 function nonEmptyString(value: unknown): string | undefined {
   return typeof value === 'string' && value.trim().length > 0 ? value : undefined;

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { generateSecret, hashSecret } from '@sts/crypto/secrets';
+import { isRole, ROLES, type Role } from '@sts/vocabulary/roles';
 
 /**
  * Machine clients of the development identity provider and the JSON file that holds them, shared by
@@ -10,12 +11,6 @@ import { generateSecret, hashSecret } from '@sts/crypto/secrets';
  * File shape: `{ "clients": [{ "clientId", "clientSecretSha256", "orgId", "role"?, "createdAt" }] }`.
  * Only the SHA-256 of a secret is stored; a hand-edited entry may give `clientSecret` in plain text instead.
  */
-/**
- * The roles of the public contract (section 5.8), as put in client tokens. Kept here rather than
- * imported from `@sts/auth` so that this testing lib does not depend on what it is used to test.
- */
-export const ROLES = ['ORG_ADMIN', 'ANALYST', 'APP_USER'] as const;
-export type Role = (typeof ROLES)[number];
 
 export interface StoredClient {
   readonly clientId: string;
@@ -52,10 +47,6 @@ export function toStoredClient(registration: ClientRegistration): StoredClient {
     ...(registration.role ? { role: registration.role } : {}),
     createdAt: new Date().toISOString(),
   };
-}
-
-export function isRole(value: unknown): value is Role {
-  return typeof value === 'string' && (ROLES as readonly string[]).includes(value);
 }
 
 function assertRegistration(registration: ClientRegistration): void {

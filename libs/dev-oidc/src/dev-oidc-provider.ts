@@ -19,9 +19,9 @@ import {
   readClientsFile,
   toStoredClient,
   type ClientRegistration,
-  type Role,
   type StoredClient,
 } from './client-registry';
+import type { Role } from '@sts/vocabulary/roles';
 
 export interface DevOidcProviderOptions {
   /** `iss` of every token. Defaults to the server's own URL, known once `start()` has run. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ROLES } from '@sts/vocabulary/roles';
 import type { EventEnvelope } from './event-envelope';
 
 /**
@@ -6,7 +7,7 @@ import type { EventEnvelope } from './event-envelope';
  * validate before writing to their outbox; consumers validate before handling. Adding a field is
  * compatible; renaming or removing one needs a new event type.
  */
-const role = z.enum(['ORG_ADMIN', 'ANALYST', 'APP_USER']);
+const role = z.enum(ROLES);
 
 export const EVENT_CATALOGUE = {
   'org.created': z.object({

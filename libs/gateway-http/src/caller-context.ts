@@ -6,6 +6,7 @@ import { ROLE_TO_PROTO, roleFromProto } from './contract-mapping';
 import type { Role } from './contract-schemas';
 import type { TtlCache } from './ttl-cache';
 import type { UpstreamClients } from './upstream-clients';
+import { required } from './upstream-answer';
 
 /** Who is calling, resolved once per request by the authentication hook. */
 export interface Caller {
@@ -91,17 +92,17 @@ async function resolveCaller(
   kind: Caller['kind'],
 ): Promise<Caller> {
   const resolved = await clients.identity.resolveCaller(resolveRequest, { requestId });
-  if (!resolved.user || !resolved.org)
-    throw new AppError('INTERNAL', 'identity returned an incomplete caller');
+  const user = required(resolved.user, 'caller user');
+  const org = required(resolved.org, 'caller organization');
   return {
     kind,
-    userId: resolved.user.id,
-    email: resolved.user.email,
-    name: resolved.user.name,
+    userId: user.id,
+    email: user.email,
+    name: user.name,
     memberId: resolved.memberId || null,
     role: roleFromProto(resolved.role),
     dashboardAccess: resolved.dashboardAccess,
-    org: { id: resolved.org.id, name: resolved.org.name, domain: resolved.org.domain ?? null },
+    org: { id: org.id, name: org.name, domain: org.domain ?? null },
   };
 }
 

@@ -121,7 +121,7 @@ describe('contract mapping', () => {
       internal(() => licenseToContract(license({ billingCycle: BillingCycle.BILLING_CYCLE_UNSPECIFIED })));
       internal(() => licenseToContract(license({ billingCycle: BillingCycle.UNRECOGNIZED })));
       expect(internal(() => licenseToContract(license({ expiresAt: undefined }))).detail).toBe(
-        'upstream omitted a timestamp',
+        'upstream answer without a timestamp',
       );
     });
   });

@@ -30,6 +30,7 @@ import type {
   notificationPayload,
 } from './contract-schemas';
 import type { Role } from './contract-schemas';
+import { required } from './upstream-answer';
 
 /** Translation between the gRPC contracts and the public REST contract's JSON shapes. */
 
@@ -116,8 +117,8 @@ export function licenseToContract(license: ProtoLicense | undefined): z.infer<ty
 }
 
 export function enrollmentKeyToContract(key: ProtoEnrollmentKey | undefined): z.infer<typeof enrollmentKeyPayload> {
-  if (!key) throw new AppError('INTERNAL', 'upstream returned no enrollment key');
-  return { key: key.key, created_at: isoOf(key.createdAt) };
+  const present = required(key, 'enrollment key');
+  return { key: present.key, created_at: isoOf(present.createdAt) };
 }
 
 export function enrollmentCodeToContract(code: ProtoEnrollmentCode): z.infer<typeof enrollmentCodePayload> {
@@ -174,6 +175,5 @@ function metadataObjectJson(text: string): string {
 }
 
 function isoOf(date: Date | undefined): string {
-  if (!date) throw new AppError('INTERNAL', 'upstream omitted a timestamp');
-  return isoTimestamp(date);
+  return isoTimestamp(required(date, 'a timestamp'));
 }

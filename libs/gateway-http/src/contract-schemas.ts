@@ -1,11 +1,12 @@
 import { z } from 'zod';
+import { ROLES } from '@sts/vocabulary/roles';
 
 /**
  * The public contract's shapes (contract.md section 2) as zod schemas. They validate requests,
  * serialize responses (unknown fields never leak) and generate the OpenAPI document.
  */
 
-export const roleSchema = z.enum(['ORG_ADMIN', 'ANALYST', 'APP_USER']);
+export const roleSchema = z.enum(ROLES);
 export type Role = z.infer<typeof roleSchema>;
 
 const timestamp = z.iso.datetime().describe('ISO 8601 timestamp in UTC');

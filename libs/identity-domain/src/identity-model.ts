@@ -1,5 +1,4 @@
-export const ROLES = ['ORG_ADMIN', 'ANALYST', 'APP_USER'] as const;
-export type Role = (typeof ROLES)[number];
+import type { Role } from '@sts/vocabulary/roles';
 
 export interface User {
   id: string;

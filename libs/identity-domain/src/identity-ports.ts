@@ -1,6 +1,7 @@
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
-import type { Invite, Member, Organization, Role, User } from './identity-model';
+import type { Role } from '@sts/vocabulary/roles';
+import type { Invite, Member, Organization, User } from './identity-model';
 
 /** Everything a user's login needs, read in one round trip on the hot path. */
 export interface UserSnapshot {

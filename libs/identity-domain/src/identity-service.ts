@@ -10,8 +10,8 @@ import {
   type Member,
   type Organization,
   type Principal,
-  type Role,
 } from './identity-model';
+import type { Role } from '@sts/vocabulary/roles';
 import { UniqueConflict, type Clock, type IdGenerator, type IdentityRepositories, type IdentityStore, type UserSnapshot } from './identity-ports';
 
 export interface IdentitySettings {

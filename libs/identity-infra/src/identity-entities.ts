@@ -1,5 +1,5 @@
 import { EntitySchema } from '@mikro-orm/postgresql';
-import type { Role } from '@sts/identity-domain/identity-model';
+import type { Role } from '@sts/vocabulary/roles';
 
 /** Row shapes of the identity schema, mapped by MikroORM. Domain objects are built from these. */
 export interface UserRow {

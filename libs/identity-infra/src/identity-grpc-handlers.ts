@@ -1,6 +1,7 @@
 import { AppError } from '@sts/errors/app-error';
 import type { AsyncHandlers } from '@sts/grpc/service-types';
-import type { Invite, Member, Organization, Principal, Role } from '@sts/identity-domain/identity-model';
+import type { Role } from '@sts/vocabulary/roles';
+import type { Invite, Member, Organization, Principal } from '@sts/identity-domain/identity-model';
 import type { IdentityService } from '@sts/identity-domain/identity-service';
 import { toPage, toPageRequest } from '@sts/pagination/keyset-cursor';
 import {

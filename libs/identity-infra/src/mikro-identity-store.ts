@@ -2,7 +2,8 @@ import { LockMode, UniqueConstraintViolationException, type EntityManager, type 
 import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
 import { isUuid } from '@sts/vocabulary/identifiers';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
-import type { Invite, Member, Organization, Role } from '@sts/identity-domain/identity-model';
+import type { Role } from '@sts/vocabulary/roles';
+import type { Invite, Member, Organization } from '@sts/identity-domain/identity-model';
 import {
   UniqueConflict,
   type IdentityRepositories,

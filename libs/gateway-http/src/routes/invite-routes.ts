@@ -5,6 +5,7 @@ import { ROLE_TO_PROTO, inviteToContract } from '../contract-mapping';
 import { errorResponses, idParam, invitePayload, pageQuery, roleSchema } from '../contract-schemas';
 import { setNextLink } from '../link-header';
 import type { UpstreamClients } from '../upstream-clients';
+import { required } from '../upstream-answer';
 
 export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
   app.get(
@@ -45,12 +46,11 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
     },
     async (request, reply) => {
       const caller = requireCaller(request);
-      const { invite } = await clients.identity.createInvite(
+      const created = await clients.identity.createInvite(
         { orgId: caller.org.id, email: request.body.email, role: ROLE_TO_PROTO[request.body.role], invitedByMemberId: caller.memberId ?? '' },
         { requestId: request.id },
       );
-      if (!invite) throw new Error('identity returned no invite');
-      return reply.code(201).send(inviteToContract(invite));
+      return reply.code(201).send(inviteToContract(required(created.invite, 'invite')));
     },
   );
 
@@ -103,9 +103,9 @@ export const acceptInviteRoute: FastifyPluginAsyncZod<{ clients: UpstreamClients
       },
     },
     async (request) => {
-      const { invite, org } = await clients.identity.acceptInvite({ token: request.body.token }, { requestId: request.id });
-      if (!invite || !org) throw new Error('identity returned an incomplete invite');
-      const contract = inviteToContract(invite);
+      const accepted = await clients.identity.acceptInvite({ token: request.body.token }, { requestId: request.id });
+      const org = required(accepted.org, 'organization');
+      const contract = inviteToContract(required(accepted.invite, 'invite'));
       return { status: 'accepted' as const, email: contract.email, role: contract.role, org: { id: org.id, name: org.name } };
     },
   );

@@ -6,6 +6,7 @@ import { errorResponses, idParam, memberPayload, pageQuery, roleSchema } from '.
 import { setNextLink } from '../link-header';
 import type { GatewayCaches } from '../gateway-caches';
 import type { UpstreamClients } from '../upstream-clients';
+import { required } from '../upstream-answer';
 
 const memberParams = z.object({ id: idParam });
 
@@ -58,7 +59,7 @@ export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients; cac
     },
     async (request) => {
       const caller = requireCaller(request);
-      const { member } = await clients.identity.updateMember(
+      const updated = await clients.identity.updateMember(
         {
           orgId: caller.org.id,
           memberId: request.params.id,
@@ -67,7 +68,7 @@ export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients; cac
         },
         { requestId: request.id },
       );
-      if (!member) throw new Error('identity returned no member');
+      const member = required(updated.member, 'member');
       caches.membershipChanged(caller.org.id, member.userId);
       return memberToContract(member);
     },

@@ -5,6 +5,7 @@ import { notificationToContract } from '../contract-mapping';
 import { errorResponses, idParam, notificationPayload, pageQuery } from '../contract-schemas';
 import { setNextLink } from '../link-header';
 import type { UpstreamClients } from '../upstream-clients';
+import { required } from '../upstream-answer';
 
 export const notificationRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
   app.get(
@@ -50,12 +51,11 @@ export const notificationRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClient
     },
     async (request) => {
       const caller = requireCaller(request);
-      const { notification } = await clients.notification.markRead(
+      const marked = await clients.notification.markRead(
         { orgId: caller.org.id, userId: caller.userId, notificationId: request.params.id },
         { requestId: request.id },
       );
-      if (!notification) throw new Error('notification service returned nothing');
-      return notificationToContract(notification);
+      return notificationToContract(required(marked.notification, 'notification'));
     },
   );
 

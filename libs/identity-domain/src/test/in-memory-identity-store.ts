@@ -1,6 +1,7 @@
 import { parseEventData, type EventData, type EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
-import type { Invite, Member, Organization, Role, User } from '../identity-model';
+import type { Role } from '@sts/vocabulary/roles';
+import type { Invite, Member, Organization, User } from '../identity-model';
 import {
   UniqueConflict,
   type IdentityRepositories,
