@@ -1,22 +1,12 @@
-import { ConfigError } from '@sts/config/load-config';
 import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
 import { createLogger } from '@sts/logger/create-logger';
+import { runProcess } from '@sts/runtime/lifecycle';
 import { loadDevIdpConfig, PRODUCTION_REFUSAL } from './dev-idp-config';
 
 /** Development identity provider: discovery, JWKS and client credentials for local runs. */
-async function main(): Promise<void> {
-  if (process.env['NODE_ENV'] === 'production') {
-    createLogger('dev-idp').fatal(PRODUCTION_REFUSAL);
-    process.exit(1);
-  }
-  let config;
-  try {
-    config = loadDevIdpConfig();
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    createLogger('dev-idp').fatal(error.message);
-    process.exit(1);
-  }
+runProcess('dev-idp', async () => {
+  if (process.env['NODE_ENV'] === 'production') throw new Error(PRODUCTION_REFUSAL);
+  const config = loadDevIdpConfig();
   const log = createLogger('dev-idp', config.logLevel);
 
   const provider = await DevOidcProvider.create({
@@ -38,22 +28,5 @@ async function main(): Promise<void> {
     },
     `dev-idp listening on ${provider.url}; get tokens with "npm run token -- --help"`,
   );
-
-  const shutdown = (signal: NodeJS.Signals) => {
-    log.info({ signal }, 'dev-idp stopping');
-    provider.stop().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        log.error({ err: error }, 'dev-idp failed to stop cleanly');
-        process.exit(1);
-      },
-    );
-  };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
-}
-
-main().catch((error: unknown) => {
-  createLogger('dev-idp').fatal({ err: error }, 'dev-idp failed to start');
-  process.exit(1);
+  return { logger: log, stop: () => provider.stop() };
 });

@@ -1,25 +1,14 @@
 import type { AddressInfo } from 'node:net';
-import { ConfigError } from '@sts/config/load-config';
 import { createLogger } from '@sts/logger/create-logger';
-import { Lifecycle } from '@sts/runtime/lifecycle';
+import { Lifecycle, runProcess } from '@sts/runtime/lifecycle';
 import { startSmtpSink } from '@sts/testing/smtp-sink';
 import { loadDevMailboxConfig, PRODUCTION_REFUSAL } from './dev-mailbox-config';
 import { createMailboxHttpServer } from './mailbox-http';
 
 /** Development mailbox: an SMTP sink on DEV_MAILBOX_SMTP_PORT with a web view on DEV_MAILBOX_HTTP_PORT. */
-async function main(): Promise<void> {
-  if (process.env['NODE_ENV'] === 'production') {
-    createLogger('dev-mailbox').fatal(PRODUCTION_REFUSAL);
-    process.exit(1);
-  }
-  let config;
-  try {
-    config = loadDevMailboxConfig();
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    createLogger('dev-mailbox').fatal(error.message);
-    process.exit(1);
-  }
+runProcess('dev-mailbox', async () => {
+  if (process.env['NODE_ENV'] === 'production') throw new Error(PRODUCTION_REFUSAL);
+  const config = loadDevMailboxConfig();
   const log = createLogger('dev-mailbox', config.LOG_LEVEL);
   const lifecycle = new Lifecycle((name, error) =>
     log.error({ err: error, resource: name }, 'failed to close'),
@@ -47,7 +36,6 @@ async function main(): Promise<void> {
         http.closeAllConnections(); // browsers keep connections open
       }),
   );
-  lifecycle.closeOnSignals();
 
   const { port: httpPort } = http.address() as AddressInfo;
   log.info(
@@ -58,9 +46,5 @@ async function main(): Promise<void> {
     },
     `dev-mailbox accepting mail at ${sink.url}; read it at http://${config.DEV_MAILBOX_HOST}:${httpPort}/`,
   );
-}
-
-main().catch((error: unknown) => {
-  createLogger('dev-mailbox').fatal({ err: error }, 'dev-mailbox failed to start');
-  process.exit(1);
+  return { logger: log, stop: () => lifecycle.close() };
 });

@@ -1,19 +1,12 @@
 import { loadConfig } from '@sts/config/load-config';
+import { createLogger } from '@sts/logger/create-logger';
+import { runProcess } from '@sts/runtime/lifecycle';
 import { enrollmentEnvSchema } from '@sts/enrollment-infra/enrollment-config';
 import { startEnrollmentService } from '@sts/enrollment-infra/start-enrollment-service';
-import { createLogger } from '@sts/logger/create-logger';
-import { Lifecycle } from '@sts/runtime/lifecycle';
 
-async function main(): Promise<void> {
+runProcess('enrollment', async () => {
   const config = loadConfig(enrollmentEnvSchema);
   const logger = createLogger('enrollment', config.LOG_LEVEL);
   const service = await startEnrollmentService(config, logger);
-  const lifecycle = new Lifecycle();
-  lifecycle.add('enrollment', () => service.stop());
-  lifecycle.closeOnSignals();
-}
-
-main().catch((error: unknown) => {
-  console.error(error instanceof Error ? error.message : error);
-  process.exit(1);
+  return { logger, stop: () => service.stop() };
 });

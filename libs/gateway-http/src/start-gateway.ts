@@ -6,6 +6,7 @@ import { GatewayCaches } from './gateway-caches';
 import { subscribeToMembershipChanges } from './membership-invalidation';
 import { createUpstreamClients } from './upstream-clients';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
+import { Lifecycle } from '@sts/runtime/lifecycle';
 
 export interface RunningGateway {
   port: number;
@@ -13,24 +14,30 @@ export interface RunningGateway {
   stop(): Promise<void>;
 }
 
+/** Starts the gateway; `stop()` closes everything in reverse order, and so does a failed start. */
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
-  const clients = createUpstreamClients(config);
-  const verifier = new AccessTokenVerifier(accessTokenVerifierOptionsFromEnv(config));
-  const caches = new GatewayCaches(config);
-  const nats = await connectJetStream({ url: config.NATS_URL, name: 'gateway', logger });
-  const subscriptions = subscribeToMembershipChanges(nats.nc, config.NATS_NAMESPACE, caches, logger);
-  const app = await buildGateway({ config, logger, clients, verifier, caches });
-  await app.listen({ host: config.HOST, port: config.PORT });
-  const address = app.server.address();
-  const port = typeof address === 'object' && address ? address.port : config.PORT;
-  return {
-    port,
-    url: `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`,
-    stop: async () => {
-      await app.close();
-      for (const subscription of subscriptions) subscription.unsubscribe();
-      await nats.close();
-      clients.close();
-    },
-  };
+  const lifecycle = new Lifecycle((name, error) => logger.error({ err: error, resource: name }, 'shutdown step failed'));
+  try {
+    const clients = createUpstreamClients(config);
+    lifecycle.add('grpc clients', () => clients.close());
+    const verifier = new AccessTokenVerifier(accessTokenVerifierOptionsFromEnv(config));
+    const caches = new GatewayCaches(config);
+    const nats = await connectJetStream({ url: config.NATS_URL, name: 'gateway', logger });
+    lifecycle.add('nats', () => nats.close());
+    const subscriptions = subscribeToMembershipChanges(nats.nc, config.NATS_NAMESPACE, caches, logger);
+    lifecycle.add('membership subscriptions', () => subscriptions.forEach((subscription) => subscription.unsubscribe()));
+    const app = await buildGateway({ config, logger, clients, verifier, caches });
+    lifecycle.add('http', () => app.close());
+    await app.listen({ host: config.HOST, port: config.PORT });
+    const address = app.server.address();
+    const port = typeof address === 'object' && address ? address.port : config.PORT;
+    return {
+      port,
+      url: `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`,
+      stop: () => lifecycle.close(),
+    };
+  } catch (error) {
+    await lifecycle.close();
+    throw error;
+  }
 }

@@ -1,3 +1,5 @@
+import { createLogger, type Logger } from '@sts/logger/create-logger';
+
 /**
  * Ordered shutdown: resources are closed in reverse order of acquisition (stop accepting work,
  * then stop consumers and relays, then close connections), once, on SIGTERM/SIGINT or on demand.
@@ -36,4 +38,33 @@ export class Lifecycle {
     process.on('SIGTERM', handler);
     process.on('SIGINT', handler);
   }
+}
+
+/** What a process's start hands back: its logger, and how to stop what it started. */
+export interface StartedProcess {
+  logger: Logger;
+  stop(): Promise<void>;
+}
+
+/**
+ * The one way every process of ours runs (`apps/<name>/src/main.ts`): start it; on SIGTERM/SIGINT stop
+ * it, each failed shutdown step logged; if the start fails (bad configuration included), log why, as
+ * fatal, and exit 1.
+ */
+export function runProcess(name: string, start: () => Promise<StartedProcess>): void {
+  start().then(
+    (started) => {
+      const { logger } = started;
+      const lifecycle = new Lifecycle((resource, error) => logger.error({ err: error, resource }, 'shutdown step failed'));
+      lifecycle.add(name, async () => {
+        logger.info({ process: name }, 'stopping');
+        await started.stop();
+      });
+      lifecycle.closeOnSignals();
+    },
+    (error: unknown) => {
+      createLogger(name).fatal({ err: error }, `${name} failed to start`);
+      process.exit(1);
+    },
+  );
 }
