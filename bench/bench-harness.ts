@@ -12,11 +12,11 @@ import { availableParallelism, loadavg } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
-import autocannon, {
-  type AutocannonInstance,
-  type AutocannonRequest,
-  type AutocannonResult,
-} from 'autocannon';
+import autocannon from 'autocannon';
+
+type AutocannonInstance = autocannon.Instance;
+type AutocannonRequest = autocannon.Request;
+type AutocannonResult = autocannon.Result;
 import { Client } from 'pg';
 import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
 import { createLogger } from '@sts/logger/create-logger';
@@ -715,7 +715,7 @@ export async function runLoad(options: LoadOptions): Promise<ClosedLoadResult> {
           ? { setupClient: (client) => client.setRequests(rotate(options.requests, connection++)) }
           : {}),
       },
-      (error, outcome) => (error ? reject(error) : resolveRun(outcome)),
+      (error: unknown, outcome) => (error ? reject(error instanceof Error ? error : new Error('autocannon failed', { cause: error })) : resolveRun(outcome)),
     );
     if (options.recordLatencies) {
       instance.on('response', (_client, _status, _bytes, responseTimeMs) => {
@@ -733,7 +733,7 @@ export async function runLoad(options: LoadOptions): Promise<ClosedLoadResult> {
   activeRun = undefined;
   const failures = result.non2xx + result.errors + result.timeouts;
   if (failures > 0 || result.requests.total === 0) {
-    const codes = Object.entries(result.statusCodeStats)
+    const codes = Object.entries(result.statusCodeStats ?? {})
       .map(([code, { count }]) => `${code}×${count}`)
       .join(', ');
     throw new Error(

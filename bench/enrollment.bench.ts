@@ -53,7 +53,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { credentials } from '@grpc/grpc-js';
-import type { AutocannonRequest } from 'autocannon';
+import type autocannon from 'autocannon';
 import {
   DeviceStatus,
   EnrollmentServiceClient,
@@ -218,7 +218,7 @@ async function enrollAll(
   const tokens = new Set<string>();
   const problems: string[] = [];
   let next = 0;
-  const request: AutocannonRequest = {
+  const request: autocannon.Request = {
     method: 'POST',
     path: '/api/device/enroll',
     headers: { 'content-type': 'application/json', 'x-enrollment-key': org.key },
@@ -226,11 +226,11 @@ async function enrollAll(
       const index = next++;
       if (index >= count) throw new Error(`autocannon asked for request ${index + 1} of ${count}`);
       sent[index] = (sent[index] ?? 0) + 1;
-      context.index = index;
+      (context as { index?: number }).index = index;
       return { ...template, body: bodies[index] };
     },
     onResponse: (status, body, context) => {
-      const index = context.index as number;
+      const index = (context as { index: number }).index;
       answered[index] = (answered[index] ?? 0) + 1;
       if (status !== 200) {
         if (problems.length < 5) problems.push(`code ${index}: ${status} ${body}`);
@@ -408,7 +408,7 @@ interface EnrollmentRound extends CpuWindow {
 interface Scenario {
   name: string;
   url: string;
-  requests: AutocannonRequest[];
+  requests: autocannon.Request[];
   /** A device-list scenario (the p99 target is judged on those at the target rate). */
   list: boolean;
   /** Closed loop: this many connections, each sending its next request when answered. Open loop: at most this many. */
@@ -612,7 +612,7 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
       `(${Math.ceil(codesMade / CODES_PER_CALL)} calls of POST /api/enrollment-codes, 4 at a time) in ${seedS.toFixed(1)} s\n`,
   );
 
-  const baselineRequests: AutocannonRequest[] = [{ method: 'GET', path: '/' }];
+  const baselineRequests: autocannon.Request[] = [{ method: 'GET', path: '/' }];
   const baselineRun = async (connections: number, durationS: number) =>
     runLoad({
       name: 'baseline',
@@ -706,7 +706,7 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
 
   // A search that matches 10 hostnames (ws-04210 … ws-04219) when there are enough devices.
   const q = n >= 10_000 ? 'ws-0421' : hostnameOf(Math.floor(n / 2)).slice(0, -1);
-  const authorized = (path: string): AutocannonRequest[] => [
+  const authorized = (path: string): autocannon.Request[] => [
     { method: 'GET', path, headers: { authorization: `Bearer ${listOrg.adminToken}` } },
   ];
   const listPaths: [string, string][] = [

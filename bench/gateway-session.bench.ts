@@ -24,7 +24,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AutocannonRequest } from 'autocannon';
+import type autocannon from 'autocannon';
 import type { Lifecycle } from '@sts/runtime/lifecycle';
 import {
   call,
@@ -103,7 +103,7 @@ function parseCommandLine(): Options {
 interface Scenario {
   name: string;
   url: string;
-  requests: AutocannonRequest[];
+  requests: autocannon.Request[];
   authenticated: boolean;
 }
 
@@ -196,7 +196,7 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
   );
   await sleep(1_000); // let the notification service catch up with the member.joined events
 
-  const authorized = (path: string): AutocannonRequest[] =>
+  const authorized = (path: string): autocannon.Request[] =>
     tokens.map((token) => ({ method: 'GET', path, headers: { authorization: `Bearer ${token}` } }));
   const scenarios: Scenario[] = [
     {
@@ -235,8 +235,8 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
       for (const service of services) service.assertAlive();
       const measurement: Measurement = {
         rps: completed / durationS,
-        p50: result.latency.p50 as number,
-        p99: result.latency.p99 as number,
+        p50: result.latency.p50,
+        p99: result.latency.p99,
         requests: completed,
         ...window,
         // The monitor's own two statements per snapshot are negligible next to thousands of requests.
@@ -322,7 +322,7 @@ async function profileRuns(scenarios: Scenario[], options: Options, targets: Chi
       targets,
       () => load(scenario, options, options.durationS),
       ({ result, completed, durationS }) =>
-        `${(completed / durationS).toFixed(0)} req/s, p99 ${(result.latency.p99 as number).toFixed(1)} ms`,
+        `${(completed / durationS).toFixed(0)} req/s, p99 ${(result.latency.p99).toFixed(1)} ms`,
     );
   }
 }

@@ -6,13 +6,13 @@
  */
 import { Agent, request as httpRequest } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import type { AutocannonRequest } from 'autocannon';
+import type autocannon from 'autocannon';
 import { type GcPause, wallClockMs, watchGcPauses } from './gc-pauses';
 
 export interface OpenLoadOptions {
   name: string;
   url: string;
-  requests: AutocannonRequest[];
+  requests: autocannon.Request[];
   /** Requests per second, sent at fixed intervals whether or not earlier ones have been answered. */
   ratePerSecond: number;
   durationS: number;
