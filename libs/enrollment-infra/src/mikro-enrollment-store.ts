@@ -1,4 +1,4 @@
-import { UniqueConstraintViolationException, type EntityManager, type MikroORM } from '@mikro-orm/postgresql';
+import { DeadlockException, UniqueConstraintViolationException, type EntityManager, type MikroORM } from '@mikro-orm/postgresql';
 import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
 import { isUuid } from '@sts/vocabulary/identifiers';
 import type {
@@ -312,20 +312,13 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
   }
 }
 
-/**
- * MikroORM converts driver errors of its own queries; raw statements run through `execute` surface
- * the driver's error, whose SQLSTATE 23505 is a unique violation.
- */
 function isUniqueViolation(error: unknown): boolean {
-  return (
-    error instanceof UniqueConstraintViolationException ||
-    (error instanceof Error && (error as { code?: unknown }).code === '23505')
-  );
+  return error instanceof UniqueConstraintViolationException;
 }
 
-/** serialization_failure, as `enrollment.retry_unless` raises it. */
+/** serialization_failure (as `enrollment.retry_unless` raises it) or a deadlock: worth another try. */
 function isRetryable(error: unknown): boolean {
-  return error instanceof Error && (error as { code?: unknown }).code === '40001';
+  return error instanceof DeadlockException;
 }
 
 /** A page of an organization's devices (placeholders `?`); exported so tests can inspect its plan. */
