@@ -41,12 +41,14 @@ export interface GatewayDependencies {
   logger: Logger;
   clients: UpstreamClients;
   verifier: AccessTokenVerifier;
+  /** Clock of the enrollment failure windows (epoch ms); tests pin it. */
+  now?: () => number;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 
 /** The public REST API of contract.md. Knows HTTP; every decision is made by the services behind it. */
-export async function buildGateway({ config, logger, clients, verifier, caches }: GatewayDependencies) {
+export async function buildGateway({ config, logger, clients, verifier, caches, now = Date.now }: GatewayDependencies) {
   const app = Fastify({
     loggerInstance: logger,
     // One line per request at debug (see onResponse below) instead of Fastify's two at info.
@@ -115,7 +117,7 @@ export async function buildGateway({ config, logger, clients, verifier, caches }
   await app.register(deviceEnrollRoute, {
     clients,
     perAddressPerMinute: config.ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE,
-    failures: new FailureLimiter(config.ENROLL_FAILURES_PER_MINUTE),
+    failures: new FailureLimiter(config.ENROLL_FAILURES_PER_MINUTE, now),
   });
 
   // Everything else needs a bearer token.

@@ -16,6 +16,9 @@ export async function startTestGateway(
   config: Partial<GatewayDependencies['config']> = {},
   caches: Partial<ConstructorParameters<typeof GatewayCaches>[0]> = {},
 ) {
+  // The enrollment failure windows are whole clock minutes: a test started at hh:mm:59 would see its
+  // counts reset half-way. The clock starts mid-minute and moves only when a test moves it.
+  const clock = { nowMs: Date.parse('2026-03-01T12:00:30.000Z') };
   const tokens = await TestTokens.create();
   const upstream = new FakeUpstream();
   const logs: Record<string, unknown>[] = [];
@@ -37,7 +40,8 @@ export async function startTestGateway(
     logger,
     clients: upstream.clients(),
     verifier: tokens.verifier,
+    now: () => clock.nowMs,
   });
   await app.ready();
-  return { app, upstream, tokens, logs };
+  return { app, upstream, tokens, logs, clock };
 }
