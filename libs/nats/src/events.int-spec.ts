@@ -1,5 +1,4 @@
 import { createServer, connect as tcpConnect, type AddressInfo, type Socket } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { nanos } from '@nats-io/nats-core';
 import { StorageType, RetentionPolicy } from '@nats-io/jetstream';
 import type { DomainEvent, EventData, EventType } from '@sts/events/event-catalogue';
@@ -196,8 +195,9 @@ describe('JetStream events', () => {
           (line) => line.consumer === 'hopeless' && line.event_id === envelope.id && line.level === 50,
         ) || undefined,
     );
-    await settled('hopeless');
-    await sleep(1_500);
+    // Settled: nothing pending or awaiting an ack, so the terminated event cannot be delivered again.
+    const info = await settled('hopeless');
+    expect(info.ack_floor.stream_seq).toBeGreaterThanOrEqual(info.delivered.stream_seq);
     expect(attempts).toBe(3);
   });
 
@@ -246,9 +246,10 @@ describe('JetStream events', () => {
     await eventually(() => handled.includes(good.id) || undefined);
     expect(handled).not.toContain(badData.id);
     expect(handled).not.toContain(mislabelled.id);
-    // Well past ack_wait: a message that was not terminated would have come back by now.
-    await sleep(2_500);
+    // Terminated messages are acknowledged for good: with nothing pending or awaiting an ack, none can
+    // come back, and none was delivered twice.
     const info = await settled('strict');
+    expect(info.ack_floor.stream_seq).toBeGreaterThanOrEqual(info.delivered.stream_seq);
     expect(info.num_redelivered).toBe(0);
     const terminated = lines.filter(
       (line) =>
@@ -289,9 +290,13 @@ describe('JetStream events', () => {
     await started.stop(); // idempotent
     const during = orgCreated('while-stopped');
     await publish(during);
-    await sleep(500);
+    // The server holds it for the consumer, undelivered: pending, not awaiting an ack.
+    const held = await eventually(async () => {
+      const info = await consumerInfo('stoppable');
+      return info.num_pending === 1 ? info : undefined;
+    });
+    expect(held.num_ack_pending).toBe(0);
     expect(handled).not.toContain(during.id);
-    expect((await consumerInfo('stoppable')).num_pending).toBe(1);
 
     await consumer('stoppable', ['org.created'], async (event) => {
       handled.push(event.id);
