@@ -6,6 +6,7 @@ import { deriveEnrollmentKeyring, hashEnrollmentCode } from '@sts/enrollment-dom
 import type { AppError } from '@sts/errors/app-error';
 import { eventSubject } from '@sts/events/subjects';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { eventually } from '@sts/testing/eventually';
 import { testServiceAuth } from '@sts/testing/service-auth';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
@@ -224,17 +225,12 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       expect(row!.token_hash).toBe(createHash('sha256').update(result.deviceToken).digest('hex'));
 
       const stream = `${namespace.toUpperCase()}_EVENTS`;
-      const deadline = Date.now() + 5_000;
-      for (;;) {
+      const data = await eventually(async () => {
         const message = await nats.jsm.streams.getMessage(stream, { last_by_subj: eventSubject(namespace, 'device.enrolled') }).catch(() => null);
-        const data = message ? message.json<{ data: Record<string, unknown> }>().data : null;
-        if (data?.device_id === result.deviceId) {
-          expect(data).toMatchObject({ org_id: orgId, machine_id: 'published-machine', hostname: 'Büro-PC 💻', re_enrolled: false });
-          break;
-        }
-        if (Date.now() > deadline) throw new Error('device.enrolled was not published');
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+        const published = message?.json<{ data: Record<string, unknown> }>().data;
+        return published?.device_id === result.deviceId ? published : undefined;
+      });
+      expect(data).toMatchObject({ org_id: orgId, machine_id: 'published-machine', hostname: 'Büro-PC 💻', re_enrolled: false });
     });
 
     it('re-enrolls a machine in the same organization: same id, new token, hostname and metadata replaced', async () => {

@@ -4,6 +4,7 @@ import { loadConfig } from '@sts/config/load-config';
 import type { AppError } from '@sts/errors/app-error';
 import { eventSubject } from '@sts/events/subjects';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { eventually } from '@sts/testing/eventually';
 import { testServiceAuth } from '@sts/testing/service-auth';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
@@ -75,16 +76,12 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
   it('publishes org.created through the outbox to JetStream', async () => {
     const caller = await client.resolveCaller(user('outbox@int.test'));
     const stream = `${namespace.toUpperCase()}_EVENTS`;
-    const deadline = Date.now() + 5_000;
-    for (;;) {
+    await eventually(async () => {
       const message = await nats.jsm.streams
         .getMessage(stream, { last_by_subj: eventSubject(namespace, 'org.created') })
         .catch(() => null);
-      const data = message ? (message.json<{ data: { org_id: string } }>().data) : null;
-      if (data?.org_id === caller.org!.id) break;
-      if (Date.now() > deadline) throw new Error('org.created was not published');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+      return message?.json<{ data: { org_id: string } }>().data.org_id === caller.org!.id ? true : undefined;
+    });
     expect(await count(`select count(*) as n from identity.outbox where published_at is null`)).toBe(0);
   });
 
