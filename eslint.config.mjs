@@ -15,10 +15,20 @@ const typeConstraints = [
   { sourceTag: 'type:transport', onlyDependOnLibsWithTags: ['type:util', 'type:contract'] },
   { sourceTag: 'type:driver', onlyDependOnLibsWithTags: ['type:util'] },
   // The one way a service process runs (database, NATS, outbox, consumers, gRPC server).
-  { sourceTag: 'type:host', onlyDependOnLibsWithTags: ['type:util', 'type:contract', 'type:transport', 'type:driver'] },
+  {
+    sourceTag: 'type:host',
+    onlyDependOnLibsWithTags: ['type:util', 'type:contract', 'type:transport', 'type:driver'],
+  },
   {
     sourceTag: 'type:adapter',
-    onlyDependOnLibsWithTags: ['type:domain', 'type:util', 'type:contract', 'type:transport', 'type:driver', 'type:host'],
+    onlyDependOnLibsWithTags: [
+      'type:domain',
+      'type:util',
+      'type:contract',
+      'type:transport',
+      'type:driver',
+      'type:host',
+    ],
   },
   {
     sourceTag: 'type:testing',
@@ -55,7 +65,18 @@ const scopeConstraints = [
 const withTesting = (constraints) =>
   constraints.map((c) =>
     c.sourceTag.startsWith('type:') && c.sourceTag !== 'type:contract'
-      ? { ...c, onlyDependOnLibsWithTags: [...new Set([...c.onlyDependOnLibsWithTags, 'type:testing', 'type:transport', 'type:driver', 'type:contract'])] }
+      ? {
+          ...c,
+          onlyDependOnLibsWithTags: [
+            ...new Set([
+              ...c.onlyDependOnLibsWithTags,
+              'type:testing',
+              'type:transport',
+              'type:driver',
+              'type:contract',
+            ]),
+          ],
+        }
       : c,
   );
 const testFiles = ['**/*.spec.ts', '**/*.int-spec.ts', '**/*.e2e-spec.ts', '**/test/**/*.ts'];
@@ -72,7 +93,10 @@ export default tseslint.config(
       '@typescript-eslint/no-floating-promises': 'error',
       // Fastify plugins and async handlers are async by contract even when they do not await.
       '@typescript-eslint/require-await': 'off',
-      '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
+      '@typescript-eslint/switch-exhaustiveness-check': [
+        'error',
+        { considerDefaultExhaustiveForUnions: true },
+      ],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/consistent-type-imports': 'error',
       'no-console': 'error',
@@ -91,7 +115,11 @@ export default tseslint.config(
     // and keys after it (`{ ...a, b }`, `{ ...a, ...b }`) gets hidden classes of its own every time
     // it runs; on a device page that cost ~25 KB of scavenger work per page (docs/decisions.md,
     // "Platform"). Spell the fields out, or start from a literal: `Object.assign({}, a, { b })`.
-    files: ['libs/*-infra/src/mikro-*.ts', 'libs/*-infra/src/*-grpc-handlers.ts', 'libs/gateway-http/src/routes/**/*.ts'],
+    files: [
+      'libs/*-infra/src/mikro-*.ts',
+      'libs/*-infra/src/*-grpc-handlers.ts',
+      'libs/gateway-http/src/routes/**/*.ts',
+    ],
     ignores: testFiles,
     rules: {
       'no-restricted-syntax': [

@@ -601,7 +601,9 @@ export class DatabaseMonitor {
     );
     return new Map<string, number[]>([
       ['bench (autocannon)', [process.pid]],
-      ...(openLoopGenerator?.pid ? [['open-loop generator', [openLoopGenerator.pid]] as [string, number[]]] : []),
+      ...(openLoopGenerator?.pid
+        ? [['open-loop generator', [openLoopGenerator.pid]] as [string, number[]]]
+        : []),
       ...services.map((service): [string, number[]] => [service.name, [service.pid]]),
       ['postgres backends', rows.map((row) => row.pid)],
       ['nats-server', (this.natsServerPids ??= pidsByCommand('nats-server'))],
@@ -715,7 +717,10 @@ export async function runLoad(options: LoadOptions): Promise<ClosedLoadResult> {
           ? { setupClient: (client) => client.setRequests(rotate(options.requests, connection++)) }
           : {}),
       },
-      (error: unknown, outcome) => (error ? reject(error instanceof Error ? error : new Error('autocannon failed', { cause: error })) : resolveRun(outcome)),
+      (error: unknown, outcome) =>
+        error
+          ? reject(error instanceof Error ? error : new Error('autocannon failed', { cause: error }))
+          : resolveRun(outcome),
     );
     if (options.recordLatencies) {
       instance.on('response', (_client, _status, _bytes, responseTimeMs) => {
@@ -825,7 +830,9 @@ export function slowRequestsDuringGc(
       return hit;
     }).length;
     const longest = Math.max(0, ...list.map(([, duration]) => duration));
-    parts.push(`${name} ${count} (its longest pause ${longest.toFixed(0)} ms, ${long.length} of ≥ ${minPauseMs} ms)`);
+    parts.push(
+      `${name} ${count} (its longest pause ${longest.toFixed(0)} ms, ${long.length} of ≥ ${minPauseMs} ms)`,
+    );
   }
   return (
     `slow requests overlapping a GC pause ≥ ${minPauseMs} ms: ${parts.join(', ')}; ` +

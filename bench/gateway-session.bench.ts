@@ -322,7 +322,7 @@ async function profileRuns(scenarios: Scenario[], options: Options, targets: Chi
       targets,
       () => load(scenario, options, options.durationS),
       ({ result, completed, durationS }) =>
-        `${(completed / durationS).toFixed(0)} req/s, p99 ${(result.latency.p99).toFixed(1)} ms`,
+        `${(completed / durationS).toFixed(0)} req/s, p99 ${result.latency.p99.toFixed(1)} ms`,
     );
   }
 }

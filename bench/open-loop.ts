@@ -48,7 +48,10 @@ if (process.send && process.channel) {
     openLoad(options).then(
       (result) => process.send?.({ type: 'result', result } satisfies OpenLoopReply),
       (error: unknown) =>
-        process.send?.({ type: 'error', message: error instanceof Error ? error.message : String(error) } satisfies OpenLoopReply),
+        process.send?.({
+          type: 'error',
+          message: error instanceof Error ? error.message : String(error),
+        } satisfies OpenLoopReply),
     );
   });
 }
@@ -140,4 +143,3 @@ async function openLoad(options: OpenLoadOptions): Promise<OpenLoadResult> {
     generatorGcPauses: await gcPauses.stop(),
   };
 }
-

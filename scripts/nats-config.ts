@@ -18,8 +18,12 @@ mkdirSync(dir, { recursive: true, mode: 0o700 });
 
 const passwordsFile = join(dir, 'passwords.json');
 const users = [...SERVICE_NAMES, NATS_ADMIN_USER];
-const kept = existsSync(passwordsFile) ? (JSON.parse(readFileSync(passwordsFile, 'utf8')) as Record<string, string>) : {};
-const passwords = Object.fromEntries(users.map((user) => [user, kept[user] ?? randomBytes(24).toString('base64url')]));
+const kept = existsSync(passwordsFile)
+  ? (JSON.parse(readFileSync(passwordsFile, 'utf8')) as Record<string, string>)
+  : {};
+const passwords = Object.fromEntries(
+  users.map((user) => [user, kept[user] ?? randomBytes(24).toString('base64url')]),
+);
 writeFileSync(passwordsFile, JSON.stringify(passwords, null, 2), { mode: 0o600 });
 
 writeFileSync(

@@ -18,6 +18,9 @@ fi
 step "typecheck"
 npx tsc -p tsconfig.json --noEmit
 
+step "formatting (prettier --check)"
+npx prettier --check . </dev/null
+
 step "lint"
 # @nx/enforce-module-boundaries reads the cached project graph and silently skips itself without one.
 NX_DAEMON=false npx nx show projects >/dev/null

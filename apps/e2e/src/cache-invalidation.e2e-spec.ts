@@ -15,7 +15,11 @@ describe('gateway caches are invalidated by membership events', () => {
 
   beforeAll(async () => {
     system = await startSystem({
-      gatewayEnv: { CALLER_CACHE_TTL_MS: '60000', LICENSE_CACHE_TTL_MS: '60000', MEMBER_LIST_CACHE_TTL_MS: '60000' },
+      gatewayEnv: {
+        CALLER_CACHE_TTL_MS: '60000',
+        LICENSE_CACHE_TTL_MS: '60000',
+        MEMBER_LIST_CACHE_TTL_MS: '60000',
+      },
     });
   });
 
@@ -27,7 +31,10 @@ describe('gateway caches are invalidated by membership events', () => {
     const admin = await system.tokenFor('owner@cache.test', { name: 'Owner' });
     expect((await system.api<Member[]>('GET', '/api/members', { token: admin })).body).toHaveLength(1);
 
-    await system.api('POST', '/api/invites', { token: admin, body: { email: 'new@cache.test', role: 'ANALYST' } });
+    await system.api('POST', '/api/invites', {
+      token: admin,
+      body: { email: 'new@cache.test', role: 'ANALYST' },
+    });
     const mail = await system.mail.waitFor((m) => m.to.includes('new@cache.test'), 10_000);
     const token = /sts_inv_[A-Za-z0-9_-]{43}/.exec(mail.text ?? '')![0];
     await system.api('POST', '/api/invites/accept', { body: { token } });
@@ -43,9 +50,16 @@ describe('gateway caches are invalidated by membership events', () => {
 
     // A change made through the gateway is visible to its own caller at once...
     const newcomerId = members.find((m) => m.email === 'new@cache.test')!.id;
-    const demoted = await system.api<Member>('PATCH', `/api/members/${newcomerId}`, { token: admin, body: { role: 'APP_USER' } });
+    const demoted = await system.api<Member>('PATCH', `/api/members/${newcomerId}`, {
+      token: admin,
+      body: { role: 'APP_USER' },
+    });
     expect(demoted.body.role).toBe('APP_USER');
-    expect((await system.api<Member[]>('GET', '/api/members', { token: admin })).body.find((m) => m.id === newcomerId)?.role).toBe('APP_USER');
+    expect(
+      (await system.api<Member[]>('GET', '/api/members', { token: admin })).body.find(
+        (m) => m.id === newcomerId,
+      )?.role,
+    ).toBe('APP_USER');
     // ...and to the member whose cached role it changed.
     expect((await system.api('GET', '/api/members', { token: newcomer })).status).toBe(403);
 

@@ -43,7 +43,12 @@ describe('enrollment and devices, end to end', () => {
     system = await startSystem();
     admin = await system.tokenFor('root@devices.test', { name: 'Root' });
     orgId = (await system.api<{ org: { id: string } }>('GET', '/api/session', { token: admin })).body.org.id;
-    enrollment = createPromiseClient(EnrollmentServiceService, system.grpcAddresses.enrollment, 5_000, system.serviceAuth.as('enrollment'));
+    enrollment = createPromiseClient(
+      EnrollmentServiceService,
+      system.grpcAddresses.enrollment,
+      5_000,
+      system.serviceAuth.as('enrollment'),
+    );
   });
 
   afterAll(async () => {
@@ -51,16 +56,30 @@ describe('enrollment and devices, end to end', () => {
     await system?.stop();
   });
 
-  const newKey = async (token = admin) => (await system.api<{ key: string }>('POST', '/api/enrollment-key', { token })).body.key;
+  const newKey = async (token = admin) =>
+    (await system.api<{ key: string }>('POST', '/api/enrollment-key', { token })).body.key;
   const newCodes = async (count: number, token = admin) =>
-    (await system.api<{ codes: { code: string; expires_at: string }[] }>('POST', '/api/enrollment-codes', { token, body: { count } })).body.codes.map((c) => c.code);
+    (
+      await system.api<{ codes: { code: string; expires_at: string }[] }>('POST', '/api/enrollment-codes', {
+        token,
+        body: { count },
+      })
+    ).body.codes.map((c) => c.code);
   const enroll = (key: string | undefined, body: Record<string, unknown>) =>
-    system.api<Enrolled & Problem>('POST', '/api/device/enroll', { body, headers: key === undefined ? {} : { 'x-enrollment-key': key } });
-  const devices = async (query = '', token = admin) => (await system.api<Device[]>('GET', `/api/devices${query}`, { token })).body;
+    system.api<Enrolled & Problem>('POST', '/api/device/enroll', {
+      body,
+      headers: key === undefined ? {} : { 'x-enrollment-key': key },
+    });
+  const devices = async (query = '', token = admin) =>
+    (await system.api<Device[]>('GET', `/api/devices${query}`, { token })).body;
 
   it('manages the enrollment key: none, create, read, rotate, revoke', async () => {
-    expect((await system.api<Problem>('GET', '/api/enrollment-key', { token: admin })).body.code).toBe('ENROLLMENT_KEY_NOT_FOUND');
-    const created = await system.api<{ key: string; created_at: string }>('POST', '/api/enrollment-key', { token: admin });
+    expect((await system.api<Problem>('GET', '/api/enrollment-key', { token: admin })).body.code).toBe(
+      'ENROLLMENT_KEY_NOT_FOUND',
+    );
+    const created = await system.api<{ key: string; created_at: string }>('POST', '/api/enrollment-key', {
+      token: admin,
+    });
     expect(created.status).toBe(200);
     expect(created.body.key).toMatch(/^sts_ek_[A-Za-z0-9_-]{43}$/);
     expect(created.body.created_at).toMatch(ISO);
@@ -72,7 +91,11 @@ describe('enrollment and devices, end to end', () => {
   });
 
   it('generates one-time codes in the contract format, 24 hours to live, count 1 to 100', async () => {
-    const response = await system.api<{ codes: { code: string; expires_at: string }[] }>('POST', '/api/enrollment-codes', { token: admin, body: { count: 3 } });
+    const response = await system.api<{ codes: { code: string; expires_at: string }[] }>(
+      'POST',
+      '/api/enrollment-codes',
+      { token: admin, body: { count: 3 } },
+    );
     expect(response.status).toBe(200);
     expect(response.body.codes).toHaveLength(3);
     for (const code of response.body.codes) {
@@ -81,9 +104,14 @@ describe('enrollment and devices, end to end', () => {
       expect(ttl).toBeGreaterThan(23.9 * 3_600_000);
       expect(ttl).toBeLessThanOrEqual(24 * 3_600_000);
     }
-    expect((await system.api<{ codes: unknown[] }>('POST', '/api/enrollment-codes', { token: admin })).body.codes).toHaveLength(1);
+    expect(
+      (await system.api<{ codes: unknown[] }>('POST', '/api/enrollment-codes', { token: admin })).body.codes,
+    ).toHaveLength(1);
     for (const count of [0, 101, 2.5, '3', -1]) {
-      const bad = await system.api<Problem>('POST', '/api/enrollment-codes', { token: admin, body: { count } });
+      const bad = await system.api<Problem>('POST', '/api/enrollment-codes', {
+        token: admin,
+        body: { count },
+      });
       expect([count, bad.status, bad.body.code]).toEqual([count, 400, 'VALIDATION_FAILED']);
     }
   });
@@ -91,9 +119,19 @@ describe('enrollment and devices, end to end', () => {
   it('enrolls a device; it is listed with every contract field and announced in the feed by hostname', async () => {
     const key = await newKey();
     const [code] = await newCodes(1);
-    const enrolled = await enroll(key, { code, machine_id: 'machine-alpha', hostname: 'alpha.corp', metadata: { os: 'linux', arch: 'x64' } });
+    const enrolled = await enroll(key, {
+      code,
+      machine_id: 'machine-alpha',
+      hostname: 'alpha.corp',
+      metadata: { os: 'linux', arch: 'x64' },
+    });
     expect(enrolled.status).toBe(200);
-    expect(enrolled.body).toEqual({ device_id: expect.any(String), org_id: orgId, device_token: expect.stringMatching(/^sts_dt_/), re_enrolled: false });
+    expect(enrolled.body).toEqual({
+      device_id: expect.any(String),
+      org_id: orgId,
+      device_token: expect.stringMatching(/^sts_dt_/),
+      re_enrolled: false,
+    });
 
     const device = (await devices()).find((d) => d.id === enrolled.body.device_id);
     expect(device).toEqual({
@@ -106,7 +144,9 @@ describe('enrollment and devices, end to end', () => {
       metadata: { os: 'linux', arch: 'x64' },
     });
     const item = await eventually(async () => {
-      const feed = await system.api<{ type: string; message: string }[]>('GET', '/api/notifications', { token: admin });
+      const feed = await system.api<{ type: string; message: string }[]>('GET', '/api/notifications', {
+        token: admin,
+      });
       return feed.body.find((n) => n.type === 'device.enrolled' && n.message.includes('alpha.corp'));
     });
     expect(item.message).toContain('alpha.corp');
@@ -134,10 +174,14 @@ describe('enrollment and devices, end to end', () => {
     const key = await newKey();
     const [code] = await newCodes(1);
     const results = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => enroll(key, { code, machine_id: `racer-${i}`, hostname: `racer-${i}`, metadata: {} })),
+      Array.from({ length: 20 }, (_, i) =>
+        enroll(key, { code, machine_id: `racer-${i}`, hostname: `racer-${i}`, metadata: {} }),
+      ),
     );
     expect(results.filter((r) => r.status === 200)).toHaveLength(1);
-    expect(results.filter((r) => r.status === 400).every((r) => r.body.code === 'ENROLLMENT_CODE_USED')).toBe(true);
+    expect(results.filter((r) => r.status === 400).every((r) => r.body.code === 'ENROLLMENT_CODE_USED')).toBe(
+      true,
+    );
     expect(results.filter((r) => r.status === 400)).toHaveLength(19);
     expect((await devices('?q=racer-')).length).toBe(1);
   });
@@ -145,19 +189,38 @@ describe('enrollment and devices, end to end', () => {
   it('re-enrolls a machine: same device id, new token (the old one stops), new hostname and metadata', async () => {
     const key = await newKey();
     const [first, second] = await newCodes(2);
-    const one = await enroll(key, { code: first, machine_id: 'machine-re', hostname: 'before', metadata: { v: 1 } });
-    const two = await enroll(key, { code: second, machine_id: 'machine-re', hostname: 'after', metadata: { v: 2 } });
+    const one = await enroll(key, {
+      code: first,
+      machine_id: 'machine-re',
+      hostname: 'before',
+      metadata: { v: 1 },
+    });
+    const two = await enroll(key, {
+      code: second,
+      machine_id: 'machine-re',
+      hostname: 'after',
+      metadata: { v: 2 },
+    });
     expect(two.body.device_id).toBe(one.body.device_id);
     expect(two.body.re_enrolled).toBe(true);
     expect(two.body.device_token).not.toBe(one.body.device_token);
-    await expect(enrollment.authenticateDevice({ deviceToken: one.body.device_token })).rejects.toMatchObject({ code: 'DEVICE_TOKEN_INVALID' });
-    expect((await enrollment.authenticateDevice({ deviceToken: two.body.device_token })).deviceId).toBe(one.body.device_id);
+    await expect(enrollment.authenticateDevice({ deviceToken: one.body.device_token })).rejects.toMatchObject(
+      { code: 'DEVICE_TOKEN_INVALID' },
+    );
+    expect((await enrollment.authenticateDevice({ deviceToken: two.body.device_token })).deviceId).toBe(
+      one.body.device_id,
+    );
     const device = (await devices('?q=machine-re'))[0];
     expect([device?.name, device?.metadata]).toEqual(['after', { v: 2 }]);
     // The admins see it: the real agent, if it was not this one, has just been cut off.
     const revoked = await eventually(async () => {
-      const feed = await system.api<{ type: string; message: string }[]>('GET', '/api/notifications', { token: admin });
-      return feed.body.find((item) => item.message === 'Device "after" was enrolled again; its previous device token no longer works');
+      const feed = await system.api<{ type: string; message: string }[]>('GET', '/api/notifications', {
+        token: admin,
+      });
+      return feed.body.find(
+        (item) =>
+          item.message === 'Device "after" was enrolled again; its previous device token no longer works',
+      );
     });
     expect(revoked.type).toBe('device.enrolled');
   });
@@ -165,38 +228,68 @@ describe('enrollment and devices, end to end', () => {
   it('keeps enrolled devices working through key rotation and revocation', async () => {
     const key = await newKey();
     const [code] = await newCodes(1);
-    const enrolled = await enroll(key, { code, machine_id: 'machine-survivor', hostname: 'survivor', metadata: {} });
+    const enrolled = await enroll(key, {
+      code,
+      machine_id: 'machine-survivor',
+      hostname: 'survivor',
+      metadata: {},
+    });
     await newKey();
     await system.api('DELETE', '/api/enrollment-key', { token: admin });
     const auth = await enrollment.authenticateDevice({ deviceToken: enrolled.body.device_token });
-    expect([auth.deviceId, auth.status]).toEqual([enrolled.body.device_id, DeviceStatus.DEVICE_STATUS_ACTIVE]);
+    expect([auth.deviceId, auth.status]).toEqual([
+      enrolled.body.device_id,
+      DeviceStatus.DEVICE_STATUS_ACTIVE,
+    ]);
     expect((await devices('?q=survivor'))[0]?.status).toBe('active');
   });
 
   it('answers 409 for a machine enrolled in another organization and leaves that code usable', async () => {
     const key = await newKey();
     const [code] = await newCodes(1);
-    expect((await enroll(key, { code, machine_id: 'machine-shared', hostname: 'shared', metadata: {} })).status).toBe(200);
+    expect(
+      (await enroll(key, { code, machine_id: 'machine-shared', hostname: 'shared', metadata: {} })).status,
+    ).toBe(200);
 
     const other = await system.tokenFor('boss@other.test', { name: 'Other Boss' });
     await system.api('GET', '/api/session', { token: other });
     const otherKey = await newKey(other);
     const [otherCode] = await newCodes(1, other);
-    const conflict = await enroll(otherKey, { code: otherCode, machine_id: 'machine-shared', hostname: 'shared', metadata: {} });
+    const conflict = await enroll(otherKey, {
+      code: otherCode,
+      machine_id: 'machine-shared',
+      hostname: 'shared',
+      metadata: {},
+    });
     expect([conflict.status, conflict.body.code]).toEqual([409, 'MACHINE_ENROLLED_ELSEWHERE']);
-    expect((await enroll(otherKey, { code: otherCode, machine_id: 'machine-fresh', hostname: 'fresh', metadata: {} })).status).toBe(200);
+    expect(
+      (
+        await enroll(otherKey, {
+          code: otherCode,
+          machine_id: 'machine-fresh',
+          hostname: 'fresh',
+          metadata: {},
+        })
+      ).status,
+    ).toBe(200);
   });
 
   it('disables, enables and deletes devices with roles and tenant isolation', async () => {
     const key = await newKey();
     const [code] = await newCodes(1);
-    const { device_id } = (await enroll(key, { code, machine_id: 'machine-life', hostname: 'lifecycle', metadata: {} })).body;
+    const { device_id } = (
+      await enroll(key, { code, machine_id: 'machine-life', hostname: 'lifecycle', metadata: {} })
+    ).body;
 
-    expect((await system.api('POST', `/api/devices/${device_id}/disable`, { token: admin })).status).toBe(204);
+    expect((await system.api('POST', `/api/devices/${device_id}/disable`, { token: admin })).status).toBe(
+      204,
+    );
     expect((await devices('?status=disabled')).map((d) => d.id)).toContain(device_id);
     expect((await devices('?status=active')).map((d) => d.id)).not.toContain(device_id);
     await eventually(async () => {
-      const feed = await system.api<{ type: string; message: string }[]>('GET', '/api/notifications', { token: admin });
+      const feed = await system.api<{ type: string; message: string }[]>('GET', '/api/notifications', {
+        token: admin,
+      });
       return feed.body.find((n) => n.type === 'device.disabled' && n.message.includes('lifecycle'));
     });
     expect((await system.api('POST', `/api/devices/${device_id}/enable`, { token: admin })).status).toBe(204);
@@ -209,18 +302,30 @@ describe('enrollment and devices, end to end', () => {
       ['DELETE', `/api/devices/${device_id}`],
     ] as const) {
       const response = await system.api<Problem>(method, path, { token: stranger });
-      expect([method, path, response.status, response.body.code]).toEqual([method, path, 404, 'DEVICE_NOT_FOUND']);
+      expect([method, path, response.status, response.body.code]).toEqual([
+        method,
+        path,
+        404,
+        'DEVICE_NOT_FOUND',
+      ]);
     }
     expect((await devices('', stranger)).map((d) => d.id)).not.toContain(device_id);
 
-    const invite = await system.api<{ id: string }>('POST', '/api/invites', { token: admin, body: { email: 'ana@devices.test', role: 'ANALYST' } });
+    const invite = await system.api<{ id: string }>('POST', '/api/invites', {
+      token: admin,
+      body: { email: 'ana@devices.test', role: 'ANALYST' },
+    });
     const mail = await system.mail.waitFor((m) => m.to.includes('ana@devices.test'), 10_000);
     const token = /sts_inv_[A-Za-z0-9_-]{43}/.exec(mail.text ?? '')![0];
     expect(invite.status).toBe(201);
     await system.api('POST', '/api/invites/accept', { body: { token } });
     const analyst = await system.tokenFor('ana@devices.test', { name: 'Ana' });
-    expect((await system.api('POST', `/api/devices/${device_id}/disable`, { token: analyst })).status).toBe(204);
-    expect((await system.api('POST', `/api/devices/${device_id}/enable`, { token: analyst })).status).toBe(204);
+    expect((await system.api('POST', `/api/devices/${device_id}/disable`, { token: analyst })).status).toBe(
+      204,
+    );
+    expect((await system.api('POST', `/api/devices/${device_id}/enable`, { token: analyst })).status).toBe(
+      204,
+    );
     const forbidden = await system.api<Problem>('DELETE', `/api/devices/${device_id}`, { token: analyst });
     expect([forbidden.status, forbidden.body.code]).toEqual([403, 'FORBIDDEN']);
     expect((await system.api('GET', '/api/enrollment-key', { token: analyst })).status).toBe(403);
@@ -232,7 +337,8 @@ describe('enrollment and devices, end to end', () => {
 
   it('refuses hostile enrollment bodies with 4xx and enrolls nothing', async () => {
     /** Metadata nested `depth` objects deep (the top-level object is depth 1). */
-    const nested = (depth: number): Record<string, unknown> => (depth <= 1 ? { leaf: true } : { inner: nested(depth - 1) });
+    const nested = (depth: number): Record<string, unknown> =>
+      depth <= 1 ? { leaf: true } : { inner: nested(depth - 1) };
     const key = await newKey();
     const [code] = await newCodes(1);
     const before = (await devices()).length;
@@ -254,7 +360,10 @@ describe('enrollment and devices, end to end', () => {
       [{ code, machine_id: 'm-bad', hostname: 'ok', metadata: nested(9) }, 400],
     ];
     for (const [body, status] of cases) {
-      const response = await system.api<Problem>('POST', '/api/device/enroll', { body, headers: { 'x-enrollment-key': key } });
+      const response = await system.api<Problem>('POST', '/api/device/enroll', {
+        body,
+        headers: { 'x-enrollment-key': key },
+      });
       expect(response.status).toBe(status);
       expect(response.headers.get('content-type')).toContain('application/problem+json');
     }
@@ -265,25 +374,41 @@ describe('enrollment and devices, end to end', () => {
     expect(malformed.status).toBe(400);
     expect((await devices()).length).toBe(before);
 
-    const unicode = await enroll(key, { code, machine_id: 'm-unicode', hostname: 'Ünïcødé-主机-🖥️', metadata: { note: 'café' } });
+    const unicode = await enroll(key, {
+      code,
+      machine_id: 'm-unicode',
+      hostname: 'Ünïcødé-主机-🖥️',
+      metadata: { note: 'café' },
+    });
     expect(unicode.status).toBe(200);
     expect((await devices('?q=m-unicode'))[0]?.name).toBe('Ünïcødé-主机-🖥️');
   });
 
   it('e-mails a code with installation instructions, and needs a key to do so', async () => {
     await system.api('DELETE', '/api/enrollment-key', { token: admin });
-    const missing = await system.api<Problem>('POST', '/api/enrollment-codes/email', { token: admin, body: { email: 'dev@devices.test' } });
+    const missing = await system.api<Problem>('POST', '/api/enrollment-codes/email', {
+      token: admin,
+      body: { email: 'dev@devices.test' },
+    });
     expect([missing.status, missing.body.code]).toEqual([409, 'ENROLLMENT_KEY_REQUIRED']);
     const key = await newKey();
-    const sent = await system.api<{ email: string; expires_at: string }>('POST', '/api/enrollment-codes/email', { token: admin, body: { email: 'Dev@Devices.test' } });
+    const sent = await system.api<{ email: string; expires_at: string }>(
+      'POST',
+      '/api/enrollment-codes/email',
+      { token: admin, body: { email: 'Dev@Devices.test' } },
+    );
     expect(sent.status).toBe(200);
     const mail = await system.mail.waitFor((m) => m.to.includes('dev@devices.test'), 10_000);
-    const code = /[23456789ABCDEFGHJKMNPQRSTUVWXYZ]{4}-[23456789ABCDEFGHJKMNPQRSTUVWXYZ]{4}/.exec(mail.text ?? '')?.[0];
+    const code = /[23456789ABCDEFGHJKMNPQRSTUVWXYZ]{4}-[23456789ABCDEFGHJKMNPQRSTUVWXYZ]{4}/.exec(
+      mail.text ?? '',
+    )?.[0];
     expect(code).toBeDefined();
     expect(mail.text).toContain(key);
     expect(mail.text).toContain('agent enroll');
     expect(mail.html).toContain(code);
-    expect((await enroll(key, { code, machine_id: 'm-mailed', hostname: 'mailed', metadata: {} })).status).toBe(200);
+    expect(
+      (await enroll(key, { code, machine_id: 'm-mailed', hostname: 'mailed', metadata: {} })).status,
+    ).toBe(200);
   });
 
   it("enrolls with the agent's enroll command against the running system", async () => {
@@ -293,18 +418,50 @@ describe('enrollment and devices, end to end', () => {
     const config = join(dir, 'agent.json');
     try {
       const agent = (...args: string[]) =>
-        run(process.execPath, ['--import', 'tsx', 'apps/agent/src/main.ts', ...args], { env: { ...process.env, STS_ENROLLMENT_KEY: key } });
-      const enrolled = await agent('enroll', '--server', system.gateway.url, '--code', code!, '--config', config, '--machine-id', 'agent-e2e-machine', '--hostname', 'agent-e2e');
+        run(process.execPath, ['--import', 'tsx', 'apps/agent/src/main.ts', ...args], {
+          env: { ...process.env, STS_ENROLLMENT_KEY: key },
+        });
+      const enrolled = await agent(
+        'enroll',
+        '--server',
+        system.gateway.url,
+        '--code',
+        code!,
+        '--config',
+        config,
+        '--machine-id',
+        'agent-e2e-machine',
+        '--hostname',
+        'agent-e2e',
+      );
       expect(enrolled.stdout).not.toContain(key);
-      const stored = JSON.parse(await readFile(config, 'utf8')) as { device_id: string; device_token: string };
+      const stored = JSON.parse(await readFile(config, 'utf8')) as {
+        device_id: string;
+        device_token: string;
+      };
       expect(stored.device_token).toMatch(/^sts_dt_/);
       expect((await stat(config)).mode & 0o777).toBe(0o600);
       expect((await devices('?q=agent-e2e-machine'))[0]?.id).toBe(stored.device_id);
 
       const status = await agent('status', '--config', config, '--json');
-      expect(JSON.parse(status.stdout)).toMatchObject({ enrolled: true, device_id: stored.device_id, org_id: orgId });
+      expect(JSON.parse(status.stdout)).toMatchObject({
+        enrolled: true,
+        device_id: stored.device_id,
+        org_id: orgId,
+      });
 
-      const again = await agent('enroll', '--server', system.gateway.url, '--code', code!, '--config', config, '--machine-id', 'agent-e2e-machine', '--force').catch((e: { code: number; stderr: string }) => e);
+      const again = await agent(
+        'enroll',
+        '--server',
+        system.gateway.url,
+        '--code',
+        code!,
+        '--config',
+        config,
+        '--machine-id',
+        'agent-e2e-machine',
+        '--force',
+      ).catch((e: { code: number; stderr: string }) => e);
       expect((again as { code: number }).code).toBe(11);
       expect((again as { stderr: string }).stderr).toMatch(/already been used|used/i);
     } finally {

@@ -1,4 +1,8 @@
-import { createHostileTokens, HOSTILE_TOKEN_DESCRIPTIONS, type HostileTokenName } from '@sts/dev-oidc/hostile-tokens';
+import {
+  createHostileTokens,
+  HOSTILE_TOKEN_DESCRIPTIONS,
+  type HostileTokenName,
+} from '@sts/dev-oidc/hostile-tokens';
 import { startSystem, type SystemUnderTest } from './system-under-test';
 
 interface Problem {
@@ -25,26 +29,49 @@ describe('gateway hardening, end to end', () => {
     await system?.stop();
   });
 
-  function expectProblem(response: { status: number; headers: Headers; body: unknown }, status: number, code: string): void {
+  function expectProblem(
+    response: { status: number; headers: Headers; body: unknown },
+    status: number,
+    code: string,
+  ): void {
     expect(response.status).toBe(status);
     expect(response.headers.get('content-type')).toContain('application/problem+json');
     const problem = response.body as Problem;
-    expect(problem).toEqual(expect.objectContaining({ status, code, type: expect.any(String), title: expect.any(String), detail: expect.any(String) }));
+    expect(problem).toEqual(
+      expect.objectContaining({
+        status,
+        code,
+        type: expect.any(String),
+        title: expect.any(String),
+        detail: expect.any(String),
+      }),
+    );
     expect(problem.request_id).toBe(response.headers.get('x-request-id'));
   }
 
   it('answers 401 problem+json without a token or with a malformed header', async () => {
     expectProblem(await system.api('GET', '/api/session'), 401, 'UNAUTHENTICATED');
-    expectProblem(await system.api('GET', '/api/members', { headers: { authorization: 'Basic abc' } }), 401, 'UNAUTHENTICATED');
-    expectProblem(await system.api('GET', '/api/members', { headers: { authorization: 'Bearer' } }), 401, 'UNAUTHENTICATED');
+    expectProblem(
+      await system.api('GET', '/api/members', { headers: { authorization: 'Basic abc' } }),
+      401,
+      'UNAUTHENTICATED',
+    );
+    expectProblem(
+      await system.api('GET', '/api/members', { headers: { authorization: 'Bearer' } }),
+      401,
+      'UNAUTHENTICATED',
+    );
   });
 
-  it.each(Object.keys(HOSTILE_TOKEN_DESCRIPTIONS) as HostileTokenName[])('refuses a hostile token: %s', async (name) => {
-    const tokens = await createHostileTokens(system.idp);
-    for (const path of ['/api/session', '/api/members', '/api/notifications']) {
-      expectProblem(await system.api('GET', path, { token: tokens[name] }), 401, 'UNAUTHENTICATED');
-    }
-  });
+  it.each(Object.keys(HOSTILE_TOKEN_DESCRIPTIONS) as HostileTokenName[])(
+    'refuses a hostile token: %s',
+    async (name) => {
+      const tokens = await createHostileTokens(system.idp);
+      for (const path of ['/api/session', '/api/members', '/api/notifications']) {
+        expectProblem(await system.api('GET', path, { token: tokens[name] }), 401, 'UNAUTHENTICATED');
+      }
+    },
+  );
 
   it('answers 400, never 500, to tampered paging cursors on every list', async () => {
     const cursorOf = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
@@ -68,29 +95,118 @@ describe('gateway hardening, end to end', () => {
 
   it('rejects malformed and hostile bodies with 4xx problems and writes nothing', async () => {
     const before = (await system.api<unknown[]>('GET', '/api/invites', { token: admin })).body.length;
-    expectProblem(await system.api('POST', '/api/invites', { token: admin, rawBody: '{"email": ', headers: { 'content-type': 'application/json' } }), 400, 'MALFORMED_REQUEST');
-    expectProblem(await system.api('POST', '/api/invites', { token: admin, rawBody: '', headers: { 'content-type': 'application/json' } }), 400, 'MALFORMED_REQUEST');
-    expectProblem(await system.api('POST', '/api/invites', { token: admin, rawBody: 'email=a', headers: { 'content-type': 'text/plain' } }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+    expectProblem(
+      await system.api('POST', '/api/invites', {
+        token: admin,
+        rawBody: '{"email": ',
+        headers: { 'content-type': 'application/json' },
+      }),
+      400,
+      'MALFORMED_REQUEST',
+    );
+    expectProblem(
+      await system.api('POST', '/api/invites', {
+        token: admin,
+        rawBody: '',
+        headers: { 'content-type': 'application/json' },
+      }),
+      400,
+      'MALFORMED_REQUEST',
+    );
+    expectProblem(
+      await system.api('POST', '/api/invites', {
+        token: admin,
+        rawBody: 'email=a',
+        headers: { 'content-type': 'text/plain' },
+      }),
+      415,
+      'UNSUPPORTED_MEDIA_TYPE',
+    );
 
-    const wrongType = await system.api<Problem>('POST', '/api/invites', { token: admin, body: { email: 42, role: 'ANALYST' } });
+    const wrongType = await system.api<Problem>('POST', '/api/invites', {
+      token: admin,
+      body: { email: 42, role: 'ANALYST' },
+    });
     expectProblem(wrongType, 400, 'VALIDATION_FAILED');
     expect(wrongType.body.errors?.map((e) => e.path)).toContain('body.email');
-    expectProblem(await system.api('POST', '/api/invites', { token: admin, body: { email: 'a@b.test', role: 'SUPERUSER' } }), 400, 'VALIDATION_FAILED');
-    expectProblem(await system.api('POST', '/api/invites', { token: admin, body: { email: 'not-an-email', role: 'ANALYST' } }), 400, 'VALIDATION_FAILED');
-    expectProblem(await system.api('POST', '/api/invites', { token: admin, body: { email: 'a@b.test', role: 'ANALYST', admin: true } }), 400, 'VALIDATION_FAILED');
-    expectProblem(await system.api('POST', '/api/invites', { token: admin, body: [] }), 400, 'VALIDATION_FAILED');
-    expectProblem(await system.api('POST', '/api/invites', { token: admin, body: { email: `${'a'.repeat(300)}@b.test`, role: 'ANALYST' } }), 400, 'VALIDATION_FAILED');
     expectProblem(
-      await system.api('POST', '/api/invites', { token: admin, body: { email: 'a@b.test', role: 'ANALYST', pad: 'x'.repeat(70 * 1024) } }),
+      await system.api('POST', '/api/invites', {
+        token: admin,
+        body: { email: 'a@b.test', role: 'SUPERUSER' },
+      }),
+      400,
+      'VALIDATION_FAILED',
+    );
+    expectProblem(
+      await system.api('POST', '/api/invites', {
+        token: admin,
+        body: { email: 'not-an-email', role: 'ANALYST' },
+      }),
+      400,
+      'VALIDATION_FAILED',
+    );
+    expectProblem(
+      await system.api('POST', '/api/invites', {
+        token: admin,
+        body: { email: 'a@b.test', role: 'ANALYST', admin: true },
+      }),
+      400,
+      'VALIDATION_FAILED',
+    );
+    expectProblem(
+      await system.api('POST', '/api/invites', { token: admin, body: [] }),
+      400,
+      'VALIDATION_FAILED',
+    );
+    expectProblem(
+      await system.api('POST', '/api/invites', {
+        token: admin,
+        body: { email: `${'a'.repeat(300)}@b.test`, role: 'ANALYST' },
+      }),
+      400,
+      'VALIDATION_FAILED',
+    );
+    expectProblem(
+      await system.api('POST', '/api/invites', {
+        token: admin,
+        body: { email: 'a@b.test', role: 'ANALYST', pad: 'x'.repeat(70 * 1024) },
+      }),
       413,
       'PAYLOAD_TOO_LARGE',
     );
-    expectProblem(await system.api('PATCH', '/api/members/00000000-0000-0000-0000-000000000000', { token: admin, body: {} }), 400, 'VALIDATION_FAILED');
-    expectProblem(await system.api('POST', '/api/invites/accept', { body: { token: 12 } }), 400, 'VALIDATION_FAILED');
-    expectProblem(await system.api('POST', '/api/invites/accept', { body: { token: "sts_inv_' or 1=1 --" } }), 400, 'INVITE_TOKEN_INVALID');
-    expectProblem(await system.api('GET', '/api/members?limit=0', { token: admin }), 400, 'VALIDATION_FAILED');
-    expectProblem(await system.api('GET', '/api/members?cursor=garbage', { token: admin }), 400, 'VALIDATION_FAILED');
-    expectProblem(await system.api('GET', '/api/members', { token: admin, headers: { 'x-org-id': 'nope' } }), 400, 'VALIDATION_FAILED');
+    expectProblem(
+      await system.api('PATCH', '/api/members/00000000-0000-0000-0000-000000000000', {
+        token: admin,
+        body: {},
+      }),
+      400,
+      'VALIDATION_FAILED',
+    );
+    expectProblem(
+      await system.api('POST', '/api/invites/accept', { body: { token: 12 } }),
+      400,
+      'VALIDATION_FAILED',
+    );
+    expectProblem(
+      await system.api('POST', '/api/invites/accept', { body: { token: "sts_inv_' or 1=1 --" } }),
+      400,
+      'INVITE_TOKEN_INVALID',
+    );
+    expectProblem(
+      await system.api('GET', '/api/members?limit=0', { token: admin }),
+      400,
+      'VALIDATION_FAILED',
+    );
+    expectProblem(
+      await system.api('GET', '/api/members?cursor=garbage', { token: admin }),
+      400,
+      'VALIDATION_FAILED',
+    );
+    expectProblem(
+      await system.api('GET', '/api/members', { token: admin, headers: { 'x-org-id': 'nope' } }),
+      400,
+      'VALIDATION_FAILED',
+    );
 
     const after = (await system.api<unknown[]>('GET', '/api/invites', { token: admin })).body.length;
     expect(after).toBe(before);
@@ -98,30 +214,70 @@ describe('gateway hardening, end to end', () => {
 
   it('answers 404 for unknown ids of any shape and unknown routes', async () => {
     for (const id of ['00000000-0000-0000-0000-000000000000', 'not-a-uuid', "1' OR '1'='1", '%F0%9F%92%A5']) {
-      expectProblem(await system.api('DELETE', `/api/members/${id}`, { token: admin }), 404, 'MEMBER_NOT_FOUND');
-      expectProblem(await system.api('DELETE', `/api/invites/${id}`, { token: admin }), 404, 'INVITE_NOT_FOUND');
-      expectProblem(await system.api('POST', `/api/notifications/${id}/read`, { token: admin }), 404, 'NOTIFICATION_NOT_FOUND');
-      expectProblem(await system.api('POST', `/api/devices/${id}/disable`, { token: admin }), 404, 'DEVICE_NOT_FOUND');
-      expectProblem(await system.api('POST', `/api/devices/${id}/enable`, { token: admin }), 404, 'DEVICE_NOT_FOUND');
-      expectProblem(await system.api('DELETE', `/api/devices/${id}`, { token: admin }), 404, 'DEVICE_NOT_FOUND');
+      expectProblem(
+        await system.api('DELETE', `/api/members/${id}`, { token: admin }),
+        404,
+        'MEMBER_NOT_FOUND',
+      );
+      expectProblem(
+        await system.api('DELETE', `/api/invites/${id}`, { token: admin }),
+        404,
+        'INVITE_NOT_FOUND',
+      );
+      expectProblem(
+        await system.api('POST', `/api/notifications/${id}/read`, { token: admin }),
+        404,
+        'NOTIFICATION_NOT_FOUND',
+      );
+      expectProblem(
+        await system.api('POST', `/api/devices/${id}/disable`, { token: admin }),
+        404,
+        'DEVICE_NOT_FOUND',
+      );
+      expectProblem(
+        await system.api('POST', `/api/devices/${id}/enable`, { token: admin }),
+        404,
+        'DEVICE_NOT_FOUND',
+      );
+      expectProblem(
+        await system.api('DELETE', `/api/devices/${id}`, { token: admin }),
+        404,
+        'DEVICE_NOT_FOUND',
+      );
     }
     expectProblem(await system.api('GET', '/api/nope', { token: admin }), 404, 'ROUTE_NOT_FOUND');
   });
 
   it('serves client-credentials tokens for integrations, with least privilege by default', async () => {
     const session = (await system.api<{ org: { id: string } }>('GET', '/api/session', { token: admin })).body;
-    system.idp.registerClient({ clientId: 'siem-export', clientSecret: 'siem-secret-0123456789abcdef', orgId: session.org.id });
+    system.idp.registerClient({
+      clientId: 'siem-export',
+      clientSecret: 'siem-secret-0123456789abcdef',
+      orgId: session.org.id,
+    });
     const tokenResponse = await fetch(`${system.idp.url}/oauth/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ client_id: 'siem-export', client_secret: 'siem-secret-0123456789abcdef', audience: system.idp.audience, grant_type: 'client_credentials' }),
+      body: JSON.stringify({
+        client_id: 'siem-export',
+        client_secret: 'siem-secret-0123456789abcdef',
+        audience: system.idp.audience,
+        grant_type: 'client_credentials',
+      }),
     });
     expect(tokenResponse.status).toBe(200);
     const { access_token } = (await tokenResponse.json()) as { access_token: string };
     const members = await system.api<unknown[]>('GET', '/api/members', { token: access_token });
     expect(members.status).toBe(200);
     expect(members.body).toHaveLength(1);
-    expectProblem(await system.api('POST', '/api/invites', { token: access_token, body: { email: 'x@y.test', role: 'ANALYST' } }), 403, 'FORBIDDEN');
+    expectProblem(
+      await system.api('POST', '/api/invites', {
+        token: access_token,
+        body: { email: 'x@y.test', role: 'ANALYST' },
+      }),
+      403,
+      'FORBIDDEN',
+    );
   });
 
   it('publishes OpenAPI 3.1 docs and a health endpoint', async () => {
@@ -130,7 +286,14 @@ describe('gateway hardening, end to end', () => {
     const spec = await system.api<{ openapi: string; paths: Record<string, unknown> }>('GET', '/docs/json');
     expect(spec.status).toBe(200);
     expect(spec.body.openapi).toBe('3.1.0');
-    for (const path of ['/api/session', '/api/members', '/api/members/{id}', '/api/invites', '/api/invites/accept', '/api/notifications/read-all']) {
+    for (const path of [
+      '/api/session',
+      '/api/members',
+      '/api/members/{id}',
+      '/api/invites',
+      '/api/invites/accept',
+      '/api/notifications/read-all',
+    ]) {
       expect(Object.keys(spec.body.paths)).toContain(path);
     }
     const ui = await system.api<string>('GET', '/docs/');

@@ -66,8 +66,17 @@ describe('members, invites and the session, end to end', () => {
       role: 'ORG_ADMIN',
       dashboard_access: true,
     });
-    expect(aliceSession.org).toEqual({ id: expect.any(String), name: "Alice Admin's organization", domain: null });
-    expect(aliceSession.license).toEqual({ plan: 'none', status: 'pending', billing_cycle: 'monthly', expires_at: expect.stringMatching(ISO) });
+    expect(aliceSession.org).toEqual({
+      id: expect.any(String),
+      name: "Alice Admin's organization",
+      domain: null,
+    });
+    expect(aliceSession.license).toEqual({
+      plan: 'none',
+      status: 'pending',
+      billing_cycle: 'monthly',
+      expires_at: expect.stringMatching(ISO),
+    });
 
     const again = await system.api<Session>('GET', '/api/session', { token: alice });
     expect(again.body.org.id).toBe(aliceSession.org.id);
@@ -77,13 +86,26 @@ describe('members, invites and the session, end to end', () => {
     const members = await system.api<Member[]>('GET', '/api/members', { token: alice });
     expect(members.status).toBe(200);
     expect(members.body).toEqual([
-      { id: expect.any(String), email: 'alice@acme.test', name: 'Alice Admin', role: 'ORG_ADMIN', dashboard_access: true, joined_at: expect.stringMatching(ISO) },
+      {
+        id: expect.any(String),
+        email: 'alice@acme.test',
+        name: 'Alice Admin',
+        role: 'ORG_ADMIN',
+        dashboard_access: true,
+        joined_at: expect.stringMatching(ISO),
+      },
     ]);
   });
 
   it('invites by e-mail; the token is accepted once; the invitee joins at next login; the feed says so', async () => {
     const { invite: created, token } = await invite('bob@acme.test', 'ANALYST');
-    expect(created).toEqual(expect.objectContaining({ email: 'bob@acme.test', role: 'ANALYST', created_at: expect.stringMatching(ISO) }));
+    expect(created).toEqual(
+      expect.objectContaining({
+        email: 'bob@acme.test',
+        role: 'ANALYST',
+        created_at: expect.stringMatching(ISO),
+      }),
+    );
 
     const mail = system.mail.messages.find((m) => m.to.includes('bob@acme.test'));
     expect(mail?.subject).toContain("Alice Admin's organization");
@@ -92,9 +114,18 @@ describe('members, invites and the session, end to end', () => {
     const pending = await system.api<Invite[]>('GET', '/api/invites', { token: alice });
     expect(pending.body.map((i) => i.id)).toContain(created.id);
 
-    const accepted = await system.api<{ status: string; org: { id: string } }>('POST', '/api/invites/accept', { body: { token } });
+    const accepted = await system.api<{ status: string; org: { id: string } }>(
+      'POST',
+      '/api/invites/accept',
+      { body: { token } },
+    );
     expect(accepted.status).toBe(200);
-    expect(accepted.body).toEqual(expect.objectContaining({ status: 'accepted', org: { id: aliceSession.org.id, name: aliceSession.org.name } }));
+    expect(accepted.body).toEqual(
+      expect.objectContaining({
+        status: 'accepted',
+        org: { id: aliceSession.org.id, name: aliceSession.org.name },
+      }),
+    );
     const replay = await system.api<{ code: string }>('POST', '/api/invites/accept', { body: { token } });
     expect(replay.status).toBe(400);
     expect(replay.body.code).toBe('INVITE_TOKEN_INVALID');
@@ -127,12 +158,17 @@ describe('members, invites and the session, end to end', () => {
     const eve = await system.tokenFor('eve@forge.test', { name: forged });
     const session = await system.api<Session>('GET', '/api/session', { token: eve });
     expect(session.body.user.name).not.toMatch(/[\r\n]/);
-    const created = await system.api<Invite>('POST', '/api/invites', { token: eve, body: { email: 'victim@forge.test', role: 'ANALYST' } });
+    const created = await system.api<Invite>('POST', '/api/invites', {
+      token: eve,
+      body: { email: 'victim@forge.test', role: 'ANALYST' },
+    });
     expect(created.status).toBe(201);
     const mail = await system.mail.waitFor((m) => m.to.includes('victim@forge.test'), 10_000);
     const lines = (mail.text ?? '').split(/\r?\n/);
     expect(lines.some((line) => line.startsWith('IT department'))).toBe(false);
-    expect(lines.some((line) => line.startsWith('Mallory IT department: reply with your password'))).toBe(true);
+    expect(lines.some((line) => line.startsWith('Mallory IT department: reply with your password'))).toBe(
+      true,
+    );
 
     const token = tokenFromMail(mail.text ?? '');
     expect((await system.api('POST', '/api/invites/accept', { body: { token } })).status).toBe(200);
@@ -149,7 +185,9 @@ describe('members, invites and the session, end to end', () => {
     const bob = await system.tokenFor('bob@acme.test', { name: 'Bob Analyst' });
     const feed = await system.api<Notification[]>('GET', '/api/notifications', { token: alice });
     const item = feed.body[0]!;
-    const read = await system.api<Notification>('POST', `/api/notifications/${item.id}/read`, { token: alice });
+    const read = await system.api<Notification>('POST', `/api/notifications/${item.id}/read`, {
+      token: alice,
+    });
     expect(read.status).toBe(200);
     expect(read.body).toEqual({ ...item, read: true });
 
@@ -199,14 +237,23 @@ describe('members, invites and the session, end to end', () => {
       ['PATCH', { dashboard_access: false }],
       ['DELETE', undefined],
     ] as const) {
-      const response = await system.api<{ code: string }>(method, `/api/members/${aliceId}`, { token: alice, body });
+      const response = await system.api<{ code: string }>(method, `/api/members/${aliceId}`, {
+        token: alice,
+        body,
+      });
       expect([method, response.status, response.body.code]).toEqual([method, 409, 'LAST_ADMIN']);
     }
 
-    const promoted = await system.api<Member>('PATCH', `/api/members/${bobId}`, { token: alice, body: { role: 'ORG_ADMIN' } });
+    const promoted = await system.api<Member>('PATCH', `/api/members/${bobId}`, {
+      token: alice,
+      body: { role: 'ORG_ADMIN' },
+    });
     expect(promoted.status).toBe(200);
     expect(promoted.body.role).toBe('ORG_ADMIN');
-    const demoted = await system.api<Member>('PATCH', `/api/members/${bobId}`, { token: alice, body: { role: 'ANALYST' } });
+    const demoted = await system.api<Member>('PATCH', `/api/members/${bobId}`, {
+      token: alice,
+      body: { role: 'ANALYST' },
+    });
     expect(demoted.body.role).toBe('ANALYST');
   });
 
@@ -218,7 +265,10 @@ describe('members, invites and the session, end to end', () => {
 
     const members = (await system.api<Member[]>('GET', '/api/members', { token: alice })).body;
     const doraId = members.find((m) => m.email === 'dora@acme.test')!.id;
-    const off = await system.api<Member>('PATCH', `/api/members/${doraId}`, { token: alice, body: { dashboard_access: false } });
+    const off = await system.api<Member>('PATCH', `/api/members/${doraId}`, {
+      token: alice,
+      body: { dashboard_access: false },
+    });
     expect(off.body.dashboard_access).toBe(false);
     const denied = await system.api<{ code: string }>('GET', '/api/session', { token: dora });
     expect(denied.status).toBe(403);
@@ -238,9 +288,15 @@ describe('members, invites and the session, end to end', () => {
 
   it('refuses duplicate invites and invites for members', async () => {
     await invite('fred@acme.test', 'ANALYST');
-    const duplicate = await system.api<{ code: string }>('POST', '/api/invites', { token: alice, body: { email: 'FRED@acme.test', role: 'ANALYST' } });
+    const duplicate = await system.api<{ code: string }>('POST', '/api/invites', {
+      token: alice,
+      body: { email: 'FRED@acme.test', role: 'ANALYST' },
+    });
     expect([duplicate.status, duplicate.body.code]).toEqual([409, 'INVITE_ALREADY_PENDING']);
-    const member = await system.api<{ code: string }>('POST', '/api/invites', { token: alice, body: { email: 'bob@acme.test', role: 'ANALYST' } });
+    const member = await system.api<{ code: string }>('POST', '/api/invites', {
+      token: alice,
+      body: { email: 'bob@acme.test', role: 'ANALYST' },
+    });
     expect([member.status, member.body.code]).toEqual([409, 'ALREADY_MEMBER']);
   });
 
@@ -268,10 +324,15 @@ describe('members, invites and the session, end to end', () => {
     // Nothing changed on Alice's side.
     const after = (await system.api<Member[]>('GET', '/api/members', { token: alice })).body;
     expect(after.find((m) => m.id === bobId)?.role).toBe('ANALYST');
-    expect((await system.api<Invite[]>('GET', '/api/invites', { token: alice })).body.map((i) => i.id)).toContain(pending.id);
+    expect(
+      (await system.api<Invite[]>('GET', '/api/invites', { token: alice })).body.map((i) => i.id),
+    ).toContain(pending.id);
 
     // Asking to act in Alice's organization through the header is refused the same way.
-    const header = await system.api('GET', '/api/members', { token: mallory, headers: { 'x-org-id': aliceSession.org.id } });
+    const header = await system.api('GET', '/api/members', {
+      token: mallory,
+      headers: { 'x-org-id': aliceSession.org.id },
+    });
     expect(header.status).toBe(404);
   });
 

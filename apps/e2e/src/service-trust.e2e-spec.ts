@@ -37,8 +37,14 @@ describe('trust between services, end to end', () => {
     if (authorization) metadata.set('authorization', authorization);
     try {
       return await new Promise((resolve) =>
-        client.makeUnaryRequest(method.path, method.requestSerialize, (bytes: Buffer) => bytes, request, metadata, {}, (error, bytes) =>
-          resolve({ error, bytes }),
+        client.makeUnaryRequest(
+          method.path,
+          method.requestSerialize,
+          (bytes: Buffer) => bytes,
+          request,
+          metadata,
+          {},
+          (error, bytes) => resolve({ error, bytes }),
         ),
       );
     } finally {
@@ -47,14 +53,30 @@ describe('trust between services, end to end', () => {
   }
 
   const attacks = () => [
-    ['GetEnrollmentKey', system.grpcAddresses.enrollment, EnrollmentServiceService.getEnrollmentKey, { orgId }] as const,
+    [
+      'GetEnrollmentKey',
+      system.grpcAddresses.enrollment,
+      EnrollmentServiceService.getEnrollmentKey,
+      { orgId },
+    ] as const,
     [
       'ResolveCaller for a made-up client principal',
       system.grpcAddresses.identity,
       IdentityServiceService.resolveCaller,
-      { principal: { $case: 'client', value: { issuer: 'https://evil.test', subject: 'evil', orgId, role: Role.ROLE_ORG_ADMIN } }, orgId: '' },
+      {
+        principal: {
+          $case: 'client',
+          value: { issuer: 'https://evil.test', subject: 'evil', orgId, role: Role.ROLE_ORG_ADMIN },
+        },
+        orgId: '',
+      },
     ] as const,
-    ['ListMembers of an organization', system.grpcAddresses.identity, IdentityServiceService.listMembers, { orgId, limit: 50 }] as const,
+    [
+      'ListMembers of an organization',
+      system.grpcAddresses.identity,
+      IdentityServiceService.listMembers,
+      { orgId, limit: 50 },
+    ] as const,
   ];
 
   it('refuses every call without a service token', async () => {
@@ -94,6 +116,8 @@ describe('trust between services, end to end', () => {
       await gateway.tokenFor('enrollment'),
     );
     expect(error).toBeNull();
-    expect(EnrollmentServiceService.getEnrollmentKey.responseDeserialize(bytes!).key?.key).toMatch(/^sts_ek_/);
+    expect(EnrollmentServiceService.getEnrollmentKey.responseDeserialize(bytes!).key?.key).toMatch(
+      /^sts_ek_/,
+    );
   });
 });

@@ -50,7 +50,9 @@ export interface SystemUnderTest {
  * Starts the whole system in this process on random ports: its own PostgreSQL database, its own
  * NATS namespace, a local OpenID provider (JWKS over HTTP) and an SMTP sink. Nothing is mocked.
  */
-export async function startSystem(options: { gatewayEnv?: Record<string, string> } = {}): Promise<SystemUnderTest> {
+export async function startSystem(
+  options: { gatewayEnv?: Record<string, string> } = {},
+): Promise<SystemUnderTest> {
   const lifecycle = new Lifecycle();
   const logger = createLogger('e2e', process.env.E2E_LOG_LEVEL ?? 'silent');
   try {
@@ -128,7 +130,11 @@ export async function startSystem(options: { gatewayEnv?: Record<string, string>
       idp,
       mail,
       tokenFor: (email, options = {}) => idp.issueUserToken({ email, ...options }),
-      api: async <Body>(method: string, path: string, options: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {}) => {
+      api: async <Body>(
+        method: string,
+        path: string,
+        options: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+      ) => {
         const headers: Record<string, string> = { ...options.headers };
         if (options.token) headers.authorization = `Bearer ${options.token}`;
         let body: string | undefined = options.rawBody;

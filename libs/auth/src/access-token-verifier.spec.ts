@@ -121,12 +121,17 @@ describe('AccessTokenVerifier (local key set)', () => {
       expect(await v.verify(unverified)).toMatchObject({ emailVerified: false });
       expect(await v.verify(absent)).toMatchObject({ emailVerified: false });
       expect(await v.verify(stringy)).toMatchObject({ emailVerified: false });
-      expect(await v.verify(await provider.issueUserToken({ email: 'x@x.io' }))).toMatchObject({ emailVerified: true });
+      expect(await v.verify(await provider.issueUserToken({ email: 'x@x.io' }))).toMatchObject({
+        emailVerified: true,
+      });
     });
 
     it('lets an absent email_verified count as verified only when told to, never an explicit false', async () => {
       const v = verifier({ requireEmailVerified: false });
-      const absent = await provider.issueUserToken({ email: 'v@x.io', claims: { email_verified: undefined } });
+      const absent = await provider.issueUserToken({
+        email: 'v@x.io',
+        claims: { email_verified: undefined },
+      });
       const unverified = await provider.issueUserToken({ email: 'u@x.io', emailVerified: false });
       expect(await v.verify(absent)).toMatchObject({ emailVerified: true });
       expect(await v.verify(unverified)).toMatchObject({ emailVerified: false });
@@ -135,11 +140,19 @@ describe('AccessTokenVerifier (local key set)', () => {
     it('refuses tokens that live longer than accepted (exp - iat)', async () => {
       const long = await provider.issueUserToken({ email: 'l@x.io', expiresIn: 2 * 86_400 });
       expect((await rejection(verifier().verify(long))).detail).toMatch(/lifetime/);
-      const noIat = await provider.issueUserToken({ email: 'l@x.io', expiresIn: 2 * 86_400, claims: { iat: undefined } });
+      const noIat = await provider.issueUserToken({
+        email: 'l@x.io',
+        expiresIn: 2 * 86_400,
+        claims: { iat: undefined },
+      });
       expect((await rejection(verifier().verify(noIat))).detail).toMatch(/lifetime/);
       const hour = await provider.issueUserToken({ email: 'l@x.io', expiresIn: 3600 });
-      await expect(verifier({ maxTokenLifetimeSeconds: 3600 }).verify(hour)).resolves.toMatchObject({ kind: 'user' });
-      expect((await rejection(verifier({ maxTokenLifetimeSeconds: 3599 }).verify(hour))).code).toBe('UNAUTHENTICATED');
+      await expect(verifier({ maxTokenLifetimeSeconds: 3600 }).verify(hour)).resolves.toMatchObject({
+        kind: 'user',
+      });
+      expect((await rejection(verifier({ maxTokenLifetimeSeconds: 3599 }).verify(hour))).code).toBe(
+        'UNAUTHENTICATED',
+      );
     });
 
     it('refuses a user token without email, saying so', async () => {
@@ -151,7 +164,10 @@ describe('AccessTokenVerifier (local key set)', () => {
 
     it('accepts the issuer with or without a trailing slash, and names one issuer for both', async () => {
       const token = await provider.issueUserToken({ email: 'ada@example.com' });
-      const slashed = await provider.issueUserToken({ email: 'ada@example.com', claims: { iss: `${ISSUER.replace(/\/+$/, '')}/` } });
+      const slashed = await provider.issueUserToken({
+        email: 'ada@example.com',
+        claims: { iss: `${ISSUER.replace(/\/+$/, '')}/` },
+      });
       const plain = await verifier({ issuer: 'https://idp.test' }).verify(token);
       const withSlash = await verifier({ issuer: 'https://idp.test' }).verify(slashed);
       expect(plain).toMatchObject({ kind: 'user', issuer: 'https://idp.test' });
@@ -194,7 +210,9 @@ describe('AccessTokenVerifier (local key set)', () => {
       });
       // Not on the list: a user token without e-mail, refused (an absent e-mail no longer makes a machine).
       expect((await rejection(verifier().verify(token))).detail).toMatch(/email/);
-      expect((await rejection(verifier({ machineClientIds: ['other'] }).verify(token))).detail).toMatch(/email/);
+      expect((await rejection(verifier({ machineClientIds: ['other'] }).verify(token))).detail).toMatch(
+        /email/,
+      );
     });
 
     it('uses the configured claim names', async () => {

@@ -10,7 +10,6 @@ import {
   type JWTVerifyOptions,
 } from 'jose';
 
-
 /** A person signed in through the identity provider (dashboard user). Found by (`issuer`, `subject`). */
 export interface UserPrincipal {
   readonly kind: 'user';
@@ -333,7 +332,8 @@ export class AccessTokenVerifier {
     const email = payload['email'];
     const clientId = payload['azp'] ?? payload['client_id'];
     const isMachine =
-      payload['gty'] === 'client-credentials' || (typeof clientId === 'string' && this.machineClientIds.has(clientId));
+      payload['gty'] === 'client-credentials' ||
+      (typeof clientId === 'string' && this.machineClientIds.has(clientId));
 
     if (isMachine) {
       if (typeof orgClaim !== 'string' || orgClaim.length === 0) {
@@ -363,7 +363,6 @@ export class AccessTokenVerifier {
     return Object.freeze({ kind: 'user', issuer, subject, email, emailVerified, name });
   }
 }
-
 
 function nonEmptyString(value: unknown): string | undefined {
   return typeof value === 'string' && value.trim().length > 0 ? value : undefined;

@@ -67,7 +67,10 @@ export class ResilientJwks {
   }
 
   private mayFetch(now: number): boolean {
-    const backoff = Math.min(this.options.cooldownMs * 2 ** Math.max(this.failures - 1, 0), this.options.maxBackoffMs);
+    const backoff = Math.min(
+      this.options.cooldownMs * 2 ** Math.max(this.failures - 1, 0),
+      this.options.maxBackoffMs,
+    );
     return now - this.lastAttemptAt >= (this.failures > 0 ? backoff : this.options.cooldownMs);
   }
 
@@ -76,22 +79,26 @@ export class ResilientJwks {
     if (this.fetching) return this.fetching;
     if (!required && !this.mayFetch(this.options.now())) return Promise.resolve();
     if (required && !this.mayFetch(this.options.now()) && this.failures > 0) {
-      return Promise.reject(new KeySetUnavailable('the identity provider key set is unavailable (backing off)'));
+      return Promise.reject(
+        new KeySetUnavailable('the identity provider key set is unavailable (backing off)'),
+      );
     }
     this.lastAttemptAt = this.options.now();
     this.fetches += 1;
-    this.fetching = this.fetchKeySet().then(
-      (keys) => {
-        this.current = { getKey: createLocalJWKSet(keys), fetchedAt: this.options.now() };
-        this.failures = 0;
-      },
-      (error: unknown) => {
-        this.failures += 1;
-        throw new KeySetUnavailable('the identity provider key set could not be fetched', { cause: error });
-      },
-    ).finally(() => {
-      this.fetching = undefined;
-    });
+    this.fetching = this.fetchKeySet()
+      .then(
+        (keys) => {
+          this.current = { getKey: createLocalJWKSet(keys), fetchedAt: this.options.now() };
+          this.failures = 0;
+        },
+        (error: unknown) => {
+          this.failures += 1;
+          throw new KeySetUnavailable('the identity provider key set could not be fetched', { cause: error });
+        },
+      )
+      .finally(() => {
+        this.fetching = undefined;
+      });
     return this.fetching;
   }
 

@@ -15,7 +15,9 @@ export class BillingService {
    */
   async getLicense(orgId: string): Promise<License> {
     if (!orgId.trim()) {
-      throw new AppError('VALIDATION_FAILED', 'org_id is required', { fields: [{ path: 'org_id', message: 'required' }] });
+      throw new AppError('VALIDATION_FAILED', 'org_id is required', {
+        fields: [{ path: 'org_id', message: 'required' }],
+      });
     }
     const existing = await this.store.read((repos) => repos.findLicense(orgId));
     if (existing) return existing;

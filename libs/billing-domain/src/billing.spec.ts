@@ -43,7 +43,9 @@ describe('billing', () => {
     expect(await events.handle(event)).toBe('applied');
     expect(await events.handle(event)).toBe('duplicate');
 
-    expect(await service.getLicense('o1')).toEqual(initialLicense('o1', new Date('2026-02-20T08:00:00.000Z')));
+    expect(await service.getLicense('o1')).toEqual(
+      initialLicense('o1', new Date('2026-02-20T08:00:00.000Z')),
+    );
     expect(store.state.licenses.size).toBe(1);
   });
 

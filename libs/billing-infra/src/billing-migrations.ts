@@ -24,4 +24,6 @@ class InitialBillingSchema extends Migration {
   }
 }
 
-export const BILLING_MIGRATIONS: MigrationEntry[] = [{ name: '0001_initial_billing_schema', class: InitialBillingSchema }];
+export const BILLING_MIGRATIONS: MigrationEntry[] = [
+  { name: '0001_initial_billing_schema', class: InitialBillingSchema },
+];

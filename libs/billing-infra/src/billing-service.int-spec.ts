@@ -10,12 +10,7 @@ import { testServiceAuth } from '@sts/testing/service-auth';
 import { createLogger } from '@sts/logger/create-logger';
 import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publisher';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
-import {
-  BillingCycle,
-  BillingServiceService,
-  LicenseStatus,
-  Plan,
-} from '@sts/proto/gen/billing/v1/billing';
+import { BillingCycle, BillingServiceService, LicenseStatus, Plan } from '@sts/proto/gen/billing/v1/billing';
 import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
@@ -26,7 +21,12 @@ const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 const orgCreated = (orgId: string, createdAt: Date): DomainEvent<'org.created'> =>
-  newEnvelope('org.created', { org_id: orgId, name: 'Acme', domain: 'acme.test', created_at: createdAt.toISOString() });
+  newEnvelope('org.created', {
+    org_id: orgId,
+    name: 'Acme',
+    domain: 'acme.test',
+    created_at: createdAt.toISOString(),
+  });
 
 describe('billing service (PostgreSQL, NATS)', () => {
   const serviceAuth = testServiceAuth();
@@ -40,7 +40,8 @@ describe('billing service (PostgreSQL, NATS)', () => {
   let db: Client;
 
   const licenseRows = async (orgId: string) =>
-    (await db.query<{ org_id: string }>('select org_id from billing.licenses where org_id = $1', [orgId])).rows;
+    (await db.query<{ org_id: string }>('select org_id from billing.licenses where org_id = $1', [orgId]))
+      .rows;
   const processed = async (eventId: string) =>
     (await db.query('select 1 from billing.processed_events where event_id = $1', [eventId])).rowCount === 1;
 
@@ -57,7 +58,12 @@ describe('billing service (PostgreSQL, NATS)', () => {
     service = await startBillingService(config, logger);
     nats = await connectJetStream({ url: NATS_URL, name: 'billing-int-test', logger });
     publish = createEventPublisher(nats.js, namespace);
-    client = createPromiseClient(BillingServiceService, `127.0.0.1:${service.grpcPort}`, 5_000, serviceAuth.as('billing'));
+    client = createPromiseClient(
+      BillingServiceService,
+      `127.0.0.1:${service.grpcPort}`,
+      5_000,
+      serviceAuth.as('billing'),
+    );
     db = new Client({ connectionString: database.url });
     await db.connect();
   });

@@ -18,7 +18,15 @@ export const BILLING_CONSUMER = 'billing';
 /** Billing: the license of each organization (initial one on `org.created`). */
 export function startBillingService(config: BillingConfig, logger: Logger): Promise<RunningService> {
   return runServiceHost(
-    { name: BILLING_CONSUMER, schema: BILLING_SCHEMA, entities: BILLING_ENTITIES, migrations: BILLING_MIGRATIONS, publishesEvents: false, config, logger },
+    {
+      name: BILLING_CONSUMER,
+      schema: BILLING_SCHEMA,
+      entities: BILLING_ENTITIES,
+      migrations: BILLING_MIGRATIONS,
+      publishesEvents: false,
+      config,
+      logger,
+    },
     async (host) => {
       const store = new MikroBillingStore(host.orm);
       const events = new BillingEventHandler(store);

@@ -397,14 +397,18 @@ describe('the sql tag refuses values where code does not go', () => {
   });
 
   it('allows values after strings, identifiers and comments that are closed', () => {
-    expect(sql`SELECT 'a''b', \`c\` /* d */ FROM t -- e
-WHERE x = ${'y'}`.text).toBe("SELECT 'a''b', `c` /* d */ FROM t -- e\nWHERE x = 'y'");
+    expect(
+      sql`SELECT 'a''b', \`c\` /* d */ FROM t -- e
+WHERE x = ${'y'}`.text,
+    ).toBe("SELECT 'a''b', `c` /* d */ FROM t -- e\nWHERE x = 'y'");
   });
 
   it('refuses a plain array passed as a template', () => {
     const forged = ['SELECT ', ' FROM t'] as unknown as TemplateStringsArray;
     expect(() => sql(forged, 1)).toThrow(/tagged template/);
-    const withRaw = Object.assign(['SELECT ', ''], { raw: ['SELECT ', ''] }) as unknown as TemplateStringsArray;
+    const withRaw = Object.assign(['SELECT ', ''], {
+      raw: ['SELECT ', ''],
+    }) as unknown as TemplateStringsArray;
     expect(() => sql(withRaw, 1)).toThrow(/tagged template/);
   });
 });

@@ -243,7 +243,11 @@ function describe(value: unknown): string {
 export function sql(strings: TemplateStringsArray, ...values: SqlValue[]): SqlFragment {
   // Checked through `unknown`: Array.isArray would narrow `strings` itself to any[].
   const template: unknown = strings;
-  if (!Array.isArray(template) || !Array.isArray((template as { raw?: unknown }).raw) || !Object.isFrozen(template)) {
+  if (
+    !Array.isArray(template) ||
+    !Array.isArray((template as { raw?: unknown }).raw) ||
+    !Object.isFrozen(template)
+  ) {
     throw new TypeError('sql must be used as a tagged template: sql`...`');
   }
   const part = (index: number): string => {
@@ -256,7 +260,9 @@ export function sql(strings: TemplateStringsArray, ...values: SqlValue[]): SqlFr
   state = scan(text, state);
   values.forEach((value, index) => {
     if (state !== 'code') {
-      throw new TypeError(`sql\`...\`: value ${index + 1} stands inside ${LEX_STATE_NAMES[state]}; put values only where code goes`);
+      throw new TypeError(
+        `sql\`...\`: value ${index + 1} stands inside ${LEX_STATE_NAMES[state]}; put values only where code goes`,
+      );
     }
     const next = part(index + 1);
     text += sqlValue(value).text + next;
@@ -286,7 +292,8 @@ function scan(text: string, start: LexState): LexState {
         else if (c === '"') state = 'double';
         else if (c === '`') state = 'backtick';
         else if (c === '-' && text[i + 1] === '-') state = 'lineComment';
-        else if (c === '#') state = 'lineComment'; // current ClickHouse reads `#` as a comment too
+        else if (c === '#')
+          state = 'lineComment'; // current ClickHouse reads `#` as a comment too
         else if (c === '/' && text[i + 1] === '*') {
           state = 'blockComment';
           i++;
@@ -324,7 +331,14 @@ function scan(text: string, start: LexState): LexState {
 export function likePattern(kind: 'exact' | 'prefix' | 'suffix' | 'contains', value: string): SqlFragment {
   if (typeof value !== 'string') throw new TypeError(`likePattern expects a string, got ${typeof value}`);
   const escaped = value.replace(/[\\%_]/g, (c) => `\\${c}`);
-  const pattern = kind === 'exact' ? escaped : kind === 'prefix' ? `${escaped}%` : kind === 'suffix' ? `%${escaped}` : `%${escaped}%`;
+  const pattern =
+    kind === 'exact'
+      ? escaped
+      : kind === 'prefix'
+        ? `${escaped}%`
+        : kind === 'suffix'
+          ? `%${escaped}`
+          : `%${escaped}%`;
   return stringLiteral(pattern);
 }
 

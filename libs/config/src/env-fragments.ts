@@ -7,13 +7,16 @@ import { z } from 'zod';
  */
 
 const url = (protocols: string[]) =>
-  z.string().refine((value) => {
-    try {
-      return protocols.includes(new URL(value).protocol);
-    } catch {
-      return false;
-    }
-  }, `must be a URL with scheme ${protocols.join(' or ')}`);
+  z.string().refine(
+    (value) => {
+      try {
+        return protocols.includes(new URL(value).protocol);
+      } catch {
+        return false;
+      }
+    },
+    `must be a URL with scheme ${protocols.join(' or ')}`,
+  );
 
 const port = z.coerce.number().int().min(0).max(65535);
 
@@ -42,7 +45,10 @@ export const natsEnv = {
 const serviceAuthEnv = {
   SERVICE_AUTH_KEY: z
     .string()
-    .refine((value) => Buffer.from(value, 'base64').length >= 32, 'must be at least 32 bytes, base64-encoded'),
+    .refine(
+      (value) => Buffer.from(value, 'base64').length >= 32,
+      'must be at least 32 bytes, base64-encoded',
+    ),
 };
 
 export const grpcServerEnv = {
@@ -73,16 +79,31 @@ export const oidcEnv = {
   OIDC_ALGORITHMS: z
     .string()
     .default('RS256,ES256,PS256,EdDSA')
-    .transform((value) => value.split(',').map((alg) => alg.trim()).filter(Boolean)),
+    .transform((value) =>
+      value
+        .split(',')
+        .map((alg) => alg.trim())
+        .filter(Boolean),
+    ),
   /** A user's e-mail counts as verified only with `email_verified: true`; `false` lets an absent claim count. */
   OIDC_REQUIRE_EMAIL_VERIFIED: z.stringbool().default(true),
   /** Client ids (`azp`/`client_id`) whose tokens are machine tokens, for providers that send no `gty`. */
   OIDC_CLIENT_IDS: z
     .string()
     .default('')
-    .transform((value) => value.split(',').map((id) => id.trim()).filter(Boolean)),
+    .transform((value) =>
+      value
+        .split(',')
+        .map((id) => id.trim())
+        .filter(Boolean),
+    ),
   /** Longest accepted token lifetime (`exp - iat`). */
-  OIDC_MAX_TOKEN_LIFETIME_SECONDS: z.coerce.number().int().min(60).max(30 * 86_400).default(86_400),
+  OIDC_MAX_TOKEN_LIFETIME_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(60)
+    .max(30 * 86_400)
+    .default(86_400),
 };
 
 export const smtpEnv = {

@@ -18,7 +18,9 @@ describe('loadConfig', () => {
   });
 
   it('names every invalid variable in one error', () => {
-    expect(() => loadConfig(schema, { OIDC_ISSUER: 'not a url', SECRET_SEALING_KEY: 'short' })).toThrow(ConfigError);
+    expect(() => loadConfig(schema, { OIDC_ISSUER: 'not a url', SECRET_SEALING_KEY: 'short' })).toThrow(
+      ConfigError,
+    );
     try {
       loadConfig(schema, { OIDC_ISSUER: 'not a url', SECRET_SEALING_KEY: 'short' });
     } catch (error) {

@@ -33,7 +33,12 @@ export function sealSecret(plaintext: string, key: Buffer, context: string): str
   const cipher = createCipheriv('aes-256-gcm', key, iv);
   cipher.setAAD(Buffer.from(context, 'utf8'));
   const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
-  return [SEAL_VERSION, iv.toString('base64url'), body.toString('base64url'), cipher.getAuthTag().toString('base64url')].join('.');
+  return [
+    SEAL_VERSION,
+    iv.toString('base64url'),
+    body.toString('base64url'),
+    cipher.getAuthTag().toString('base64url'),
+  ].join('.');
 }
 
 export function openSealedSecret(sealed: string, key: Buffer, context: string): string {

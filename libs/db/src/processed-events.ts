@@ -27,7 +27,11 @@ export function processedEventsTableSql(schema: string): string {
 }
 
 /** Returns true the first time an event id is seen (the caller then applies the effect), false after. */
-export async function recordEventOnce(em: EntityManager, eventId: string, eventType: string): Promise<boolean> {
+export async function recordEventOnce(
+  em: EntityManager,
+  eventId: string,
+  eventType: string,
+): Promise<boolean> {
   const schema = em.config.get('schema');
   const rows: unknown[] = await em
     .getConnection()

@@ -15,7 +15,10 @@ export interface RetainedTable {
 }
 
 /** Deletes the table's expired rows, in batches; returns how many. */
-export async function deleteExpiredRows(em: EntityManager, { table, key, timeColumn, retentionMs }: RetainedTable): Promise<number> {
+export async function deleteExpiredRows(
+  em: EntityManager,
+  { table, key, timeColumn, retentionMs }: RetainedTable,
+): Promise<number> {
   const qualified = `"${em.config.get('schema')}"."${table}"`;
   let total = 0;
   for (;;) {

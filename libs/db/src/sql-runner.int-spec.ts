@@ -39,9 +39,9 @@ describe('sqlRunner against PostgreSQL', () => {
     await expect(sql.run(`insert into sql_runner_test.things (id) values (?)`, ['a'])).rejects.toBeInstanceOf(
       UniqueConstraintViolationException,
     );
-    await expect(sql.all(`insert into sql_runner_test.things (id) values (?) returning id`, ['a'])).rejects.toBeInstanceOf(
-      UniqueConstraintViolationException,
-    );
+    await expect(
+      sql.all(`insert into sql_runner_test.things (id) values (?) returning id`, ['a']),
+    ).rejects.toBeInstanceOf(UniqueConstraintViolationException);
     await expect(
       sql.one(`do $$ begin raise exception using errcode = '40001', message = 'try again'; end $$`),
     ).rejects.toBeInstanceOf(DeadlockException);

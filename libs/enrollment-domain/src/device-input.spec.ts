@@ -1,7 +1,11 @@
 import { AppError } from '@sts/errors/app-error';
 import { normalizeDeviceQuery, parseMetadataJson, validateDeviceInput } from './device-input';
 
-const valid = { machineId: '4c4c4544-0042-3510-8052-b7c04f4e3432', hostname: 'laptop-01', metadata: { os: 'linux', arch: 'x64' } };
+const valid = {
+  machineId: '4c4c4544-0042-3510-8052-b7c04f4e3432',
+  hostname: 'laptop-01',
+  metadata: { os: 'linux', arch: 'x64' },
+};
 
 function failure(run: () => unknown): AppError {
   try {
@@ -22,7 +26,9 @@ describe('device input', () => {
   });
 
   it('accepts unicode hostnames', () => {
-    expect(validateDeviceInput({ ...valid, hostname: 'Jürgens MacBook 💻' }).hostname).toBe('Jürgens MacBook 💻');
+    expect(validateDeviceInput({ ...valid, hostname: 'Jürgens MacBook 💻' }).hostname).toBe(
+      'Jürgens MacBook 💻',
+    );
     expect(validateDeviceInput({ ...valid, hostname: '💻'.repeat(255) }).hostname).toHaveLength(510);
   });
 
@@ -34,7 +40,16 @@ describe('device input', () => {
   });
 
   it('bounds hostnames to 1..255 characters without control characters', () => {
-    for (const hostname of ['', '   ', 'x'.repeat(256), 'a\u0000b', 'line\nbreak', 'bell\u0007', 'c1\u0085', 'lone\ud800']) {
+    for (const hostname of [
+      '',
+      '   ',
+      'x'.repeat(256),
+      'a\u0000b',
+      'line\nbreak',
+      'bell\u0007',
+      'c1\u0085',
+      'lone\ud800',
+    ]) {
       expect(paths(failure(() => validateDeviceInput({ ...valid, hostname })))).toEqual(['hostname']);
     }
   });
@@ -62,27 +77,47 @@ describe('device input', () => {
     expect(paths(error)).toEqual(['metadata']);
     expect(error.message).toContain('16384');
     // Bytes, not characters: 6000 three-byte characters are 18000 bytes.
-    expect(paths(failure(() => validateDeviceInput({ ...valid, metadata: { s: '€'.repeat(6000) } })))).toEqual(['metadata']);
+    expect(
+      paths(failure(() => validateDeviceInput({ ...valid, metadata: { s: '€'.repeat(6000) } }))),
+    ).toEqual(['metadata']);
   });
 
   it('limits nesting to 8 levels and names the offending path', () => {
-    const nest = (levels: number): Record<string, unknown> => (levels === 1 ? { leaf: 1 } : { a: nest(levels - 1) });
+    const nest = (levels: number): Record<string, unknown> =>
+      levels === 1 ? { leaf: 1 } : { a: nest(levels - 1) };
     expect(validateDeviceInput({ ...valid, metadata: nest(8) }).metadata).toEqual(nest(8));
-    expect(paths(failure(() => validateDeviceInput({ ...valid, metadata: nest(9) })))).toEqual(['metadata.a.a.a.a.a.a.a.a']);
-    expect(paths(failure(() => validateDeviceInput({ ...valid, metadata: { l: [[[[[[[[1]]]]]]]] } })))).toEqual([
-      'metadata.l.0.0.0.0.0.0.0',
+    expect(paths(failure(() => validateDeviceInput({ ...valid, metadata: nest(9) })))).toEqual([
+      'metadata.a.a.a.a.a.a.a.a',
     ]);
+    expect(
+      paths(failure(() => validateDeviceInput({ ...valid, metadata: { l: [[[[[[[[1]]]]]]]] } }))),
+    ).toEqual(['metadata.l.0.0.0.0.0.0.0']);
   });
 
   it('refuses text PostgreSQL cannot store in jsonb', () => {
-    expect(paths(failure(() => validateDeviceInput({ ...valid, metadata: JSON.parse('{"a":"x\\u0000y"}') as unknown })))).toEqual(['metadata.a']);
-    expect(paths(failure(() => validateDeviceInput({ ...valid, metadata: JSON.parse('{"a":["\\ud800"]}') as unknown })))).toEqual([
-      'metadata.a.0',
-    ]);
-    expect(paths(failure(() => validateDeviceInput({ ...valid, metadata: JSON.parse('{"k\\u0000":1}') as unknown })))).toEqual([
-      'metadata.k\uFFFD',
-    ]);
-    expect(validateDeviceInput({ ...valid, metadata: { emoji: '😀', ctl: 'tab\there' } }).metadata).toEqual({ emoji: '😀', ctl: 'tab\there' });
+    expect(
+      paths(
+        failure(() =>
+          validateDeviceInput({ ...valid, metadata: JSON.parse('{"a":"x\\u0000y"}') as unknown }),
+        ),
+      ),
+    ).toEqual(['metadata.a']);
+    expect(
+      paths(
+        failure(() =>
+          validateDeviceInput({ ...valid, metadata: JSON.parse('{"a":["\\ud800"]}') as unknown }),
+        ),
+      ),
+    ).toEqual(['metadata.a.0']);
+    expect(
+      paths(
+        failure(() => validateDeviceInput({ ...valid, metadata: JSON.parse('{"k\\u0000":1}') as unknown })),
+      ),
+    ).toEqual(['metadata.k\uFFFD']);
+    expect(validateDeviceInput({ ...valid, metadata: { emoji: '😀', ctl: 'tab\there' } }).metadata).toEqual({
+      emoji: '😀',
+      ctl: 'tab\there',
+    });
   });
 
   it('parses metadata JSON text, empty meaning an empty object', () => {

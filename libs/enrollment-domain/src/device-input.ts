@@ -26,7 +26,11 @@ export interface DeviceInput {
  * Checks what an agent reports at enrollment and returns it normalised (hostname trimmed).
  * Throws VALIDATION_FAILED listing every bad field (`machine_id`, `hostname`, `metadata…`).
  */
-export function validateDeviceInput(input: { machineId: string; hostname: string; metadata: unknown }): DeviceInput {
+export function validateDeviceInput(input: {
+  machineId: string;
+  hostname: string;
+  metadata: unknown;
+}): DeviceInput {
   const fields: FieldViolation[] = [];
 
   const machineId = input.machineId;
@@ -47,7 +51,9 @@ export function validateDeviceInput(input: { machineId: string; hostname: string
 
   fields.push(...metadataViolations(input.metadata));
   if (fields.length > 0) {
-    throw new AppError('VALIDATION_FAILED', fields.map((f) => `${f.path} ${f.message}`).join('; '), { fields });
+    throw new AppError('VALIDATION_FAILED', fields.map((f) => `${f.path} ${f.message}`).join('; '), {
+      fields,
+    });
   }
   return { machineId, hostname, metadata: input.metadata as DeviceMetadata };
 }
@@ -72,7 +78,9 @@ function metadataViolations(metadata: unknown): FieldViolation[] {
   if (fields.length > 0) return fields.slice(0, 10);
   const bytes = Buffer.byteLength(JSON.stringify(metadata), 'utf8');
   if (bytes > METADATA_MAX_BYTES) {
-    return [{ path: 'metadata', message: `must be at most ${METADATA_MAX_BYTES} bytes as JSON (is ${bytes})` }];
+    return [
+      { path: 'metadata', message: `must be at most ${METADATA_MAX_BYTES} bytes as JSON (is ${bytes})` },
+    ];
   }
   return [];
 }
@@ -84,7 +92,8 @@ function metadataViolations(metadata: unknown): FieldViolation[] {
 function walk(value: unknown, path: string, depth: number, fields: FieldViolation[]): void {
   if (fields.length >= 10) return;
   if (typeof value === 'string') {
-    if (!storableText(value)) fields.push({ path, message: 'must not contain NUL characters or unpaired surrogates' });
+    if (!storableText(value))
+      fields.push({ path, message: 'must not contain NUL characters or unpaired surrogates' });
     return;
   }
   if (value === null || typeof value !== 'object') return;
@@ -98,7 +107,8 @@ function walk(value: unknown, path: string, depth: number, fields: FieldViolatio
   }
   for (const [key, item] of Object.entries(value)) {
     const child = `${path}.${pathSegment(key)}`;
-    if (!storableText(key)) fields.push({ path: child, message: 'key must not contain NUL characters or unpaired surrogates' });
+    if (!storableText(key))
+      fields.push({ path: child, message: 'key must not contain NUL characters or unpaired surrogates' });
     else walk(item, child, depth + 1, fields);
   }
 }
@@ -131,7 +141,9 @@ export function invalid(path: string, message: string): AppError {
 export function normalizeDeviceQuery(query: string): string | null {
   const trimmed = query.trim();
   if (trimmed === '') return null;
-  if ([...trimmed].length > DEVICE_QUERY_MAX_LENGTH) throw invalid('query', `must be at most ${DEVICE_QUERY_MAX_LENGTH} characters`);
-  if (CONTROL_CHARACTER.test(trimmed) || !wellFormed(trimmed)) throw invalid('query', 'must not contain control characters');
+  if ([...trimmed].length > DEVICE_QUERY_MAX_LENGTH)
+    throw invalid('query', `must be at most ${DEVICE_QUERY_MAX_LENGTH} characters`);
+  if (CONTROL_CHARACTER.test(trimmed) || !wellFormed(trimmed))
+    throw invalid('query', 'must not contain control characters');
   return trimmed;
 }

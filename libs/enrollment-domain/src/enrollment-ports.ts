@@ -93,7 +93,12 @@ export interface EnrollmentRepositories {
    * Null when no organization has a key with this hash. Otherwise the key's organization, the device
    * with this machine id (in any organization) and the state of the code (`codeHash` null: `unknown`).
    */
-  findEnrollmentTarget(keyHash: string, machineId: string, codeHash: string | null, now: Date): Promise<EnrollmentTarget | null>;
+  findEnrollmentTarget(
+    keyHash: string,
+    machineId: string,
+    codeHash: string | null,
+    now: Date,
+  ): Promise<EnrollmentTarget | null>;
 
   /** Scoped by organization: a device of another organization is simply not found. */
   /** The device, locked until the transaction ends. */

@@ -34,7 +34,16 @@ describe('enrollment codes', () => {
   });
 
   it('refuse what cannot be a code', () => {
-    for (const bad of ['', '7KQD-M3X', '7KQD-M3XPP', '7KQD-M3X0', 'OKQD-M3XP', '7KQD_M3XP', 'ÄKQD-M3XP', 'x'.repeat(100)]) {
+    for (const bad of [
+      '',
+      '7KQD-M3X',
+      '7KQD-M3XPP',
+      '7KQD-M3X0',
+      'OKQD-M3XP',
+      '7KQD_M3XP',
+      'ÄKQD-M3XP',
+      'x'.repeat(100),
+    ]) {
       expect(normalizeEnrollmentCode(bad)).toBeNull();
     }
   });

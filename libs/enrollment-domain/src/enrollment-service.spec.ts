@@ -12,7 +12,10 @@ import { InMemoryEnrollmentStore, ManualClock, RecordingIds } from './test/in-me
 const mockScriptedCodes: string[] = [];
 jest.mock('./enrollment-secrets', () => {
   const actual = jest.requireActual<typeof EnrollmentSecrets>('./enrollment-secrets');
-  return { ...actual, generateEnrollmentCode: () => mockScriptedCodes.shift() ?? actual.generateEnrollmentCode() };
+  return {
+    ...actual,
+    generateEnrollmentCode: () => mockScriptedCodes.shift() ?? actual.generateEnrollmentCode(),
+  };
 });
 
 const ORG_A = '11111111-1111-4111-8111-111111111111';
@@ -42,7 +45,8 @@ describe('enrollment service', () => {
     service = new EnrollmentService(store, { keyring, eventSealingKey }, clock, new RecordingIds());
   });
 
-  const coldService = () => new EnrollmentService(store, { keyring, eventSealingKey }, clock, new RecordingIds());
+  const coldService = () =>
+    new EnrollmentService(store, { keyring, eventSealingKey }, clock, new RecordingIds());
 
   async function setUp(orgId = ORG_A) {
     const { key } = await service.rotateEnrollmentKey(orgId);
@@ -50,7 +54,11 @@ describe('enrollment service', () => {
     return { key, codes: codes.map((c) => c.code) };
   }
 
-  const enrollment = (key: string, code: string, overrides: Partial<EnrollDeviceInput> = {}): EnrollDeviceInput => ({
+  const enrollment = (
+    key: string,
+    code: string,
+    overrides: Partial<EnrollDeviceInput> = {},
+  ): EnrollDeviceInput => ({
     enrollmentKey: key,
     code,
     machineId: 'machine-1',
@@ -71,9 +79,13 @@ describe('enrollment service', () => {
       const stored = store.state.keys.get(ORG_A)!;
       expect(stored.keyHash).toBe(hashSecret(created.key));
       expect(JSON.stringify(stored)).not.toContain(created.key);
-      expect(openSealedSecret(stored.keySealed, keyring.keySealing, `enrollment-key:${ORG_A}`)).toBe(created.key);
+      expect(openSealedSecret(stored.keySealed, keyring.keySealing, `enrollment-key:${ORG_A}`)).toBe(
+        created.key,
+      );
       // Bound to its organization: the same row under another org does not open.
-      expect(() => openSealedSecret(stored.keySealed, keyring.keySealing, `enrollment-key:${ORG_B}`)).toThrow();
+      expect(() =>
+        openSealedSecret(stored.keySealed, keyring.keySealing, `enrollment-key:${ORG_B}`),
+      ).toThrow();
     });
 
     it('rotation replaces the key at once; revocation blocks enrollments; devices keep working', async () => {
@@ -83,15 +95,23 @@ describe('enrollment service', () => {
       const { key: second } = await service.rotateEnrollmentKey(ORG_A);
       expect(second).not.toBe(first);
       expect((await service.getEnrollmentKey(ORG_A)).key).toBe(second);
-      expect(await codeOf(service.enrollDevice(enrollment(first, codes[1]!, { machineId: 'm2' })))).toBe('ENROLLMENT_KEY_INVALID');
+      expect(await codeOf(service.enrollDevice(enrollment(first, codes[1]!, { machineId: 'm2' })))).toBe(
+        'ENROLLMENT_KEY_INVALID',
+      );
       await service.enrollDevice(enrollment(second, codes[1]!, { machineId: 'm2' }));
 
       await service.revokeEnrollmentKey(ORG_A);
       await service.revokeEnrollmentKey(ORG_A); // idempotent
       expect(await codeOf(service.getEnrollmentKey(ORG_A))).toBe('ENROLLMENT_KEY_NOT_FOUND');
-      expect(await codeOf(service.enrollDevice(enrollment(second, codes[2]!, { machineId: 'm3' })))).toBe('ENROLLMENT_KEY_INVALID');
+      expect(await codeOf(service.enrollDevice(enrollment(second, codes[2]!, { machineId: 'm3' })))).toBe(
+        'ENROLLMENT_KEY_INVALID',
+      );
 
-      expect(await service.authenticateDevice(enrolled.deviceToken)).toEqual({ deviceId: enrolled.deviceId, orgId: ORG_A, status: 'active' });
+      expect(await service.authenticateDevice(enrolled.deviceToken)).toEqual({
+        deviceId: enrolled.deviceId,
+        orgId: ORG_A,
+        status: 'active',
+      });
     });
   });
 
@@ -105,7 +125,9 @@ describe('enrollment service', () => {
         expect(expiresAt).toEqual(new Date(clock.now().getTime() + 24 * HOUR));
       }
       const stored = [...store.state.codes.values()];
-      expect(stored.map((c) => c.codeHash).sort()).toEqual(codes.map((c) => hashEnrollmentCode(c.code, keyring.codeHmac)).sort());
+      expect(stored.map((c) => c.codeHash).sort()).toEqual(
+        codes.map((c) => hashEnrollmentCode(c.code, keyring.codeHmac)).sort(),
+      );
       const dump = JSON.stringify(stored);
       for (const { code } of codes) {
         expect(dump).not.toContain(code);
@@ -116,7 +138,9 @@ describe('enrollment service', () => {
     it('are at most 100 per request', async () => {
       expect(await service.createEnrollmentCodes(ORG_A, 100)).toHaveLength(100);
       for (const count of [0, -1, 101, 1.5]) {
-        const error = (await service.createEnrollmentCodes(ORG_A, count).catch((e: unknown) => e)) as AppError;
+        const error = (await service
+          .createEnrollmentCodes(ORG_A, count)
+          .catch((e: unknown) => e)) as AppError;
         expect(error.code).toBe('VALIDATION_FAILED');
         expect(error.message).toContain('100');
       }
@@ -125,18 +149,28 @@ describe('enrollment service', () => {
     it('work once, in any case and spacing, and not after 24 hours', async () => {
       const { key, codes } = await setUp();
       await service.enrollDevice(enrollment(key, ` ${codes[0]!.toLowerCase().replace('-', ' ')} `));
-      expect(await codeOf(service.enrollDevice(enrollment(key, codes[0]!, { machineId: 'm2' })))).toBe('ENROLLMENT_CODE_USED');
+      expect(await codeOf(service.enrollDevice(enrollment(key, codes[0]!, { machineId: 'm2' })))).toBe(
+        'ENROLLMENT_CODE_USED',
+      );
 
       clock.advance(24 * HOUR);
-      expect(await codeOf(service.enrollDevice(enrollment(key, codes[1]!, { machineId: 'm2' })))).toBe('ENROLLMENT_CODE_EXPIRED');
-      expect(await codeOf(service.enrollDevice(enrollment(key, '2222-2222', { machineId: 'm2' })))).toBe('ENROLLMENT_CODE_INVALID');
-      expect(await codeOf(service.enrollDevice(enrollment(key, 'not a code', { machineId: 'm2' })))).toBe('ENROLLMENT_CODE_INVALID');
+      expect(await codeOf(service.enrollDevice(enrollment(key, codes[1]!, { machineId: 'm2' })))).toBe(
+        'ENROLLMENT_CODE_EXPIRED',
+      );
+      expect(await codeOf(service.enrollDevice(enrollment(key, '2222-2222', { machineId: 'm2' })))).toBe(
+        'ENROLLMENT_CODE_INVALID',
+      );
+      expect(await codeOf(service.enrollDevice(enrollment(key, 'not a code', { machineId: 'm2' })))).toBe(
+        'ENROLLMENT_CODE_INVALID',
+      );
     });
 
     it('of one organization do not work with the key of another', async () => {
       const a = await setUp(ORG_A);
       const b = await setUp(ORG_B);
-      expect(await codeOf(service.enrollDevice(enrollment(b.key, a.codes[0]!)))).toBe('ENROLLMENT_CODE_INVALID');
+      expect(await codeOf(service.enrollDevice(enrollment(b.key, a.codes[0]!)))).toBe(
+        'ENROLLMENT_CODE_INVALID',
+      );
     });
 
     it('long expired are purged when new ones are made', async () => {
@@ -151,7 +185,15 @@ describe('enrollment service', () => {
     it('are generated again when one collides with a stored code of the organization', async () => {
       await store.transaction((repos) =>
         repos.insertCodes([
-          { id: 'c0', orgId: ORG_A, codeHash: hashEnrollmentCode('AAAA-AAAA', keyring.codeHmac), createdAt: clock.now(), expiresAt: clock.now(), consumedAt: null, consumedByDeviceId: null },
+          {
+            id: 'c0',
+            orgId: ORG_A,
+            codeHash: hashEnrollmentCode('AAAA-AAAA', keyring.codeHmac),
+            createdAt: clock.now(),
+            expiresAt: clock.now(),
+            consumedAt: null,
+            consumedByDeviceId: null,
+          },
         ]),
       );
       mockScriptedCodes.push('AAAA-AAAA', 'BBBB-BBBB');
@@ -163,7 +205,14 @@ describe('enrollment service', () => {
   describe('e-mailed code', () => {
     it('needs a current key', async () => {
       expect(
-        await codeOf(service.emailEnrollmentCode({ orgId: ORG_A, email: 'a@b.test', requestedByName: 'Ann', orgName: 'Acme' })),
+        await codeOf(
+          service.emailEnrollmentCode({
+            orgId: ORG_A,
+            email: 'a@b.test',
+            requestedByName: 'Ann',
+            orgName: 'Acme',
+          }),
+        ),
       ).toBe('ENROLLMENT_KEY_REQUIRED');
       expect(store.state.codes.size).toBe(0);
       expect(store.state.events).toHaveLength(0);
@@ -171,20 +220,45 @@ describe('enrollment service', () => {
 
     it('stores one code and emits it and the key sealed, for the mailer only', async () => {
       const { key } = await service.rotateEnrollmentKey(ORG_A);
-      const { expiresAt } = await service.emailEnrollmentCode({ orgId: ORG_A, email: ' Colleague@Example.TEST ', requestedByName: 'Ann', orgName: 'Acme' });
+      const { expiresAt } = await service.emailEnrollmentCode({
+        orgId: ORG_A,
+        email: ' Colleague@Example.TEST ',
+        requestedByName: 'Ann',
+        orgName: 'Acme',
+      });
       expect(expiresAt).toEqual(new Date(clock.now().getTime() + 24 * HOUR));
       expect(store.state.codes.size).toBe(1);
 
       const [event] = store.eventsOf('enrollment_code.email_requested');
-      expect(event).toMatchObject({ org_id: ORG_A, org_name: 'Acme', email: 'colleague@example.test', requested_by_name: 'Ann', expires_at: expiresAt.toISOString() });
+      expect(event).toMatchObject({
+        org_id: ORG_A,
+        org_name: 'Acme',
+        email: 'colleague@example.test',
+        requested_by_name: 'Ann',
+        expires_at: expiresAt.toISOString(),
+      });
       expect(JSON.stringify(event)).not.toContain(key);
       expect(event!.request_id).toEqual(expect.any(String));
-      const code = openSealedSecret(event!.code_sealed, eventSealingKey, SEALING_CONTEXTS.enrollmentCode(event!));
-      expect(openSealedSecret(event!.enrollment_key_sealed, eventSealingKey, SEALING_CONTEXTS.enrollmentKey(event!))).toBe(key);
-      expect(() => openSealedSecret(event!.code_sealed, eventSealingKey, SEALING_CONTEXTS.enrollmentKey(event!))).toThrow();
+      const code = openSealedSecret(
+        event!.code_sealed,
+        eventSealingKey,
+        SEALING_CONTEXTS.enrollmentCode(event!),
+      );
+      expect(
+        openSealedSecret(
+          event!.enrollment_key_sealed,
+          eventSealingKey,
+          SEALING_CONTEXTS.enrollmentKey(event!),
+        ),
+      ).toBe(key);
+      expect(() =>
+        openSealedSecret(event!.code_sealed, eventSealingKey, SEALING_CONTEXTS.enrollmentKey(event!)),
+      ).toThrow();
       // Bound to the recipient: the same message with another e-mail does not open.
       const redirected = { ...event!, email: 'attacker@evil.test' };
-      expect(() => openSealedSecret(event!.code_sealed, eventSealingKey, SEALING_CONTEXTS.enrollmentCode(redirected))).toThrow();
+      expect(() =>
+        openSealedSecret(event!.code_sealed, eventSealingKey, SEALING_CONTEXTS.enrollmentCode(redirected)),
+      ).toThrow();
       expect([...store.state.codes.values()][0]!.codeHash).toBe(hashEnrollmentCode(code, keyring.codeHmac));
 
       const enrolled = await service.enrollDevice(enrollment(key, code));
@@ -200,7 +274,13 @@ describe('enrollment service', () => {
       expect(result.deviceToken).toMatch(/^sts_dt_[A-Za-z0-9_-]{43}$/);
 
       const row = store.state.devices.get(result.deviceId)!;
-      expect(row).toMatchObject({ orgId: ORG_A, machineId: 'machine-1', hostname: 'laptop-01', status: 'active', metadata: { os: 'linux', arch: 'x64' } });
+      expect(row).toMatchObject({
+        orgId: ORG_A,
+        machineId: 'machine-1',
+        hostname: 'laptop-01',
+        status: 'active',
+        metadata: { os: 'linux', arch: 'x64' },
+      });
       expect(row.enrolledAt).toEqual(clock.now());
       expect(row.lastSeenAt).toEqual(clock.now());
       expect(row.tokenHash).toBe(hashSecret(result.deviceToken));
@@ -208,15 +288,26 @@ describe('enrollment service', () => {
       expect(code?.consumedByDeviceId).toBe(result.deviceId);
 
       expect(store.eventsOf('device.enrolled')).toEqual([
-        { org_id: ORG_A, device_id: result.deviceId, machine_id: 'machine-1', hostname: 'laptop-01', enrolled_at: clock.now().toISOString(), re_enrolled: false },
+        {
+          org_id: ORG_A,
+          device_id: result.deviceId,
+          machine_id: 'machine-1',
+          hostname: 'laptop-01',
+          enrolled_at: clock.now().toISOString(),
+          re_enrolled: false,
+        },
       ]);
     });
 
     it('checks the input before anything else', async () => {
       const { key, codes } = await setUp();
-      expect(await codeOf(service.enrollDevice(enrollment(key, codes[0]!, { metadata: [] })))).toBe('VALIDATION_FAILED');
+      expect(await codeOf(service.enrollDevice(enrollment(key, codes[0]!, { metadata: [] })))).toBe(
+        'VALIDATION_FAILED',
+      );
       expect(await codeOf(service.enrollDevice(enrollment('', codes[0]!)))).toBe('ENROLLMENT_KEY_INVALID');
-      expect(await codeOf(service.enrollDevice(enrollment('sts_ek_guess', codes[0]!)))).toBe('ENROLLMENT_KEY_INVALID');
+      expect(await codeOf(service.enrollDevice(enrollment('sts_ek_guess', codes[0]!)))).toBe(
+        'ENROLLMENT_KEY_INVALID',
+      );
       expect([...store.state.codes.values()].every((c) => c.consumedAt === null)).toBe(true);
     });
 
@@ -233,12 +324,18 @@ describe('enrollment service', () => {
       const first = await service.enrollDevice(enrollment(key, codes[0]!));
       await service.setDeviceStatus(ORG_A, first.deviceId, 'disabled');
       clock.advance(HOUR);
-      const again = await service.enrollDevice(enrollment(key, codes[1]!, { hostname: 'renamed', metadata: { os: 'windows' } }));
+      const again = await service.enrollDevice(
+        enrollment(key, codes[1]!, { hostname: 'renamed', metadata: { os: 'windows' } }),
+      );
 
       expect(again).toMatchObject({ deviceId: first.deviceId, orgId: ORG_A, reEnrolled: true });
       expect(again.deviceToken).not.toBe(first.deviceToken);
       expect(await codeOf(service.authenticateDevice(first.deviceToken))).toBe('DEVICE_TOKEN_INVALID');
-      expect(await service.authenticateDevice(again.deviceToken)).toEqual({ deviceId: first.deviceId, orgId: ORG_A, status: 'disabled' });
+      expect(await service.authenticateDevice(again.deviceToken)).toEqual({
+        deviceId: first.deviceId,
+        orgId: ORG_A,
+        status: 'disabled',
+      });
 
       const row = store.state.devices.get(first.deviceId)!;
       expect(row).toMatchObject({ hostname: 'renamed', metadata: { os: 'windows' }, status: 'disabled' });
@@ -254,11 +351,17 @@ describe('enrollment service', () => {
       await service.enrollDevice(enrollment(a.key, a.codes[0]!));
       const eventsBefore = store.state.events.length;
 
-      expect(await codeOf(service.enrollDevice(enrollment(b.key, b.codes[0]!)))).toBe('MACHINE_ENROLLED_ELSEWHERE');
-      expect([...store.state.codes.values()].filter((c) => c.orgId === ORG_B && c.consumedAt)).toHaveLength(0);
+      expect(await codeOf(service.enrollDevice(enrollment(b.key, b.codes[0]!)))).toBe(
+        'MACHINE_ENROLLED_ELSEWHERE',
+      );
+      expect([...store.state.codes.values()].filter((c) => c.orgId === ORG_B && c.consumedAt)).toHaveLength(
+        0,
+      );
       expect(store.state.events).toHaveLength(eventsBefore);
       // An invalid code is reported as such first: only a code holder learns where the machine is.
-      expect(await codeOf(service.enrollDevice(enrollment(b.key, '2222-2222')))).toBe('ENROLLMENT_CODE_INVALID');
+      expect(await codeOf(service.enrollDevice(enrollment(b.key, '2222-2222')))).toBe(
+        'ENROLLMENT_CODE_INVALID',
+      );
       // The code still works for another machine.
       await service.enrollDevice(enrollment(b.key, b.codes[0]!, { machineId: 'other' }));
     });
@@ -266,10 +369,13 @@ describe('enrollment service', () => {
     it('gives exactly one success for concurrent enrollments with one code', async () => {
       const { key, codes } = await setUp();
       const outcomes = await Promise.allSettled(
-        Array.from({ length: 20 }, (_, i) => service.enrollDevice(enrollment(key, codes[0]!, { machineId: `m-${i}` }))),
+        Array.from({ length: 20 }, (_, i) =>
+          service.enrollDevice(enrollment(key, codes[0]!, { machineId: `m-${i}` })),
+        ),
       );
       expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
-      for (const o of outcomes) if (o.status === 'rejected') expect((o.reason as AppError).code).toBe('ENROLLMENT_CODE_USED');
+      for (const o of outcomes)
+        if (o.status === 'rejected') expect((o.reason as AppError).code).toBe('ENROLLMENT_CODE_USED');
       expect(store.state.devices.size).toBe(1);
     });
 
@@ -291,13 +397,17 @@ describe('enrollment service', () => {
       store.interleaveBeforeNextTransaction(async () => {
         store.state.keys.set(ORG_A, { ...store.state.keys.get(ORG_A)!, keyHash: 'rotated' });
       });
-      expect(await codeOf(coldService().enrollDevice(enrollment(key, codes[0]!)))).toBe('ENROLLMENT_KEY_INVALID');
+      expect(await codeOf(coldService().enrollDevice(enrollment(key, codes[0]!)))).toBe(
+        'ENROLLMENT_KEY_INVALID',
+      );
       expect([...store.state.codes.values()].every((c) => c.consumedAt === null)).toBe(true);
     });
 
     /** What a concurrent enrollment that commits first leaves behind: the machine enrolled with one of the codes. */
     const concurrentWinner = (orgId: string, code: string, deviceId: string) => () => {
-      const stored = [...store.state.codes.values()].find((c) => c.orgId === orgId && c.codeHash === hashEnrollmentCode(code, keyring.codeHmac))!;
+      const stored = [...store.state.codes.values()].find(
+        (c) => c.orgId === orgId && c.codeHash === hashEnrollmentCode(code, keyring.codeHmac),
+      )!;
       stored.consumedAt = clock.now();
       stored.consumedByDeviceId = deviceId;
       store.state.devices.set(deviceId, {
@@ -330,8 +440,12 @@ describe('enrollment service', () => {
       const a = await setUp(ORG_A);
       const b = await setUp(ORG_B);
       store.interleaveBeforeNextCommit(concurrentWinner(ORG_B, b.codes[0]!, new RecordingIds().newId()));
-      expect(await codeOf(service.enrollDevice(enrollment(a.key, a.codes[0]!)))).toBe('MACHINE_ENROLLED_ELSEWHERE');
-      expect([...store.state.codes.values()].filter((c) => c.orgId === ORG_A && c.consumedAt)).toHaveLength(0);
+      expect(await codeOf(service.enrollDevice(enrollment(a.key, a.codes[0]!)))).toBe(
+        'MACHINE_ENROLLED_ELSEWHERE',
+      );
+      expect([...store.state.codes.values()].filter((c) => c.orgId === ORG_A && c.consumedAt)).toHaveLength(
+        0,
+      );
       expect(store.eventsOf('device.enrolled')).toHaveLength(0);
     });
 
@@ -347,7 +461,9 @@ describe('enrollment service', () => {
       expect(again.reEnrolled).toBe(false);
       expect(again.deviceId).not.toBe(first.deviceId);
       expect(store.rollbacks).toBe(1);
-      const consumer = [...store.state.codes.values()].find((c) => c.codeHash === hashEnrollmentCode(codes[1]!, keyring.codeHmac));
+      const consumer = [...store.state.codes.values()].find(
+        (c) => c.codeHash === hashEnrollmentCode(codes[1]!, keyring.codeHmac),
+      );
       expect(consumer?.consumedByDeviceId).toBe(again.deviceId);
     });
   });
@@ -359,7 +475,11 @@ describe('enrollment service', () => {
       const results = [];
       for (let i = 0; i < n; i++) {
         clock.advance(1_000);
-        results.push(await service.enrollDevice(enrollment(key, codes[i]!.code, { machineId: `${orgId}-m${i}`, hostname: `host-${i}` })));
+        results.push(
+          await service.enrollDevice(
+            enrollment(key, codes[i]!.code, { machineId: `${orgId}-m${i}`, hostname: `host-${i}` }),
+          ),
+        );
       }
       return results;
     }
@@ -371,7 +491,9 @@ describe('enrollment service', () => {
       expect((await service.authenticateDevice(device!.deviceToken)).status).toBe('disabled');
       await service.setDeviceStatus(ORG_A, device!.deviceId, 'active');
       await service.setDeviceStatus(ORG_A, device!.deviceId, 'active');
-      expect(store.eventsOf('device.disabled')).toEqual([{ org_id: ORG_A, device_id: device!.deviceId, hostname: 'host-0', at: clock.now().toISOString() }]);
+      expect(store.eventsOf('device.disabled')).toEqual([
+        { org_id: ORG_A, device_id: device!.deviceId, hostname: 'host-0', at: clock.now().toISOString() },
+      ]);
       expect(store.eventsOf('device.enabled')).toHaveLength(1);
     });
 
@@ -388,10 +510,18 @@ describe('enrollment service', () => {
       const [device] = await enrollMany(1);
       await service.deleteDevice(ORG_A, device!.deviceId);
       expect(store.eventsOf('device.deleted')).toEqual([
-        { org_id: ORG_A, device_id: device!.deviceId, machine_id: `${ORG_A}-m0`, hostname: 'host-0', at: clock.now().toISOString() },
+        {
+          org_id: ORG_A,
+          device_id: device!.deviceId,
+          machine_id: `${ORG_A}-m0`,
+          hostname: 'host-0',
+          at: clock.now().toISOString(),
+        },
       ]);
       expect(await codeOf(service.authenticateDevice(device!.deviceToken))).toBe('DEVICE_TOKEN_INVALID');
-      expect([...store.state.codes.values()].some((c) => c.consumedByDeviceId === device!.deviceId)).toBe(false);
+      expect([...store.state.codes.values()].some((c) => c.consumedByDeviceId === device!.deviceId)).toBe(
+        false,
+      );
       expect(await codeOf(service.deleteDevice(ORG_A, device!.deviceId))).toBe('DEVICE_NOT_FOUND');
 
       const { key } = await service.getEnrollmentKey(ORG_A);
@@ -406,16 +536,34 @@ describe('enrollment service', () => {
       await enrollMany(2, ORG_B);
       await service.setDeviceStatus(ORG_A, devices[1]!.deviceId, 'disabled');
 
-      const first = await service.listDevices(ORG_A, { status: null, query: null }, { limit: 2, after: null });
+      const first = await service.listDevices(
+        ORG_A,
+        { status: null, query: null },
+        { limit: 2, after: null },
+      );
       expect(first.map((d) => d.hostname)).toEqual(['host-0', 'host-1', 'host-2']);
       const after = { at: first[1]!.enrolledAt.toISOString(), id: first[1]!.id };
       const second = await service.listDevices(ORG_A, { status: null, query: null }, { limit: 2, after });
       expect(second.map((d) => d.hostname)).toEqual(['host-2', 'host-3', 'host-4']);
 
-      expect((await service.listDevices(ORG_A, { status: 'disabled', query: null }, { limit: 50, after: null })).map((d) => d.hostname)).toEqual(['host-1']);
-      expect((await service.listDevices(ORG_A, { status: 'active', query: 'HOST-3' }, { limit: 50, after: null })).map((d) => d.hostname)).toEqual(['host-3']);
-      expect((await service.listDevices(ORG_A, { status: null, query: `${ORG_A}-M4` }, { limit: 50, after: null })).map((d) => d.hostname)).toEqual(['host-4']);
-      expect(await service.listDevices(ORG_A, { status: null, query: `${ORG_B}` }, { limit: 50, after: null })).toEqual([]);
+      expect(
+        (
+          await service.listDevices(ORG_A, { status: 'disabled', query: null }, { limit: 50, after: null })
+        ).map((d) => d.hostname),
+      ).toEqual(['host-1']);
+      expect(
+        (
+          await service.listDevices(ORG_A, { status: 'active', query: 'HOST-3' }, { limit: 50, after: null })
+        ).map((d) => d.hostname),
+      ).toEqual(['host-3']);
+      expect(
+        (
+          await service.listDevices(ORG_A, { status: null, query: `${ORG_A}-M4` }, { limit: 50, after: null })
+        ).map((d) => d.hostname),
+      ).toEqual(['host-4']);
+      expect(
+        await service.listDevices(ORG_A, { status: null, query: `${ORG_B}` }, { limit: 50, after: null }),
+      ).toEqual([]);
     });
   });
 

@@ -132,11 +132,19 @@ export class EnrollmentService {
     return this.withRetry(() =>
       this.store.transaction(async (repos) => {
         const stored = await repos.findKey(input.orgId);
-        if (!stored) throw new AppError('ENROLLMENT_KEY_REQUIRED', 'the organization has no enrollment key; create one first');
+        if (!stored)
+          throw new AppError(
+            'ENROLLMENT_KEY_REQUIRED',
+            'the organization has no enrollment key; create one first',
+          );
         const key = this.openKey(input.orgId, stored.keySealed);
         const [issued] = await this.issueCodes(repos, input.orgId, 1, this.clock.now());
         if (!issued) throw new Error('no code issued');
-        const recipient = { org_id: input.orgId, email: input.email.trim().toLowerCase(), request_id: this.ids.newId() };
+        const recipient = {
+          org_id: input.orgId,
+          email: input.email.trim().toLowerCase(),
+          request_id: this.ids.newId(),
+        };
         await repos.emit('enrollment_code.email_requested', {
           org_id: recipient.org_id,
           org_name: input.orgName,
@@ -144,8 +152,16 @@ export class EnrollmentService {
           requested_by_name: input.requestedByName,
           expires_at: issued.expiresAt.toISOString(),
           request_id: recipient.request_id,
-          code_sealed: sealSecret(issued.code, this.settings.eventSealingKey, SEALING_CONTEXTS.enrollmentCode(recipient)),
-          enrollment_key_sealed: sealSecret(key, this.settings.eventSealingKey, SEALING_CONTEXTS.enrollmentKey(recipient)),
+          code_sealed: sealSecret(
+            issued.code,
+            this.settings.eventSealingKey,
+            SEALING_CONTEXTS.enrollmentCode(recipient),
+          ),
+          enrollment_key_sealed: sealSecret(
+            key,
+            this.settings.eventSealingKey,
+            SEALING_CONTEXTS.enrollmentKey(recipient),
+          ),
         });
         return { expiresAt: issued.expiresAt };
       }),
@@ -177,15 +193,19 @@ export class EnrollmentService {
       // the general path below reads what is needed first.
       const hintedOrgId = attempt === 1 && codeHash ? this.orgHints.get(keyHash) : undefined;
       if (hintedOrgId && codeHash) {
-        const outcome = await this.writeEnrollment(keyHash, hintedOrgId, codeHash, null, device, now).catch((error: unknown) => {
-          if (error instanceof UniqueConflict) return null; // the machine is known: take the general path
-          throw error;
-        });
+        const outcome = await this.writeEnrollment(keyHash, hintedOrgId, codeHash, null, device, now).catch(
+          (error: unknown) => {
+            if (error instanceof UniqueConflict) return null; // the machine is known: take the general path
+            throw error;
+          },
+        );
         if (outcome === 'key-invalid') this.orgHints.delete(keyHash);
         else if (outcome) return outcome;
       }
 
-      const target = await this.store.read((repos) => repos.findEnrollmentTarget(keyHash, device.machineId, codeHash, now));
+      const target = await this.store.read((repos) =>
+        repos.findEnrollmentTarget(keyHash, device.machineId, codeHash, now),
+      );
       if (!target) throw new AppError('ENROLLMENT_KEY_INVALID');
       this.rememberOrg(keyHash, target.orgId);
       // The code is checked before the machine: only a holder of a valid code learns that the
@@ -194,7 +214,10 @@ export class EnrollmentService {
       if (!codeHash) throw new AppError('ENROLLMENT_CODE_INVALID');
       const { orgId, existing } = target;
       if (existing && existing.orgId !== orgId) {
-        throw new AppError('MACHINE_ENROLLED_ELSEWHERE', 'this machine is enrolled in another organization; delete it there first');
+        throw new AppError(
+          'MACHINE_ENROLLED_ELSEWHERE',
+          'this machine is enrolled in another organization; delete it there first',
+        );
       }
       const outcome = await this.writeEnrollment(keyHash, orgId, codeHash, existing, device, now);
       // The key was rotated or revoked between our read and our write.
@@ -219,7 +242,14 @@ export class EnrollmentService {
     const tokenHash = hashSecret(deviceToken);
     const deviceId = existing ? existing.id : this.ids.newId();
     const write: DeviceWrite = existing
-      ? { kind: 're-enroll', deviceId, hostname: device.hostname, metadata: device.metadata, tokenHash, lastSeenAt: now }
+      ? {
+          kind: 're-enroll',
+          deviceId,
+          hostname: device.hostname,
+          metadata: device.metadata,
+          tokenHash,
+          lastSeenAt: now,
+        }
       : {
           kind: 'insert',
           tokenHash,
@@ -276,7 +306,12 @@ export class EnrollmentService {
       if (!device) throw new AppError('DEVICE_NOT_FOUND');
       if (device.status === status) return;
       await repos.setDeviceStatus(orgId, deviceId, status);
-      const data = { org_id: orgId, device_id: deviceId, hostname: device.hostname, at: this.clock.now().toISOString() };
+      const data = {
+        org_id: orgId,
+        device_id: deviceId,
+        hostname: device.hostname,
+        at: this.clock.now().toISOString(),
+      };
       await repos.emit(status === 'disabled' ? 'device.disabled' : 'device.enabled', data);
     });
   }
@@ -306,7 +341,12 @@ export class EnrollmentService {
     return identity;
   }
 
-  private async issueCodes(repos: EnrollmentRepositories, orgId: string, count: number, now: Date): Promise<IssuedEnrollmentCode[]> {
+  private async issueCodes(
+    repos: EnrollmentRepositories,
+    orgId: string,
+    count: number,
+    now: Date,
+  ): Promise<IssuedEnrollmentCode[]> {
     const expiresAt = new Date(now.getTime() + ENROLLMENT_CODE_TTL_MS);
     const codes = new Set<string>();
     while (codes.size < count) codes.add(generateEnrollmentCode());

@@ -64,7 +64,9 @@ function toProtoDevice(device: ListedDevice): ProtoDevice {
 }
 
 /** gRPC `enrollment.v1.EnrollmentService`: translation between the wire contract and the domain. */
-export function enrollmentGrpcHandlers(service: EnrollmentService): AsyncHandlers<typeof EnrollmentServiceService> {
+export function enrollmentGrpcHandlers(
+  service: EnrollmentService,
+): AsyncHandlers<typeof EnrollmentServiceService> {
   return {
     getEnrollmentKey: async (request) => {
       const key = await service.getEnrollmentKey(requireOrgId(request.orgId));
@@ -79,7 +81,10 @@ export function enrollmentGrpcHandlers(service: EnrollmentService): AsyncHandler
       return {};
     },
     createEnrollmentCodes: async (request) => {
-      const codes = await service.createEnrollmentCodes(requireOrgId(request.orgId), request.count === 0 ? 1 : request.count);
+      const codes = await service.createEnrollmentCodes(
+        requireOrgId(request.orgId),
+        request.count === 0 ? 1 : request.count,
+      );
       return { codes: codes.map((c) => ({ code: c.code, expiresAt: c.expiresAt })) };
     },
     emailEnrollmentCode: async (request) => {
@@ -104,14 +109,25 @@ export function enrollmentGrpcHandlers(service: EnrollmentService): AsyncHandler
         hostname: request.hostname,
         metadata: parseMetadataJson(request.metadataJson),
       });
-      return { deviceId: result.deviceId, orgId: result.orgId, deviceToken: result.deviceToken, reEnrolled: result.reEnrolled };
+      return {
+        deviceId: result.deviceId,
+        orgId: result.orgId,
+        deviceToken: result.deviceToken,
+        reEnrolled: result.reEnrolled,
+      };
     },
     listDevices: async (request) => {
       const orgId = requireOrgId(request.orgId);
       const page = pageFrom(request.limit, request.cursor);
-      const filter = { status: statusFilterFromProto(request.status), query: normalizeDeviceQuery(request.query) };
+      const filter = {
+        status: statusFilterFromProto(request.status),
+        query: normalizeDeviceQuery(request.query),
+      };
       const rows = await service.listDevices(orgId, filter, page);
-      const { items, nextCursor } = toPage(rows, page.limit, (d) => ({ at: d.enrolledAt.toISOString(), id: d.id }));
+      const { items, nextCursor } = toPage(rows, page.limit, (d) => ({
+        at: d.enrolledAt.toISOString(),
+        id: d.id,
+      }));
       return { devices: items.map(toProtoDevice), nextCursor };
     },
     disableDevice: async (request) => {

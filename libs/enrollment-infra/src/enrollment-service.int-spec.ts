@@ -60,7 +60,12 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
     });
     service = await startEnrollmentService(config, logger);
-    client = createPromiseClient(EnrollmentServiceService, `127.0.0.1:${service.grpcPort}`, 10_000, serviceAuth.as('enrollment'));
+    client = createPromiseClient(
+      EnrollmentServiceService,
+      `127.0.0.1:${service.grpcPort}`,
+      10_000,
+      serviceAuth.as('enrollment'),
+    );
     nats = await connectJetStream({ url: config.NATS_URL, name: 'enrollment-int', logger });
     pg = new Client({ connectionString: database.url });
     await pg.connect();
@@ -120,7 +125,13 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       );
       expect(stored!.key_hash).toBe(createHash('sha256').update(created!.key).digest('hex'));
       expect(stored!.key_sealed).not.toContain(created!.key);
-      expect(openSealedSecret(stored!.key_sealed, deriveEnrollmentKeyring(masterKey).keySealing, `enrollment-key:${orgId}`)).toBe(created!.key);
+      expect(
+        openSealedSecret(
+          stored!.key_sealed,
+          deriveEnrollmentKeyring(masterKey).keySealing,
+          `enrollment-key:${orgId}`,
+        ),
+      ).toBe(created!.key);
 
       const { codes } = await client.createEnrollmentCodes({ orgId, count: 4 });
       const device = await enroll(created!.key, codes[0]!.code);
@@ -130,7 +141,9 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       expect((await client.getEnrollmentKey({ orgId })).key!.key).toBe(rotated!.key);
       expect((await failure(enroll(created!.key, codes[1]!.code))).code).toBe('ENROLLMENT_KEY_INVALID');
       await enroll(rotated!.key, codes[1]!.code);
-      expect((await client.authenticateDevice({ deviceToken: device.deviceToken })).deviceId).toBe(device.deviceId);
+      expect((await client.authenticateDevice({ deviceToken: device.deviceToken })).deviceId).toBe(
+        device.deviceId,
+      );
 
       await client.revokeEnrollmentKey({ orgId });
       await client.revokeEnrollmentKey({ orgId });
@@ -142,7 +155,12 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
         status: DeviceStatus.DEVICE_STATUS_ACTIVE,
       });
       // The refused attempts consumed nothing.
-      expect(await count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is not null`, [orgId])).toBe(2);
+      expect(
+        await count(
+          `select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is not null`,
+          [orgId],
+        ),
+      ).toBe(2);
     });
 
     it('refuses missing and malformed keys', async () => {
@@ -171,13 +189,18 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
         expect(error.code).toBe('VALIDATION_FAILED');
         expect(error.message).toContain('100');
       }
-      expect(await count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1`, [orgId])).toBe(101);
+      expect(
+        await count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1`, [orgId]),
+      ).toBe(101);
     });
 
     it('are stored as HMACs under a key outside the database, never in plain text', async () => {
       const orgId = randomUUID();
       const { codes } = await client.createEnrollmentCodes({ orgId, count: 10 });
-      const rows = await query<Record<string, unknown>>(`select * from enrollment.enrollment_codes where org_id = $1`, [orgId]);
+      const rows = await query<Record<string, unknown>>(
+        `select * from enrollment.enrollment_codes where org_id = $1`,
+        [orgId],
+      );
       const dump = JSON.stringify(rows);
       const hmacKey = deriveEnrollmentKeyring(masterKey).codeHmac;
       for (const { code } of codes) {
@@ -193,9 +216,10 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       await enroll(key, `  ${codes[0]!.toLowerCase().replace('-', ' ')} `);
       expect((await failure(enroll(key, codes[0]!))).code).toBe('ENROLLMENT_CODE_USED');
 
-      await pg.query(`update enrollment.enrollment_codes set expires_at = now() - interval '1 second' where code_hash = $1`, [
-        hashEnrollmentCode(codes[1]!, deriveEnrollmentKeyring(masterKey).codeHmac),
-      ]);
+      await pg.query(
+        `update enrollment.enrollment_codes set expires_at = now() - interval '1 second' where code_hash = $1`,
+        [hashEnrollmentCode(codes[1]!, deriveEnrollmentKeyring(masterKey).codeHmac)],
+      );
       expect((await failure(enroll(key, codes[1]!))).code).toBe('ENROLLMENT_CODE_EXPIRED');
       expect((await failure(enroll(key, '2345-6789'))).code).toBe('ENROLLMENT_CODE_INVALID');
       expect((await failure(enroll(key, ''))).code).toBe('ENROLLMENT_CODE_INVALID');
@@ -205,12 +229,20 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
 
     it('give exactly one success when 20 agents race with one code', async () => {
       const { orgId, key, codes } = await organization(1);
-      const outcomes = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => enroll(key, codes[0]!, { machineId: `racer-${orgId}-${i}` })));
-      const winners = outcomes.filter((o): o is PromiseFulfilledResult<Awaited<ReturnType<typeof enroll>>> => o.status === 'fulfilled');
+      const outcomes = await Promise.allSettled(
+        Array.from({ length: 20 }, (_, i) => enroll(key, codes[0]!, { machineId: `racer-${orgId}-${i}` })),
+      );
+      const winners = outcomes.filter(
+        (o): o is PromiseFulfilledResult<Awaited<ReturnType<typeof enroll>>> => o.status === 'fulfilled',
+      );
       expect(winners).toHaveLength(1);
-      for (const o of outcomes) if (o.status === 'rejected') expect((o.reason as AppError).code).toBe('ENROLLMENT_CODE_USED');
+      for (const o of outcomes)
+        if (o.status === 'rejected') expect((o.reason as AppError).code).toBe('ENROLLMENT_CODE_USED');
       expect(await count(`select count(*) as n from enrollment.devices where org_id = $1`, [orgId])).toBe(1);
-      const [code] = await query<{ consumed_by_device_id: string }>(`select consumed_by_device_id from enrollment.enrollment_codes where org_id = $1`, [orgId]);
+      const [code] = await query<{ consumed_by_device_id: string }>(
+        `select consumed_by_device_id from enrollment.enrollment_codes where org_id = $1`,
+        [orgId],
+      );
       expect(code!.consumed_by_device_id).toBe(winners[0]!.value.deviceId);
     });
   });
@@ -221,34 +253,69 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       const result = await enroll(key, codes[0]!, { machineId: 'published-machine', hostname: 'Büro-PC 💻' });
       expect(result).toMatchObject({ orgId, reEnrolled: false });
       expect(result.deviceToken).toMatch(/^sts_dt_[A-Za-z0-9_-]{43}$/);
-      const [row] = await query<{ token_hash: string }>(`select token_hash from enrollment.devices where id = $1`, [result.deviceId]);
+      const [row] = await query<{ token_hash: string }>(
+        `select token_hash from enrollment.devices where id = $1`,
+        [result.deviceId],
+      );
       expect(row!.token_hash).toBe(createHash('sha256').update(result.deviceToken).digest('hex'));
 
       const stream = `${namespace.toUpperCase()}_EVENTS`;
       const data = await eventually(async () => {
-        const message = await nats.jsm.streams.getMessage(stream, { last_by_subj: eventSubject(namespace, 'device.enrolled') }).catch(() => null);
+        const message = await nats.jsm.streams
+          .getMessage(stream, { last_by_subj: eventSubject(namespace, 'device.enrolled') })
+          .catch(() => null);
         const published = message?.json<{ data: Record<string, unknown> }>().data;
         return published?.device_id === result.deviceId ? published : undefined;
       });
-      expect(data).toMatchObject({ org_id: orgId, machine_id: 'published-machine', hostname: 'Büro-PC 💻', re_enrolled: false });
+      expect(data).toMatchObject({
+        org_id: orgId,
+        machine_id: 'published-machine',
+        hostname: 'Büro-PC 💻',
+        re_enrolled: false,
+      });
     });
 
     it('re-enrolls a machine in the same organization: same id, new token, hostname and metadata replaced', async () => {
       const { orgId, key, codes } = await organization(2);
-      const first = await enroll(key, codes[0]!, { machineId: 'reenroll-1', hostname: 'old-name', metadataJson: '{"os":"linux","extra":true}' });
-      const [before] = await query<{ enrolled_at: Date }>(`select enrolled_at from enrollment.devices where id = $1`, [first.deviceId]);
-      const again = await enroll(key, codes[1]!, { machineId: 'reenroll-1', hostname: 'new-name', metadataJson: '{"os":"windows"}' });
+      const first = await enroll(key, codes[0]!, {
+        machineId: 'reenroll-1',
+        hostname: 'old-name',
+        metadataJson: '{"os":"linux","extra":true}',
+      });
+      const [before] = await query<{ enrolled_at: Date }>(
+        `select enrolled_at from enrollment.devices where id = $1`,
+        [first.deviceId],
+      );
+      const again = await enroll(key, codes[1]!, {
+        machineId: 'reenroll-1',
+        hostname: 'new-name',
+        metadataJson: '{"os":"windows"}',
+      });
 
       expect(again).toMatchObject({ deviceId: first.deviceId, orgId, reEnrolled: true });
-      expect((await failure(client.authenticateDevice({ deviceToken: first.deviceToken }))).code).toBe('DEVICE_TOKEN_INVALID');
-      expect((await client.authenticateDevice({ deviceToken: again.deviceToken })).deviceId).toBe(first.deviceId);
+      expect((await failure(client.authenticateDevice({ deviceToken: first.deviceToken }))).code).toBe(
+        'DEVICE_TOKEN_INVALID',
+      );
+      expect((await client.authenticateDevice({ deviceToken: again.deviceToken })).deviceId).toBe(
+        first.deviceId,
+      );
 
       const { devices } = await client.listDevices({ orgId, limit: 0, cursor: '', status: ANY, query: '' });
       expect(devices).toHaveLength(1);
-      expect(devices[0]).toMatchObject({ id: first.deviceId, name: 'new-name', machineId: 'reenroll-1', status: DeviceStatus.DEVICE_STATUS_ACTIVE });
+      expect(devices[0]).toMatchObject({
+        id: first.deviceId,
+        name: 'new-name',
+        machineId: 'reenroll-1',
+        status: DeviceStatus.DEVICE_STATUS_ACTIVE,
+      });
       expect(JSON.parse(devices[0]!.metadataJson)).toEqual({ os: 'windows' });
       expect(devices[0]!.enrolledAt).toEqual(before!.enrolled_at);
-      expect(await count(`select count(*) as n from enrollment.outbox where type = 'device.enrolled' and envelope->'data'->>'device_id' = $1 and (envelope->'data'->>'re_enrolled')::boolean`, [first.deviceId])).toBe(1);
+      expect(
+        await count(
+          `select count(*) as n from enrollment.outbox where type = 'device.enrolled' and envelope->'data'->>'device_id' = $1 and (envelope->'data'->>'re_enrolled')::boolean`,
+          [first.deviceId],
+        ),
+      ).toBe(1);
     });
 
     it('answers 409 for a machine of another organization and leaves the code unused', async () => {
@@ -256,28 +323,61 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       const b = await organization(1);
       await enroll(a.key, a.codes[0]!, { machineId: 'taken-machine' });
 
-      expect((await failure(enroll(b.key, b.codes[0]!, { machineId: 'taken-machine' }))).code).toBe('MACHINE_ENROLLED_ELSEWHERE');
-      expect(await count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`, [b.orgId])).toBe(1);
-      expect(await count(`select count(*) as n from enrollment.devices where org_id = $1`, [b.orgId])).toBe(0);
-      expect(await count(`select count(*) as n from enrollment.outbox where envelope->'data'->>'org_id' = $1`, [b.orgId])).toBe(0);
+      expect((await failure(enroll(b.key, b.codes[0]!, { machineId: 'taken-machine' }))).code).toBe(
+        'MACHINE_ENROLLED_ELSEWHERE',
+      );
+      expect(
+        await count(
+          `select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`,
+          [b.orgId],
+        ),
+      ).toBe(1);
+      expect(await count(`select count(*) as n from enrollment.devices where org_id = $1`, [b.orgId])).toBe(
+        0,
+      );
+      expect(
+        await count(`select count(*) as n from enrollment.outbox where envelope->'data'->>'org_id' = $1`, [
+          b.orgId,
+        ]),
+      ).toBe(0);
       await enroll(b.key, b.codes[0]!, { machineId: 'free-machine' });
     });
 
     it('puts a machine enrolled concurrently by two organizations in exactly one of them', async () => {
       const a = await organization(5);
       const b = await organization(5);
-      const attempts = [...a.codes.map((code) => ({ org: a, code })), ...b.codes.map((code) => ({ org: b, code }))];
-      const outcomes = await Promise.allSettled(attempts.map(({ org, code }) => enroll(org.key, code, { machineId: 'contested-machine' })));
+      const attempts = [
+        ...a.codes.map((code) => ({ org: a, code })),
+        ...b.codes.map((code) => ({ org: b, code })),
+      ];
+      const outcomes = await Promise.allSettled(
+        attempts.map(({ org, code }) => enroll(org.key, code, { machineId: 'contested-machine' })),
+      );
 
-      const [owner] = await query<{ org_id: string }>(`select org_id from enrollment.devices where machine_id = 'contested-machine'`);
+      const [owner] = await query<{ org_id: string }>(
+        `select org_id from enrollment.devices where machine_id = 'contested-machine'`,
+      );
       const winner = owner!.org_id === a.orgId ? a : b;
       const loser = winner === a ? b : a;
       outcomes.forEach((outcome, i) => {
         if (attempts[i]!.org === winner) expect(outcome.status).toBe('fulfilled');
-        else expect(outcome.status === 'rejected' && (outcome.reason as AppError).code).toBe('MACHINE_ENROLLED_ELSEWHERE');
+        else
+          expect(outcome.status === 'rejected' && (outcome.reason as AppError).code).toBe(
+            'MACHINE_ENROLLED_ELSEWHERE',
+          );
       });
-      expect(await count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`, [loser.orgId])).toBe(5);
-      expect(await count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`, [winner.orgId])).toBe(0);
+      expect(
+        await count(
+          `select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`,
+          [loser.orgId],
+        ),
+      ).toBe(5);
+      expect(
+        await count(
+          `select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`,
+          [winner.orgId],
+        ),
+      ).toBe(0);
     });
 
     it('stores quotes, backslashes, question marks and unicode exactly as reported', async () => {
@@ -285,8 +385,18 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       const machineId = `m'?\\"$1;--${orgId}`;
       const hostname = `O'Brien\\PC? $1 "quoted" 💻 Ünïcødé`;
       const metadata = { "k'?": "v\\'?$2", nested: { emoji: '😀', list: [1, 'two', null, true] } };
-      const result = await enroll(key, codes[0]!, { machineId, hostname, metadataJson: JSON.stringify(metadata) });
-      const { devices } = await client.listDevices({ orgId, limit: 0, cursor: '', status: ANY, query: `'brien\\pc?` });
+      const result = await enroll(key, codes[0]!, {
+        machineId,
+        hostname,
+        metadataJson: JSON.stringify(metadata),
+      });
+      const { devices } = await client.listDevices({
+        orgId,
+        limit: 0,
+        cursor: '',
+        status: ANY,
+        query: `'brien\\pc?`,
+      });
       expect(devices).toHaveLength(1);
       expect(devices[0]).toMatchObject({ id: result.deviceId, name: hostname, machineId });
       expect(JSON.parse(devices[0]!.metadataJson)).toEqual(metadata);
@@ -304,7 +414,10 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
         [{ metadataJson: '"text"' }, 'metadata'],
         [{ metadataJson: '{not json' }, 'metadata'],
         [{ metadataJson: JSON.stringify({ blob: 'x'.repeat(17_000) }) }, 'metadata'],
-        [{ metadataJson: '{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"i":1}}}}}}}}}' }, 'metadata.a.b.c.d.e.f.g.h'],
+        [
+          { metadataJson: '{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"i":1}}}}}}}}}' },
+          'metadata.a.b.c.d.e.f.g.h',
+        ],
         [{ metadataJson: '{"a":"\\u0000"}' }, 'metadata.a'],
       ];
       for (const [overrides, path] of cases) {
@@ -312,10 +425,18 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
         expect(error.code).toBe('VALIDATION_FAILED');
         expect(error.fields.map((f) => f.path)).toContain(path);
       }
-      expect(await count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`, [orgId])).toBe(1);
+      expect(
+        await count(
+          `select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`,
+          [orgId],
+        ),
+      ).toBe(1);
       // Empty metadata is an empty object.
       const ok = await enroll(key, codes[0]!, { metadataJson: '' });
-      const [row] = await query<{ metadata: unknown }>(`select metadata from enrollment.devices where id = $1`, [ok.deviceId]);
+      const [row] = await query<{ metadata: unknown }>(
+        `select metadata from enrollment.devices where id = $1`,
+        [ok.deviceId],
+      );
       expect(row!.metadata).toEqual({});
     });
   });
@@ -325,7 +446,13 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
     let store: MikroEnrollmentStore;
 
     beforeAll(async () => {
-      orm = await createServiceOrm({ databaseUrl: database.url, schema: ENROLLMENT_SCHEMA, entities: [], migrations: ENROLLMENT_MIGRATIONS, logger });
+      orm = await createServiceOrm({
+        databaseUrl: database.url,
+        schema: ENROLLMENT_SCHEMA,
+        entities: [],
+        migrations: ENROLLMENT_MIGRATIONS,
+        logger,
+      });
       store = new MikroEnrollmentStore(orm);
     });
 
@@ -333,7 +460,10 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       await orm?.close();
     });
 
-    const input = (org: { orgId: string; key: string; codes: string[] }, overrides: Partial<ConsumeCodeInput> = {}): ConsumeCodeInput => {
+    const input = (
+      org: { orgId: string; key: string; codes: string[] },
+      overrides: Partial<ConsumeCodeInput> = {},
+    ): ConsumeCodeInput => {
       const deviceId = randomUUID();
       const now = new Date();
       return {
@@ -342,16 +472,35 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
         codeHash: hashEnrollmentCode(org.codes[0]!, deriveEnrollmentKeyring(masterKey).codeHmac),
         deviceId,
         now,
-        write: { kind: 're-enroll', deviceId, hostname: 'h', metadata: {}, tokenHash: 'f'.repeat(64), lastSeenAt: now },
+        write: {
+          kind: 're-enroll',
+          deviceId,
+          hostname: 'h',
+          metadata: {},
+          tokenHash: 'f'.repeat(64),
+          lastSeenAt: now,
+        },
         event: {
           type: 'device.enrolled',
-          data: { org_id: org.orgId, device_id: deviceId, machine_id: 'm', hostname: 'h', enrolled_at: now.toISOString(), re_enrolled: true },
+          data: {
+            org_id: org.orgId,
+            device_id: deviceId,
+            machine_id: 'm',
+            hostname: 'h',
+            enrolled_at: now.toISOString(),
+            re_enrolled: true,
+          },
         },
         ...overrides,
       };
     };
-    const unspent = (orgId: string) => count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`, [orgId]);
-    const events = (orgId: string) => count(`select count(*) as n from enrollment.outbox where envelope->'data'->>'org_id' = $1`, [orgId]);
+    const unspent = (orgId: string) =>
+      count(
+        `select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`,
+        [orgId],
+      );
+    const events = (orgId: string) =>
+      count(`select count(*) as n from enrollment.outbox where envelope->'data'->>'org_id' = $1`, [orgId]);
 
     it('undoes itself when the device to re-enroll is gone: the code stays unused, no event', async () => {
       const org = await organization(1);
@@ -361,7 +510,7 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       expect(await events(org.orgId)).toBe(0);
     });
 
-    it('changes nothing when the key is no longer the organization\'s', async () => {
+    it("changes nothing when the key is no longer the organization's", async () => {
       const org = await organization(1);
       await client.rotateEnrollmentKey({ orgId: org.orgId });
       expect(await store.consumeCode(input(org))).toBe('key-invalid');
@@ -373,9 +522,16 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
   describe('e-mailed codes', () => {
     it('need a key, and carry the code and the key sealed in the event', async () => {
       const orgId = randomUUID();
-      const request = { orgId, email: ' New.Colleague@Example.TEST ', requestedByName: 'Ann Admin', orgName: 'Acme' };
+      const request = {
+        orgId,
+        email: ' New.Colleague@Example.TEST ',
+        requestedByName: 'Ann Admin',
+        orgName: 'Acme',
+      };
       expect((await failure(client.emailEnrollmentCode(request))).code).toBe('ENROLLMENT_KEY_REQUIRED');
-      expect((await failure(client.emailEnrollmentCode({ ...request, email: 'not-an-email' }))).code).toBe('VALIDATION_FAILED');
+      expect((await failure(client.emailEnrollmentCode({ ...request, email: 'not-an-email' }))).code).toBe(
+        'VALIDATION_FAILED',
+      );
 
       const { key } = await client.rotateEnrollmentKey({ orgId });
       const { expiresAt } = await client.emailEnrollmentCode(request);
@@ -384,15 +540,28 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
         [orgId],
       );
       const data = row!.envelope.data;
-      expect(data).toMatchObject({ email: 'new.colleague@example.test', org_name: 'Acme', requested_by_name: 'Ann Admin', expires_at: expiresAt!.toISOString() });
+      expect(data).toMatchObject({
+        email: 'new.colleague@example.test',
+        org_name: 'Acme',
+        requested_by_name: 'Ann Admin',
+        expires_at: expiresAt!.toISOString(),
+      });
       expect(JSON.stringify(data)).not.toContain(key!.key);
       const recipient = { org_id: data.org_id!, email: data.email!, request_id: data.request_id! };
-      const code = openSealedSecret(data.code_sealed!, sealingKey, SEALING_CONTEXTS.enrollmentCode(recipient));
+      const code = openSealedSecret(
+        data.code_sealed!,
+        sealingKey,
+        SEALING_CONTEXTS.enrollmentCode(recipient),
+      );
       expect(code).toMatch(CODE_PATTERN);
       expect(JSON.stringify(data)).not.toContain(code);
-      expect(openSealedSecret(data.enrollment_key_sealed!, sealingKey, SEALING_CONTEXTS.enrollmentKey(recipient))).toBe(key!.key);
+      expect(
+        openSealedSecret(data.enrollment_key_sealed!, sealingKey, SEALING_CONTEXTS.enrollmentKey(recipient)),
+      ).toBe(key!.key);
 
-      expect(await count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1`, [orgId])).toBe(1);
+      expect(
+        await count(`select count(*) as n from enrollment.enrollment_codes where org_id = $1`, [orgId]),
+      ).toBe(1);
       expect((await enroll(key!.key, code)).orgId).toBe(orgId);
     });
   });
@@ -409,27 +578,55 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
           expect((await failure(call({ orgId: b.orgId, deviceId }))).code).toBe('DEVICE_NOT_FOUND');
         }
       }
-      const listedByB = await client.listDevices({ orgId: b.orgId, limit: 0, cursor: '', status: ANY, query: 'isolated' });
+      const listedByB = await client.listDevices({
+        orgId: b.orgId,
+        limit: 0,
+        cursor: '',
+        status: ANY,
+        query: 'isolated',
+      });
       expect(listedByB.devices).toEqual([]);
-      expect((await client.listDevices({ orgId: b.orgId, limit: 0, cursor: '', status: ANY, query: '' })).devices.map((d) => d.id)).toEqual([other.deviceId]);
+      expect(
+        (
+          await client.listDevices({ orgId: b.orgId, limit: 0, cursor: '', status: ANY, query: '' })
+        ).devices.map((d) => d.id),
+      ).toEqual([other.deviceId]);
 
       await client.disableDevice({ orgId: a.orgId, deviceId: device.deviceId });
       await client.disableDevice({ orgId: a.orgId, deviceId: device.deviceId });
-      expect((await client.authenticateDevice({ deviceToken: device.deviceToken })).status).toBe(DeviceStatus.DEVICE_STATUS_DISABLED);
+      expect((await client.authenticateDevice({ deviceToken: device.deviceToken })).status).toBe(
+        DeviceStatus.DEVICE_STATUS_DISABLED,
+      );
       await client.enableDevice({ orgId: a.orgId, deviceId: device.deviceId });
       await client.enableDevice({ orgId: a.orgId, deviceId: device.deviceId });
-      expect((await client.authenticateDevice({ deviceToken: device.deviceToken })).status).toBe(DeviceStatus.DEVICE_STATUS_ACTIVE);
+      expect((await client.authenticateDevice({ deviceToken: device.deviceToken })).status).toBe(
+        DeviceStatus.DEVICE_STATUS_ACTIVE,
+      );
       const eventsOf = (type: string) =>
-        count(`select count(*) as n from enrollment.outbox where type = $1 and envelope->'data'->>'device_id' = $2`, [type, device.deviceId]);
+        count(
+          `select count(*) as n from enrollment.outbox where type = $1 and envelope->'data'->>'device_id' = $2`,
+          [type, device.deviceId],
+        );
       expect(await eventsOf('device.disabled')).toBe(1);
       expect(await eventsOf('device.enabled')).toBe(1);
 
       await client.deleteDevice({ orgId: a.orgId, deviceId: device.deviceId });
       expect(await eventsOf('device.deleted')).toBe(1);
-      expect((await failure(client.authenticateDevice({ deviceToken: device.deviceToken }))).code).toBe('DEVICE_TOKEN_INVALID');
-      expect((await failure(client.deleteDevice({ orgId: a.orgId, deviceId: device.deviceId }))).code).toBe('DEVICE_NOT_FOUND');
-      expect(await count(`select count(*) as n from enrollment.enrollment_codes where consumed_by_device_id = $1`, [device.deviceId])).toBe(0);
-      expect((await client.authenticateDevice({ deviceToken: other.deviceToken })).deviceId).toBe(other.deviceId);
+      expect((await failure(client.authenticateDevice({ deviceToken: device.deviceToken }))).code).toBe(
+        'DEVICE_TOKEN_INVALID',
+      );
+      expect((await failure(client.deleteDevice({ orgId: a.orgId, deviceId: device.deviceId }))).code).toBe(
+        'DEVICE_NOT_FOUND',
+      );
+      expect(
+        await count(
+          `select count(*) as n from enrollment.enrollment_codes where consumed_by_device_id = $1`,
+          [device.deviceId],
+        ),
+      ).toBe(0);
+      expect((await client.authenticateDevice({ deviceToken: other.deviceToken })).deviceId).toBe(
+        other.deviceId,
+      );
     });
 
     it('are listed in enrollment order, paged by cursor, filtered by status and searched literally', async () => {
@@ -437,7 +634,9 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       const hostnames = ['alpha', 'beta', 'gamma_1', 'gammax1', '100%', '1000', 'Delta'];
       const enrolled = [];
       for (let i = 0; i < hostnames.length; i++) {
-        enrolled.push(await enroll(key, codes[i]!, { hostname: hostnames[i]!, machineId: `list-${orgId}-${i}` }));
+        enrolled.push(
+          await enroll(key, codes[i]!, { hostname: hostnames[i]!, machineId: `list-${orgId}-${i}` }),
+        );
       }
       await client.disableDevice({ orgId, deviceId: enrolled[1]!.deviceId });
       await client.disableDevice({ orgId, deviceId: enrolled[6]!.deviceId });
@@ -455,9 +654,17 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       expect(pages).toBe(3);
 
       const names = async (status: DeviceStatus, q: string) =>
-        (await client.listDevices({ orgId, limit: 0, cursor: '', status, query: q })).devices.map((d) => d.name);
+        (await client.listDevices({ orgId, limit: 0, cursor: '', status, query: q })).devices.map(
+          (d) => d.name,
+        );
       expect(await names(DeviceStatus.DEVICE_STATUS_DISABLED, '')).toEqual(['beta', 'Delta']);
-      expect(await names(DeviceStatus.DEVICE_STATUS_ACTIVE, '')).toEqual(['alpha', 'gamma_1', 'gammax1', '100%', '1000']);
+      expect(await names(DeviceStatus.DEVICE_STATUS_ACTIVE, '')).toEqual([
+        'alpha',
+        'gamma_1',
+        'gammax1',
+        '100%',
+        '1000',
+      ]);
       expect(await names(ANY, 'GAMMA_')).toEqual(['gamma_1']);
       expect(await names(ANY, '0%')).toEqual(['100%']);
       expect(await names(ANY, 'delta')).toEqual(['Delta']);
@@ -465,13 +672,24 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       expect(await names(ANY, `list-${orgId}-0`)).toEqual(['alpha']);
       expect(await names(ANY, '\\')).toEqual([]);
 
-      const unknownStatus = await failure(client.listDevices({ orgId, limit: 0, cursor: '', status: DeviceStatus.UNRECOGNIZED, query: '' }));
+      const unknownStatus = await failure(
+        client.listDevices({ orgId, limit: 0, cursor: '', status: DeviceStatus.UNRECOGNIZED, query: '' }),
+      );
       expect(unknownStatus.code).toBe('VALIDATION_FAILED');
-      const badCursor = await failure(client.listDevices({ orgId, limit: 0, cursor: 'garbage', status: ANY, query: '' }));
+      const badCursor = await failure(
+        client.listDevices({ orgId, limit: 0, cursor: 'garbage', status: ANY, query: '' }),
+      );
       expect(badCursor.code).toBe('VALIDATION_FAILED');
-      const forgedCursor = Buffer.from(JSON.stringify([new Date().toISOString(), "x' or 1=1"])).toString('base64url');
-      expect((await failure(client.listDevices({ orgId, limit: 0, cursor: forgedCursor, status: ANY, query: '' }))).code).toBe('VALIDATION_FAILED');
-      expect((await failure(client.listDevices({ orgId, limit: 201, cursor: '', status: ANY, query: '' }))).code).toBe('VALIDATION_FAILED');
+      const forgedCursor = Buffer.from(JSON.stringify([new Date().toISOString(), "x' or 1=1"])).toString(
+        'base64url',
+      );
+      expect(
+        (await failure(client.listDevices({ orgId, limit: 0, cursor: forgedCursor, status: ANY, query: '' })))
+          .code,
+      ).toBe('VALIDATION_FAILED');
+      expect(
+        (await failure(client.listDevices({ orgId, limit: 201, cursor: '', status: ANY, query: '' }))).code,
+      ).toBe('VALIDATION_FAILED');
     });
 
     it('search a large organization through the trigram indexes, not by reading all its devices', async () => {
@@ -521,7 +739,9 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
     it('need an organization id at the boundary', async () => {
       for (const orgId of ['', 'not-a-uuid']) {
         expect((await failure(client.rotateEnrollmentKey({ orgId }))).code).toBe('VALIDATION_FAILED');
-        expect((await failure(client.listDevices({ orgId, limit: 0, cursor: '', status: ANY, query: '' }))).code).toBe('VALIDATION_FAILED');
+        expect(
+          (await failure(client.listDevices({ orgId, limit: 0, cursor: '', status: ANY, query: '' }))).code,
+        ).toBe('VALIDATION_FAILED');
       }
     });
   });

@@ -1,4 +1,9 @@
-import { DeadlockException, UniqueConstraintViolationException, type EntityManager, type MikroORM } from '@mikro-orm/postgresql';
+import {
+  DeadlockException,
+  UniqueConstraintViolationException,
+  type EntityManager,
+  type MikroORM,
+} from '@mikro-orm/postgresql';
 import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
 import { isUuid } from '@sts/vocabulary/identifiers';
 import type {
@@ -197,11 +202,22 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
 
   async findKey(orgId: string): Promise<StoredEnrollmentKey | null> {
     if (!isUuid(orgId)) return null;
-    const row = await this.sql.one<{ org_id: string; key_hash: string; key_sealed: string; created_at: string }>(
-      `select org_id, key_hash, key_sealed, created_at from enrollment.enrollment_keys where org_id = ?`,
-      [orgId],
-    );
-    return row ? { orgId: row.org_id, keyHash: row.key_hash, keySealed: row.key_sealed, createdAt: new Date(row.created_at) } : null;
+    const row = await this.sql.one<{
+      org_id: string;
+      key_hash: string;
+      key_sealed: string;
+      created_at: string;
+    }>(`select org_id, key_hash, key_sealed, created_at from enrollment.enrollment_keys where org_id = ?`, [
+      orgId,
+    ]);
+    return row
+      ? {
+          orgId: row.org_id,
+          keyHash: row.key_hash,
+          keySealed: row.key_sealed,
+          createdAt: new Date(row.created_at),
+        }
+      : null;
   }
 
   async upsertKey(key: StoredEnrollmentKey): Promise<void> {

@@ -18,7 +18,15 @@ export type { RunningService } from '@sts/service-host/service-host';
  */
 export function startEnrollmentService(config: EnrollmentConfig, logger: Logger): Promise<RunningService> {
   return runServiceHost(
-    { name: 'enrollment', schema: ENROLLMENT_SCHEMA, entities: [], migrations: ENROLLMENT_MIGRATIONS, publishesEvents: true, config, logger },
+    {
+      name: 'enrollment',
+      schema: ENROLLMENT_SCHEMA,
+      entities: [],
+      migrations: ENROLLMENT_MIGRATIONS,
+      publishesEvents: true,
+      config,
+      logger,
+    },
     async (host) => {
       const service = new EnrollmentService(
         new MikroEnrollmentStore(host.orm, () => host.wakeOutbox()),
@@ -29,7 +37,14 @@ export function startEnrollmentService(config: EnrollmentConfig, logger: Logger)
         { now: () => new Date() },
         { newId: () => randomUUID() },
       );
-      return [registerService('enrollment.v1.EnrollmentService', EnrollmentServiceService, enrollmentGrpcHandlers(service), logger)];
+      return [
+        registerService(
+          'enrollment.v1.EnrollmentService',
+          EnrollmentServiceService,
+          enrollmentGrpcHandlers(service),
+          logger,
+        ),
+      ];
     },
   );
 }

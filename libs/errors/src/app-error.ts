@@ -16,7 +16,11 @@ export class AppError extends Error {
   readonly detail: string;
   readonly fields: readonly FieldViolation[];
 
-  constructor(code: ErrorCode, detail?: string, options: { fields?: FieldViolation[]; cause?: unknown } = {}) {
+  constructor(
+    code: ErrorCode,
+    detail?: string,
+    options: { fields?: FieldViolation[]; cause?: unknown } = {},
+  ) {
     const message = detail ?? ERROR_CATALOGUE[code].title;
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'AppError';

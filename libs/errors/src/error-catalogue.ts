@@ -10,7 +10,11 @@ export interface ErrorDefinition {
 
 /** The one mapping of every error code to its gRPC and HTTP status. `Record` makes it exhaustive. */
 export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
-  VALIDATION_FAILED: { httpStatus: 400, grpcStatus: GrpcStatus.INVALID_ARGUMENT, title: 'Request validation failed' },
+  VALIDATION_FAILED: {
+    httpStatus: 400,
+    grpcStatus: GrpcStatus.INVALID_ARGUMENT,
+    title: 'Request validation failed',
+  },
   MALFORMED_REQUEST: { httpStatus: 400, grpcStatus: GrpcStatus.INVALID_ARGUMENT, title: 'Malformed request' },
   UNSUPPORTED_MEDIA_TYPE: {
     httpStatus: 415,
@@ -20,14 +24,26 @@ export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
   PAYLOAD_TOO_LARGE: { httpStatus: 413, grpcStatus: GrpcStatus.OUT_OF_RANGE, title: 'Payload too large' },
   ROUTE_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.UNIMPLEMENTED, title: 'Route not found' },
   RATE_LIMITED: { httpStatus: 429, grpcStatus: GrpcStatus.RESOURCE_EXHAUSTED, title: 'Too many requests' },
-  UNAUTHENTICATED: { httpStatus: 401, grpcStatus: GrpcStatus.UNAUTHENTICATED, title: 'Authentication required' },
-  FORBIDDEN: { httpStatus: 403, grpcStatus: GrpcStatus.PERMISSION_DENIED, title: 'Not allowed for this role' },
+  UNAUTHENTICATED: {
+    httpStatus: 401,
+    grpcStatus: GrpcStatus.UNAUTHENTICATED,
+    title: 'Authentication required',
+  },
+  FORBIDDEN: {
+    httpStatus: 403,
+    grpcStatus: GrpcStatus.PERMISSION_DENIED,
+    title: 'Not allowed for this role',
+  },
   DASHBOARD_ACCESS_DENIED: {
     httpStatus: 403,
     grpcStatus: GrpcStatus.PERMISSION_DENIED,
     title: 'Dashboard access is disabled for this member',
   },
-  ORGANIZATION_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.NOT_FOUND, title: 'Organization not found' },
+  ORGANIZATION_NOT_FOUND: {
+    httpStatus: 404,
+    grpcStatus: GrpcStatus.NOT_FOUND,
+    title: 'Organization not found',
+  },
   MEMBER_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.NOT_FOUND, title: 'Member not found' },
   LAST_ADMIN: {
     httpStatus: 409,
@@ -50,7 +66,11 @@ export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
     grpcStatus: GrpcStatus.INVALID_ARGUMENT,
     title: 'Invite token is invalid, expired or already used',
   },
-  NOTIFICATION_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.NOT_FOUND, title: 'Notification not found' },
+  NOTIFICATION_NOT_FOUND: {
+    httpStatus: 404,
+    grpcStatus: GrpcStatus.NOT_FOUND,
+    title: 'Notification not found',
+  },
   ENROLLMENT_KEY_NOT_FOUND: {
     httpStatus: 404,
     grpcStatus: GrpcStatus.NOT_FOUND,
@@ -66,8 +86,16 @@ export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
     grpcStatus: GrpcStatus.UNAUTHENTICATED,
     title: 'Enrollment key missing or invalid',
   },
-  ENROLLMENT_CODE_INVALID: { httpStatus: 400, grpcStatus: GrpcStatus.INVALID_ARGUMENT, title: 'Enrollment code is invalid' },
-  ENROLLMENT_CODE_EXPIRED: { httpStatus: 400, grpcStatus: GrpcStatus.INVALID_ARGUMENT, title: 'Enrollment code has expired' },
+  ENROLLMENT_CODE_INVALID: {
+    httpStatus: 400,
+    grpcStatus: GrpcStatus.INVALID_ARGUMENT,
+    title: 'Enrollment code is invalid',
+  },
+  ENROLLMENT_CODE_EXPIRED: {
+    httpStatus: 400,
+    grpcStatus: GrpcStatus.INVALID_ARGUMENT,
+    title: 'Enrollment code has expired',
+  },
   ENROLLMENT_CODE_USED: {
     httpStatus: 400,
     grpcStatus: GrpcStatus.INVALID_ARGUMENT,
@@ -79,9 +107,21 @@ export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
     title: 'This machine is enrolled in another organization',
   },
   DEVICE_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.NOT_FOUND, title: 'Device not found' },
-  DEVICE_TOKEN_INVALID: { httpStatus: 401, grpcStatus: GrpcStatus.UNAUTHENTICATED, title: 'Device token missing or invalid' },
-  DEVICE_DISABLED: { httpStatus: 403, grpcStatus: GrpcStatus.PERMISSION_DENIED, title: 'The device is disabled' },
-  DEADLINE_EXCEEDED: { httpStatus: 504, grpcStatus: GrpcStatus.DEADLINE_EXCEEDED, title: 'Upstream timed out' },
+  DEVICE_TOKEN_INVALID: {
+    httpStatus: 401,
+    grpcStatus: GrpcStatus.UNAUTHENTICATED,
+    title: 'Device token missing or invalid',
+  },
+  DEVICE_DISABLED: {
+    httpStatus: 403,
+    grpcStatus: GrpcStatus.PERMISSION_DENIED,
+    title: 'The device is disabled',
+  },
+  DEADLINE_EXCEEDED: {
+    httpStatus: 504,
+    grpcStatus: GrpcStatus.DEADLINE_EXCEEDED,
+    title: 'Upstream timed out',
+  },
   SERVICE_UNAVAILABLE: {
     httpStatus: 503,
     grpcStatus: GrpcStatus.UNAVAILABLE,

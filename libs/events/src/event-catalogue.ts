@@ -34,7 +34,12 @@ export const EVENT_CATALOGUE = {
     dashboard_access: z.boolean(),
     at: z.iso.datetime(),
   }),
-  'member.removed': z.object({ org_id: z.string(), member_id: z.string(), user_id: z.string(), at: z.iso.datetime() }),
+  'member.removed': z.object({
+    org_id: z.string(),
+    member_id: z.string(),
+    user_id: z.string(),
+    at: z.iso.datetime(),
+  }),
   'invite.created': z.object({
     org_id: z.string(),
     org_name: z.string(),
@@ -55,8 +60,18 @@ export const EVENT_CATALOGUE = {
     /** True when a machine already enrolled in the organization enrolled again (same device id, new token). */
     re_enrolled: z.boolean(),
   }),
-  'device.disabled': z.object({ org_id: z.string(), device_id: z.string(), hostname: z.string(), at: z.iso.datetime() }),
-  'device.enabled': z.object({ org_id: z.string(), device_id: z.string(), hostname: z.string(), at: z.iso.datetime() }),
+  'device.disabled': z.object({
+    org_id: z.string(),
+    device_id: z.string(),
+    hostname: z.string(),
+    at: z.iso.datetime(),
+  }),
+  'device.enabled': z.object({
+    org_id: z.string(),
+    device_id: z.string(),
+    hostname: z.string(),
+    at: z.iso.datetime(),
+  }),
   /** The device and all its telemetry must be removed everywhere. */
   'device.deleted': z.object({
     org_id: z.string(),

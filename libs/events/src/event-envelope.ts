@@ -19,6 +19,10 @@ export type EventEnvelope<Type extends string = string, Data = unknown> = {
   data: Data;
 };
 
-export function newEnvelope<Type extends string, Data>(type: Type, data: Data, now = new Date()): EventEnvelope<Type, Data> {
+export function newEnvelope<Type extends string, Data>(
+  type: Type,
+  data: Data,
+  now = new Date(),
+): EventEnvelope<Type, Data> {
   return { id: randomUUID(), type, occurred_at: now.toISOString(), data };
 }

@@ -240,15 +240,26 @@ describe('gateway (fake upstream, real token verifier)', () => {
       ['an over-long id', `/api/members/${'a'.repeat(300)}`, 404, 'ROUTE_NOT_FOUND'],
       ['a badly percent-encoded id', '/api/members/%E0%A4%A', 400, 'MALFORMED_REQUEST'],
     ] as const)('answers %s with problem+json and the request id', async (_label, url, status, code) => {
-      const response = await gw.app.inject({ method: 'DELETE', url, headers: as(admin, { 'x-request-id': 'req-1' }) });
+      const response = await gw.app.inject({
+        method: 'DELETE',
+        url,
+        headers: as(admin, { 'x-request-id': 'req-1' }),
+      });
       expect(response.headers['x-request-id']).toBe('req-1');
       expect(expectProblem(response, status, code).request_id).toBe('req-1');
       expect(response.body).not.toContain('aaaaaaaaaa');
     });
 
     it('names each unknown body field and asks for a Bearer token on 401', async () => {
-      const response = await gw.app.inject({ method: 'POST', url: '/api/invites', headers: as(admin), payload: { email: 'a@b.test', role: 'ANALYST', rol: 'x' } });
-      expect(expectProblem(response, 400, 'VALIDATION_FAILED').errors).toEqual([{ path: 'body.rol', message: 'is not a known field' }]);
+      const response = await gw.app.inject({
+        method: 'POST',
+        url: '/api/invites',
+        headers: as(admin),
+        payload: { email: 'a@b.test', role: 'ANALYST', rol: 'x' },
+      });
+      expect(expectProblem(response, 400, 'VALIDATION_FAILED').errors).toEqual([
+        { path: 'body.rol', message: 'is not a known field' },
+      ]);
       const anonymous = await gw.app.inject({ method: 'GET', url: '/api/members' });
       expectProblem(anonymous, 401, 'UNAUTHENTICATED');
       expect(anonymous.headers['www-authenticate']).toBe('Bearer');
@@ -502,16 +513,23 @@ describe('gateway (fake upstream, real token verifier)', () => {
       ['10.0.0.0/8, 192.168.1.10', ['10.0.0.0/8', '192.168.1.10']],
       ['::1/128', ['::1/128']],
     ])('reads TRUST_PROXY=%s', (value, expected) => {
-      expect(loadConfig(gatewayEnvSchema.pick({ TRUST_PROXY: true }), { TRUST_PROXY: value }).TRUST_PROXY).toEqual(expected);
+      expect(
+        loadConfig(gatewayEnvSchema.pick({ TRUST_PROXY: true }), { TRUST_PROXY: value }).TRUST_PROXY,
+      ).toEqual(expected);
     });
 
     it.each(['yes', '10.0.0.0/33', 'proxy.internal', '1.2.3.4/8/9'])('refuses TRUST_PROXY=%s', (value) => {
-      expect(() => loadConfig(gatewayEnvSchema.pick({ TRUST_PROXY: true }), { TRUST_PROXY: value })).toThrow(/TRUST_PROXY/);
+      expect(() => loadConfig(gatewayEnvSchema.pick({ TRUST_PROXY: true }), { TRUST_PROXY: value })).toThrow(
+        /TRUST_PROXY/,
+      );
     });
 
     it('believes only the configured proxies in X-Forwarded-For, so a client cannot pick its address', async () => {
       for (const trust of [1, ['203.0.113.7']] as const) {
-        const limited = await startTestGateway({ RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 2, TRUST_PROXY: trust as number | string[] });
+        const limited = await startTestGateway({
+          RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 2,
+          TRUST_PROXY: trust as number | string[],
+        });
         try {
           // The proxy (203.0.113.7) appends the address it saw; the client forged the hops before it.
           const accept = (forged: string) =>
@@ -747,7 +765,10 @@ describe('gateway (fake upstream, real token verifier)', () => {
       };
     };
     /** Runs `test` against a gateway of its own with these limits and the scripted upstream. */
-    const withLimits = async (config: Parameters<typeof startTestGateway>[0], test: (target: TestGateway) => Promise<void>) => {
+    const withLimits = async (
+      config: Parameters<typeof startTestGateway>[0],
+      test: (target: TestGateway) => Promise<void>,
+    ) => {
       const target = await startTestGateway(config);
       try {
         scriptEnrollment(target);
@@ -767,8 +788,14 @@ describe('gateway (fake upstream, real token verifier)', () => {
 
     it('throttles failed enrollments per key and per address, never successful ones', async () => {
       await withLimits({ ENROLL_FAILURES_PER_MINUTE: 3 }, async (limited) => {
-        for (let i = 0; i < 5; i++) expect((await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
-        for (let i = 0; i < 3; i++) expectProblem(await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', `GUESS-${i}`), 400, 'ENROLLMENT_CODE_INVALID');
+        for (let i = 0; i < 5; i++)
+          expect((await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
+        for (let i = 0; i < 3; i++)
+          expectProblem(
+            await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', `GUESS-${i}`),
+            400,
+            'ENROLLMENT_CODE_INVALID',
+          );
 
         const blocked = await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD');
         expectProblem(blocked, 429, 'RATE_LIMITED');
@@ -798,7 +825,8 @@ describe('gateway (fake upstream, real token verifier)', () => {
 
     it('caps all enrollment requests per address (ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE)', async () => {
       await withLimits({ ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 3 }, async (limited) => {
-        for (let i = 0; i < 3; i++) expect((await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
+        for (let i = 0; i < 3; i++)
+          expect((await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
         expectProblem(await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
         expect((await enrollFrom(limited, '10.0.0.2', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
         expect(limited.upstream.callsOf('enrollDevice')).toHaveLength(4);
@@ -817,7 +845,14 @@ describe('gateway (fake upstream, real token verifier)', () => {
       // 255 characters outside the Basic Multilingual Plane are 510 UTF-16 units.
       expect((await enroll('🖥'.repeat(255))).statusCode).toBe(200);
       expect((await enroll('主'.repeat(255))).statusCode).toBe(200);
-      for (const hostname of ['🖥'.repeat(256), 'a'.repeat(256), 'alpha\u0085beta', 'alpha\u0007', 'alpha\u007f', '']) {
+      for (const hostname of [
+        '🖥'.repeat(256),
+        'a'.repeat(256),
+        'alpha\u0085beta',
+        'alpha\u0007',
+        'alpha\u007f',
+        '',
+      ]) {
         const body = expectProblem(await enroll(hostname), 400, 'VALIDATION_FAILED');
         expect(body.errors).toEqual([expect.objectContaining({ path: 'body.hostname' })]);
       }
@@ -828,7 +863,10 @@ describe('gateway (fake upstream, real token verifier)', () => {
       const analyst = await gw.tokens.user('ana@example.com');
       const appUser = await gw.tokens.user('app@example.com');
       gw.upstream.memberships.set('ana@example.com', { role: ProtoRole.ROLE_ANALYST, dashboardAccess: true });
-      gw.upstream.memberships.set('app@example.com', { role: ProtoRole.ROLE_APP_USER, dashboardAccess: true });
+      gw.upstream.memberships.set('app@example.com', {
+        role: ProtoRole.ROLE_APP_USER,
+        dashboardAccess: true,
+      });
       gw.upstream.enrollment.listDevices = async () => ({ devices: [], nextCursor: '' });
       for (const method of ['disableDevice', 'enableDevice', 'deleteDevice'] as const) {
         gw.upstream.enrollment[method] = async (request) => {
@@ -844,7 +882,8 @@ describe('gateway (fake upstream, real token verifier)', () => {
         ['POST', '/api/devices/d-1/enable'],
         ['DELETE', '/api/devices/d-1'],
       ] as const;
-      for (const [method, url] of routes) expect([method, url, await status(appUser, method, url)]).toEqual([method, url, 403]);
+      for (const [method, url] of routes)
+        expect([method, url, await status(appUser, method, url)]).toEqual([method, url, 403]);
       expect(gw.upstream.calls.filter((call) => call.method.endsWith('Device'))).toEqual([]);
 
       expect(await status(analyst, 'GET', '/api/devices')).toBe(200);
@@ -852,23 +891,37 @@ describe('gateway (fake upstream, real token verifier)', () => {
       expect(await status(analyst, 'POST', '/api/devices/d-1/enable')).toBe(204);
       expect(await status(analyst, 'DELETE', '/api/devices/d-1')).toBe(403);
       expect(await status(admin, 'DELETE', '/api/devices/d-1')).toBe(204);
-      expect(gw.upstream.calls.filter((call) => call.method.endsWith('Device')).map((call) => call.method)).toEqual([
-        'disableDevice',
-        'enableDevice',
-        'deleteDevice',
-      ]);
+      expect(
+        gw.upstream.calls.filter((call) => call.method.endsWith('Device')).map((call) => call.method),
+      ).toEqual(['disableDevice', 'enableDevice', 'deleteDevice']);
     });
 
     it('links the next page of devices, keeping the filters', async () => {
-      gw.upstream.enrollment.listDevices = async (request) => ({ devices: [], nextCursor: request.cursor ? '' : 'c2' });
-      const first = await gw.app.inject({ method: 'GET', url: '/api/devices?status=active&q=ws-0&limit=10', headers: as(admin) });
+      gw.upstream.enrollment.listDevices = async (request) => ({
+        devices: [],
+        nextCursor: request.cursor ? '' : 'c2',
+      });
+      const first = await gw.app.inject({
+        method: 'GET',
+        url: '/api/devices?status=active&q=ws-0&limit=10',
+        headers: as(admin),
+      });
       expect(first.statusCode).toBe(200);
       const link = /^<([^>]+)>; rel="next"$/.exec(String(first.headers.link));
       expect(link).not.toBeNull();
       const next = new URL(link?.[1] ?? '', 'http://gateway');
       expect(next.pathname).toBe('/api/devices');
-      expect(Object.fromEntries(next.searchParams)).toEqual({ status: 'active', q: 'ws-0', limit: '10', cursor: 'c2' });
-      const last = await gw.app.inject({ method: 'GET', url: `${next.pathname}${next.search}`, headers: as(admin) });
+      expect(Object.fromEntries(next.searchParams)).toEqual({
+        status: 'active',
+        q: 'ws-0',
+        limit: '10',
+        cursor: 'c2',
+      });
+      const last = await gw.app.inject({
+        method: 'GET',
+        url: `${next.pathname}${next.search}`,
+        headers: as(admin),
+      });
       expect(last.statusCode).toBe(200);
       expect(last.headers.link).toBeUndefined();
     });
@@ -879,15 +932,37 @@ describe('gateway (fake upstream, real token verifier)', () => {
         return { deviceId: 'd-1', orgId: ORG_ID, deviceToken: 'sts_dev_x', reEnrolled: false };
       };
       const enroll = (payload: object) =>
-        gw.app.inject({ method: 'POST', url: '/api/device/enroll', headers: { 'x-enrollment-key': 'sts_ek_x' }, payload });
+        gw.app.inject({
+          method: 'POST',
+          url: '/api/device/enroll',
+          headers: { 'x-enrollment-key': 'sts_ek_x' },
+          payload,
+        });
       const body = { code: 'ABCD-EFGH', machine_id: 'm-1', hostname: 'alpha' };
 
       const enrolled = await enroll({ ...body, metadata: { os: 'linux', tags: ['a', 'b'] } });
-      expect(enrolled.json()).toEqual({ device_id: 'd-1', org_id: ORG_ID, device_token: 'sts_dev_x', re_enrolled: false });
+      expect(enrolled.json()).toEqual({
+        device_id: 'd-1',
+        org_id: ORG_ID,
+        device_token: 'sts_dev_x',
+        re_enrolled: false,
+      });
       await enroll(body);
       expect(gw.upstream.callsOf('enrollDevice').map((call) => call.request)).toEqual([
-        { enrollmentKey: 'sts_ek_x', code: 'ABCD-EFGH', machineId: 'm-1', hostname: 'alpha', metadataJson: '{"os":"linux","tags":["a","b"]}' },
-        { enrollmentKey: 'sts_ek_x', code: 'ABCD-EFGH', machineId: 'm-1', hostname: 'alpha', metadataJson: '{}' },
+        {
+          enrollmentKey: 'sts_ek_x',
+          code: 'ABCD-EFGH',
+          machineId: 'm-1',
+          hostname: 'alpha',
+          metadataJson: '{"os":"linux","tags":["a","b"]}',
+        },
+        {
+          enrollmentKey: 'sts_ek_x',
+          code: 'ABCD-EFGH',
+          machineId: 'm-1',
+          hostname: 'alpha',
+          metadataJson: '{}',
+        },
       ]);
 
       // {"x":"…"} is 8 bytes around the value: 16,384 bytes in all is the most allowed.
@@ -901,11 +976,18 @@ describe('gateway (fake upstream, real token verifier)', () => {
 
     it('serves the enrollment key and codes to ORG_ADMIN only, in contract shapes', async () => {
       const created = new Date('2026-03-01T12:00:00.000Z');
-      gw.upstream.enrollment.getEnrollmentKey = async () => ({ key: { key: 'sts_ek_1', createdAt: created } });
-      gw.upstream.enrollment.rotateEnrollmentKey = async () => ({ key: { key: 'sts_ek_2', createdAt: created } });
+      gw.upstream.enrollment.getEnrollmentKey = async () => ({
+        key: { key: 'sts_ek_1', createdAt: created },
+      });
+      gw.upstream.enrollment.rotateEnrollmentKey = async () => ({
+        key: { key: 'sts_ek_2', createdAt: created },
+      });
       gw.upstream.enrollment.revokeEnrollmentKey = async () => ({});
       gw.upstream.enrollment.createEnrollmentCodes = async (request) => ({
-        codes: Array.from({ length: request.count }, (_, i) => ({ code: `CODE-000${i}`, expiresAt: created })),
+        codes: Array.from({ length: request.count }, (_, i) => ({
+          code: `CODE-000${i}`,
+          expiresAt: created,
+        })),
       });
       gw.upstream.enrollment.emailEnrollmentCode = async () => ({ expiresAt: created });
 
@@ -919,34 +1001,81 @@ describe('gateway (fake upstream, real token verifier)', () => {
         ['POST', '/api/enrollment-codes/email'],
       ] as const;
       for (const [method, url] of routes) {
-        expectProblem(await gw.app.inject({ method, url, headers: as(analyst), payload: { email: 'x@example.com' } }), 403, 'FORBIDDEN');
+        expectProblem(
+          await gw.app.inject({ method, url, headers: as(analyst), payload: { email: 'x@example.com' } }),
+          403,
+          'FORBIDDEN',
+        );
       }
 
       const at = '2026-03-01T12:00:00.000Z';
-      expect((await gw.app.inject({ method: 'GET', url: '/api/enrollment-key', headers: as(admin) })).json()).toEqual({ key: 'sts_ek_1', created_at: at });
-      expect((await gw.app.inject({ method: 'POST', url: '/api/enrollment-key', headers: as(admin) })).json()).toEqual({ key: 'sts_ek_2', created_at: at });
-      expect((await gw.app.inject({ method: 'DELETE', url: '/api/enrollment-key', headers: as(admin) })).statusCode).toBe(204);
-      expect((await gw.app.inject({ method: 'POST', url: '/api/enrollment-codes', headers: as(admin), payload: { count: 2 } })).json()).toEqual({
+      expect(
+        (await gw.app.inject({ method: 'GET', url: '/api/enrollment-key', headers: as(admin) })).json(),
+      ).toEqual({ key: 'sts_ek_1', created_at: at });
+      expect(
+        (await gw.app.inject({ method: 'POST', url: '/api/enrollment-key', headers: as(admin) })).json(),
+      ).toEqual({ key: 'sts_ek_2', created_at: at });
+      expect(
+        (await gw.app.inject({ method: 'DELETE', url: '/api/enrollment-key', headers: as(admin) }))
+          .statusCode,
+      ).toBe(204);
+      expect(
+        (
+          await gw.app.inject({
+            method: 'POST',
+            url: '/api/enrollment-codes',
+            headers: as(admin),
+            payload: { count: 2 },
+          })
+        ).json(),
+      ).toEqual({
         codes: [
           { code: 'CODE-0000', expires_at: at },
           { code: 'CODE-0001', expires_at: at },
         ],
       });
       expectProblem(
-        await gw.app.inject({ method: 'POST', url: '/api/enrollment-codes', headers: as(admin), payload: { count: 101 } }),
+        await gw.app.inject({
+          method: 'POST',
+          url: '/api/enrollment-codes',
+          headers: as(admin),
+          payload: { count: 101 },
+        }),
         400,
         'VALIDATION_FAILED',
       );
-      const emailed = await gw.app.inject({ method: 'POST', url: '/api/enrollment-codes/email', headers: as(admin), payload: { email: 'Ops@Example.com' } });
+      const emailed = await gw.app.inject({
+        method: 'POST',
+        url: '/api/enrollment-codes/email',
+        headers: as(admin),
+        payload: { email: 'Ops@Example.com' },
+      });
       expect(emailed.json()).toEqual({ email: 'ops@example.com', expires_at: at });
 
-      gw.upstream.enrollment.getEnrollmentKey = async () => ({ key: { key: 'sts_ek_1', createdAt: undefined } });
-      gw.upstream.enrollment.createEnrollmentCodes = async () => ({ codes: [{ code: 'CODE-0000', expiresAt: undefined }] });
+      gw.upstream.enrollment.getEnrollmentKey = async () => ({
+        key: { key: 'sts_ek_1', createdAt: undefined },
+      });
+      gw.upstream.enrollment.createEnrollmentCodes = async () => ({
+        codes: [{ code: 'CODE-0000', expiresAt: undefined }],
+      });
       gw.upstream.enrollment.emailEnrollmentCode = async () => ({ expiresAt: undefined });
-      expectProblem(await gw.app.inject({ method: 'GET', url: '/api/enrollment-key', headers: as(admin) }), 500, 'INTERNAL');
-      expectProblem(await gw.app.inject({ method: 'POST', url: '/api/enrollment-codes', headers: as(admin) }), 500, 'INTERNAL');
       expectProblem(
-        await gw.app.inject({ method: 'POST', url: '/api/enrollment-codes/email', headers: as(admin), payload: { email: 'ops@example.com' } }),
+        await gw.app.inject({ method: 'GET', url: '/api/enrollment-key', headers: as(admin) }),
+        500,
+        'INTERNAL',
+      );
+      expectProblem(
+        await gw.app.inject({ method: 'POST', url: '/api/enrollment-codes', headers: as(admin) }),
+        500,
+        'INTERNAL',
+      );
+      expectProblem(
+        await gw.app.inject({
+          method: 'POST',
+          url: '/api/enrollment-codes/email',
+          headers: as(admin),
+          payload: { email: 'ops@example.com' },
+        }),
         500,
         'INTERNAL',
       );
@@ -971,7 +1100,11 @@ describe('gateway (fake upstream, real token verifier)', () => {
           nextCursor: '',
         };
       };
-      const response = await gw.app.inject({ method: 'GET', url: '/api/devices?status=disabled&q=alp', headers: as(admin) });
+      const response = await gw.app.inject({
+        method: 'GET',
+        url: '/api/devices?status=disabled&q=alp',
+        headers: as(admin),
+      });
       expect(response.statusCode).toBe(200);
       expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
       expect(response.json()).toEqual([
@@ -990,7 +1123,11 @@ describe('gateway (fake upstream, real token verifier)', () => {
         { orgId: ORG_ID, limit: 0, cursor: '', status: DeviceStatus.DEVICE_STATUS_DISABLED, query: 'alp' },
         { orgId: ORG_ID, limit: 0, cursor: '', status: DeviceStatus.DEVICE_STATUS_UNSPECIFIED, query: '' },
       ]);
-      expectProblem(await gw.app.inject({ method: 'GET', url: '/api/devices?status=gone', headers: as(admin) }), 400, 'VALIDATION_FAILED');
+      expectProblem(
+        await gw.app.inject({ method: 'GET', url: '/api/devices?status=gone', headers: as(admin) }),
+        400,
+        'VALIDATION_FAILED',
+      );
     });
 
     it('disables and enables a device through the matching upstream call', async () => {
@@ -1002,8 +1139,14 @@ describe('gateway (fake upstream, real token verifier)', () => {
         gw.upstream.calls.push({ method: 'enableDevice', request, requestId: undefined });
         return {};
       };
-      expect((await gw.app.inject({ method: 'POST', url: '/api/devices/d-1/disable', headers: as(admin) })).statusCode).toBe(204);
-      expect((await gw.app.inject({ method: 'POST', url: '/api/devices/d-2/enable', headers: as(admin) })).statusCode).toBe(204);
+      expect(
+        (await gw.app.inject({ method: 'POST', url: '/api/devices/d-1/disable', headers: as(admin) }))
+          .statusCode,
+      ).toBe(204);
+      expect(
+        (await gw.app.inject({ method: 'POST', url: '/api/devices/d-2/enable', headers: as(admin) }))
+          .statusCode,
+      ).toBe(204);
       expect(gw.upstream.calls.filter((call) => call.method.endsWith('ableDevice'))).toEqual([
         { method: 'disableDevice', request: { orgId: ORG_ID, deviceId: 'd-1' }, requestId: undefined },
         { method: 'enableDevice', request: { orgId: ORG_ID, deviceId: 'd-2' }, requestId: undefined },
@@ -1045,13 +1188,21 @@ describe('gateway caches', () => {
     try {
       const token = await gw.tokens.user('ada@example.com');
       for (let i = 0; i < 3; i += 1) {
-        const response = await gw.app.inject({ method: 'GET', url: '/api/session', headers: { authorization: `Bearer ${token}` } });
+        const response = await gw.app.inject({
+          method: 'GET',
+          url: '/api/session',
+          headers: { authorization: `Bearer ${token}` },
+        });
         expect(response.statusCode).toBe(200);
       }
       expect(gw.upstream.callsOf('resolveCaller')).toHaveLength(1);
       expect(gw.upstream.callsOf('getLicense')).toHaveLength(1);
       const other = await gw.tokens.user('grace@example.com');
-      await gw.app.inject({ method: 'GET', url: '/api/session', headers: { authorization: `Bearer ${other}` } });
+      await gw.app.inject({
+        method: 'GET',
+        url: '/api/session',
+        headers: { authorization: `Bearer ${other}` },
+      });
       expect(gw.upstream.callsOf('resolveCaller')).toHaveLength(2);
     } finally {
       await gw.app.close();
@@ -1070,7 +1221,12 @@ describe('gateway caches', () => {
 
       await list();
       expect(gw.upstream.callsOf('listMembers')).toHaveLength(1);
-      const patched = await gw.app.inject({ method: 'PATCH', url: '/api/members/m-2', headers, payload: { role: 'ANALYST' } });
+      const patched = await gw.app.inject({
+        method: 'PATCH',
+        url: '/api/members/m-2',
+        headers,
+        payload: { role: 'ANALYST' },
+      });
       expect(patched.statusCode).toBe(200);
       await list();
       expect(gw.upstream.callsOf('listMembers')).toHaveLength(2);

@@ -48,14 +48,22 @@ export interface GatewayDependencies {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 
 /** The public REST API of contract.md. Knows HTTP; every decision is made by the services behind it. */
-export async function buildGateway({ config, logger, clients, verifier, caches, now = Date.now }: GatewayDependencies) {
+export async function buildGateway({
+  config,
+  logger,
+  clients,
+  verifier,
+  caches,
+  now = Date.now,
+}: GatewayDependencies) {
   const app = Fastify({
     loggerInstance: logger,
     // One line per request at debug (see onResponse below) instead of Fastify's two at info.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.BODY_LIMIT_BYTES,
     // A number trusts that many hops nearest the gateway (proxy-addr's rule, as Fastify documents it).
-    trustProxy: typeof config.TRUST_PROXY === 'number' ? trustNearestHops(config.TRUST_PROXY) : config.TRUST_PROXY,
+    trustProxy:
+      typeof config.TRUST_PROXY === 'number' ? trustNearestHops(config.TRUST_PROXY) : config.TRUST_PROXY,
     requestIdHeader: false,
     genReqId: (request) => {
       const incoming = request.headers['x-request-id'];
@@ -80,13 +88,25 @@ export async function buildGateway({ config, logger, clients, verifier, caches, 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(responseSerializerCompiler);
   app.setErrorHandler(problemErrorHandler);
-  app.setNotFoundHandler((request, reply) => sendProblem(reply, request, new AppError('ROUTE_NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`)));
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(
+      reply,
+      request,
+      new AppError('ROUTE_NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`),
+    ),
+  );
   app.decorateRequest('caller', null);
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
   app.addHook('onResponse', async (request, reply) => {
-    const entry = { method: request.method, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime), reqId: request.id };
+    const entry = {
+      method: request.method,
+      url: request.url.split('?')[0],
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime),
+      reqId: request.id,
+    };
     if (reply.statusCode >= 500) request.log.warn(entry, 'request completed');
     else request.log.debug(entry, 'request completed');
   });
@@ -100,7 +120,9 @@ export async function buildGateway({ config, logger, clients, verifier, caches, 
         description:
           'Organization membership, device enrollment, analytics, alerting and billing. Errors are application/problem+json with a stable `code`.',
       },
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+      components: {
+        securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } },
+      },
     },
     transform: jsonSchemaTransform,
     transformObject: jsonSchemaTransformObject,
@@ -108,7 +130,8 @@ export async function buildGateway({ config, logger, clients, verifier, caches, 
   await app.register(swaggerUi, { routePrefix: '/docs' });
   await app.register(rateLimit, {
     global: false,
-    errorResponseBuilder: (_request, context) => new AppError('RATE_LIMITED', `Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`),
+    errorResponseBuilder: (_request, context) =>
+      new AppError('RATE_LIMITED', `Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`),
   });
 
   // Routes without user authentication.

@@ -79,7 +79,9 @@ export function authenticate(
     const resolveRequest = toResolveRequest(principal, requestedOrg ?? '');
     // The whole request (issuer, subject, e-mail, name, org) is the key: a changed profile resolves again.
     const cacheKey = JSON.stringify(resolveRequest);
-    const caller = await callers.getOrLoad(cacheKey, () => resolveCaller(clients, resolveRequest, request.id, principal.kind));
+    const caller = await callers.getOrLoad(cacheKey, () =>
+      resolveCaller(clients, resolveRequest, request.id, principal.kind),
+    );
     if (caller.kind === 'user' && !caller.dashboardAccess) throw new AppError('DASHBOARD_ACCESS_DENIED');
     request.caller = caller;
   };

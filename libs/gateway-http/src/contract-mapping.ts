@@ -112,11 +112,14 @@ export function licenseToContract(license: ProtoLicense | undefined): z.infer<ty
   const plan = license && PLAN[license.plan];
   const status = license && STATUS[license.status];
   const cycle = license && CYCLE[license.billingCycle];
-  if (!license || !plan || !status || !cycle) throw new AppError('INTERNAL', 'upstream returned an incomplete license');
+  if (!license || !plan || !status || !cycle)
+    throw new AppError('INTERNAL', 'upstream returned an incomplete license');
   return { plan, status, billing_cycle: cycle, expires_at: isoOf(license.expiresAt) };
 }
 
-export function enrollmentKeyToContract(key: ProtoEnrollmentKey | undefined): z.infer<typeof enrollmentKeyPayload> {
+export function enrollmentKeyToContract(
+  key: ProtoEnrollmentKey | undefined,
+): z.infer<typeof enrollmentKeyPayload> {
   const present = required(key, 'enrollment key');
   return { key: present.key, created_at: isoOf(present.createdAt) };
 }
@@ -126,7 +129,10 @@ export function enrollmentCodeToContract(code: ProtoEnrollmentCode): z.infer<typ
 }
 
 /** The answer to POST /api/enrollment-codes/email: the address the code went to, and until when it is valid. */
-export function emailedEnrollmentCodeToContract(email: string, emailed: EmailEnrollmentCodeResponse): { email: string; expires_at: string } {
+export function emailedEnrollmentCodeToContract(
+  email: string,
+  emailed: EmailEnrollmentCodeResponse,
+): { email: string; expires_at: string } {
   return { email, expires_at: isoOf(emailed.expiresAt) };
 }
 

@@ -37,7 +37,9 @@ export const invitePayload = z
 export const notificationPayload = z
   .object({
     id: z.string(),
-    type: z.string().describe('member.joined, device.enrolled, device.disabled, billing.updated or threat.alert'),
+    type: z
+      .string()
+      .describe('member.joined, device.enrolled, device.disabled, billing.updated or threat.alert'),
     message: z.string(),
     read: z.boolean(),
     created_at: timestamp,
@@ -108,7 +110,7 @@ export const problemPayload = z
 export const pageQuery = z
   .object({
     limit: z.coerce.number().int().min(1).max(200).optional().describe('Page size, 1 to 200 (default 50)'),
-    cursor: z.string().max(500).optional().describe('Opaque cursor from the previous page\'s Link header'),
+    cursor: z.string().max(500).optional().describe("Opaque cursor from the previous page's Link header"),
   })
   .strict();
 

@@ -13,7 +13,16 @@ const caller = (userId: string, orgId: string): Caller => ({
 });
 
 const page = (email: string) => ({
-  members: [{ id: 'm-1', email, name: 'Ada', role: 'ORG_ADMIN' as const, dashboard_access: true, joined_at: '2026-03-01T12:00:00.000Z' }],
+  members: [
+    {
+      id: 'm-1',
+      email,
+      name: 'Ada',
+      role: 'ORG_ADMIN' as const,
+      dashboard_access: true,
+      joined_at: '2026-03-01T12:00:00.000Z',
+    },
+  ],
   nextCursor: '',
 });
 
@@ -28,14 +37,14 @@ describe('GatewayCaches', () => {
     caches.callers.set('cy@beta', caller('cy', 'beta'));
 
     caches.membershipChanged('acme', 'ada');
-    expect(['ada@acme', 'ada@beta', 'bob@acme', 'cy@beta'].map((key) => caches.callers.get(key) !== undefined)).toEqual([
-      false,
-      false,
-      true,
-      true,
-    ]);
+    expect(
+      ['ada@acme', 'ada@beta', 'bob@acme', 'cy@beta'].map((key) => caches.callers.get(key) !== undefined),
+    ).toEqual([false, false, true, true]);
     caches.membershipChanged('acme', null);
-    expect([caches.callers.get('bob@acme'), caches.callers.get('cy@beta')?.userId]).toEqual([undefined, 'cy']);
+    expect([caches.callers.get('bob@acme'), caches.callers.get('cy@beta')?.userId]).toEqual([
+      undefined,
+      'cy',
+    ]);
   });
 
   it("evicts an organization's member pages, and only those", async () => {

@@ -23,7 +23,11 @@ export class GatewayCaches {
   readonly licenses: TtlCache<z.infer<typeof licensePayload>>;
   private readonly memberPages: TtlCache<CachedMemberPage>;
 
-  constructor(config: { CALLER_CACHE_TTL_MS: number; LICENSE_CACHE_TTL_MS: number; MEMBER_LIST_CACHE_TTL_MS: number }) {
+  constructor(config: {
+    CALLER_CACHE_TTL_MS: number;
+    LICENSE_CACHE_TTL_MS: number;
+    MEMBER_LIST_CACHE_TTL_MS: number;
+  }) {
     this.callers = new TtlCache(config.CALLER_CACHE_TTL_MS, {
       groupsOf: (_key, caller) => [userGroup(caller.userId), orgGroup(caller.org.id)],
     });

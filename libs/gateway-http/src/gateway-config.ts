@@ -10,7 +10,12 @@ export const gatewayEnvSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().default('127.0.0.1'),
   /** Largest accepted request body. */
-  BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(10 * 1024 * 1024).default(64 * 1024),
+  BODY_LIMIT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(10 * 1024 * 1024)
+    .default(64 * 1024),
   /** Requests per minute per client address on routes without user authentication. */
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: z.coerce.number().int().min(1).default(30),
   /** POST /api/device/enroll requests per minute per client address (mass roll-outs share NAT addresses). */
@@ -41,9 +46,15 @@ export const gatewayEnvSchema = z.object({
       if (trimmed === 'false' || trimmed === '' || trimmed === '0') return false;
       if (trimmed === 'true') return 1;
       if (/^\d{1,2}$/.test(trimmed)) return Number(trimmed);
-      const entries = trimmed.split(',').map((entry) => entry.trim()).filter(Boolean);
+      const entries = trimmed
+        .split(',')
+        .map((entry) => entry.trim())
+        .filter(Boolean);
       if (entries.length > 0 && entries.every(isAddressOrNetwork)) return entries;
-      context.addIssue({ code: 'custom', message: 'false, a number of proxies, or addresses/CIDR networks separated by commas' });
+      context.addIssue({
+        code: 'custom',
+        message: 'false, a number of proxies, or addresses/CIDR networks separated by commas',
+      });
       return z.NEVER;
     }),
 });

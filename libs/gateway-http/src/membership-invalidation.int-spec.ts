@@ -13,7 +13,11 @@ describe('membership invalidation over a real NATS server', () => {
   let nats: JetStreamConnection;
 
   beforeAll(async () => {
-    nats = await connectJetStream({ url: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', name: 'membership-int', logger });
+    nats = await connectJetStream({
+      url: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+      name: 'membership-int',
+      logger,
+    });
   });
 
   afterAll(async () => {
@@ -21,7 +25,11 @@ describe('membership invalidation over a real NATS server', () => {
   });
 
   it('goes on evicting after a message that is not JSON, or not an event', async () => {
-    const caches = new GatewayCaches({ CALLER_CACHE_TTL_MS: 0, LICENSE_CACHE_TTL_MS: 0, MEMBER_LIST_CACHE_TTL_MS: 0 });
+    const caches = new GatewayCaches({
+      CALLER_CACHE_TTL_MS: 0,
+      LICENSE_CACHE_TTL_MS: 0,
+      MEMBER_LIST_CACHE_TTL_MS: 0,
+    });
     const evicted: string[] = [];
     caches.membershipChanged = (orgId, userId) => void evicted.push(`${orgId}/${userId}`);
     const subscriptions = subscribeToMembershipChanges(nats.nc, namespace, caches, logger);
@@ -32,7 +40,14 @@ describe('membership invalidation over a real NATS server', () => {
       nats.nc.publish(subject, JSON.stringify({ deeply: { nested: [1, 2, 3] } }));
       nats.nc.publish(
         subject,
-        JSON.stringify(newEnvelope('member.removed', { org_id: 'acme', member_id: 'm-1', user_id: 'ada', at: new Date().toISOString() })),
+        JSON.stringify(
+          newEnvelope('member.removed', {
+            org_id: 'acme',
+            member_id: 'm-1',
+            user_id: 'ada',
+            at: new Date().toISOString(),
+          }),
+        ),
       );
       await eventually(async () => (evicted.length > 0 ? true : undefined));
       expect(evicted).toEqual(['acme/ada']);

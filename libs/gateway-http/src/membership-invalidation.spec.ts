@@ -22,26 +22,52 @@ function fakeNats() {
 describe('membership invalidation', () => {
   const at = '2026-03-01T12:00:00.000Z';
   const events = {
-    'member.joined': { org_id: 'acme', member_id: 'm-1', user_id: 'ada', email: 'ada@example.com', name: 'Ada', role: 'ANALYST', joined_at: at },
-    'member.updated': { org_id: 'acme', member_id: 'm-1', user_id: 'ada', role: 'ANALYST', dashboard_access: false, at },
+    'member.joined': {
+      org_id: 'acme',
+      member_id: 'm-1',
+      user_id: 'ada',
+      email: 'ada@example.com',
+      name: 'Ada',
+      role: 'ANALYST',
+      joined_at: at,
+    },
+    'member.updated': {
+      org_id: 'acme',
+      member_id: 'm-1',
+      user_id: 'ada',
+      role: 'ANALYST',
+      dashboard_access: false,
+      at,
+    },
     'member.removed': { org_id: 'acme', member_id: 'm-1', user_id: 'ada', at },
   } as const;
 
-  it.each(Object.keys(events) as (keyof typeof events)[])('evicts the user and organization named by %s', (type) => {
-    const { nc, deliver, callbacks } = fakeNats();
-    const caches = new GatewayCaches({ CALLER_CACHE_TTL_MS: 0, LICENSE_CACHE_TTL_MS: 0, MEMBER_LIST_CACHE_TTL_MS: 0 });
-    const evicted = jest.spyOn(caches, 'membershipChanged');
-    const logger = { warn: jest.fn() } as unknown as Logger;
-    subscribeToMembershipChanges(nc, 'test', caches, logger);
-    expect([...callbacks.keys()]).toEqual(['test.events.member.joined', 'test.events.member.updated', 'test.events.member.removed']);
+  it.each(Object.keys(events) as (keyof typeof events)[])(
+    'evicts the user and organization named by %s',
+    (type) => {
+      const { nc, deliver, callbacks } = fakeNats();
+      const caches = new GatewayCaches({
+        CALLER_CACHE_TTL_MS: 0,
+        LICENSE_CACHE_TTL_MS: 0,
+        MEMBER_LIST_CACHE_TTL_MS: 0,
+      });
+      const evicted = jest.spyOn(caches, 'membershipChanged');
+      const logger = { warn: jest.fn() } as unknown as Logger;
+      subscribeToMembershipChanges(nc, 'test', caches, logger);
+      expect([...callbacks.keys()]).toEqual([
+        'test.events.member.joined',
+        'test.events.member.updated',
+        'test.events.member.removed',
+      ]);
 
-    deliver(`test.events.${type}`, newEnvelope(type, events[type]));
-    expect(evicted).toHaveBeenCalledWith('acme', 'ada');
+      deliver(`test.events.${type}`, newEnvelope(type, events[type]));
+      expect(evicted).toHaveBeenCalledWith('acme', 'ada');
 
-    // Data outside the event catalogue is ignored, with a warning.
-    deliver(`test.events.${type}`, newEnvelope(type, { org_id: 'acme' }));
-    deliver(`test.events.${type}`, { data: events[type] });
-    expect(evicted).toHaveBeenCalledTimes(1);
-    expect(logger.warn).toHaveBeenCalledTimes(2);
-  });
+      // Data outside the event catalogue is ignored, with a warning.
+      deliver(`test.events.${type}`, newEnvelope(type, { org_id: 'acme' }));
+      deliver(`test.events.${type}`, { data: events[type] });
+      expect(evicted).toHaveBeenCalledTimes(1);
+      expect(logger.warn).toHaveBeenCalledTimes(2);
+    },
+  );
 });

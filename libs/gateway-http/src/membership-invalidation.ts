@@ -9,7 +9,12 @@ import type { GatewayCaches } from './gateway-caches';
  * Listens (plain NATS, no durable consumer: a missed message only means an entry lives until its
  * TTL) to membership events and evicts what they make stale.
  */
-export function subscribeToMembershipChanges(nc: NatsConnection, namespace: string, caches: GatewayCaches, logger: Logger): Subscription[] {
+export function subscribeToMembershipChanges(
+  nc: NatsConnection,
+  namespace: string,
+  caches: GatewayCaches,
+  logger: Logger,
+): Subscription[] {
   return (['member.joined', 'member.updated', 'member.removed'] as const).map((type) =>
     nc.subscribe(eventSubject(namespace, type), {
       callback: (error, message) => {

@@ -43,11 +43,20 @@ export function toAppError(error: FastifyError | Error): AppError {
     const fields = error.validation.flatMap((violation) => {
       const path = [where, ...violation.instancePath.split('/').filter(Boolean)].join('.');
       // Name each unknown field, so a typo is easy to spot.
-      const unknownKeys = violation.keyword === 'unrecognized_keys' ? (violation.params as { keys?: unknown }).keys : undefined;
-      if (Array.isArray(unknownKeys)) return unknownKeys.map((key) => ({ path: `${path}.${String(key)}`, message: 'is not a known field' }));
+      const unknownKeys =
+        violation.keyword === 'unrecognized_keys' ? (violation.params as { keys?: unknown }).keys : undefined;
+      if (Array.isArray(unknownKeys))
+        return unknownKeys.map((key) => ({
+          path: `${path}.${String(key)}`,
+          message: 'is not a known field',
+        }));
       return [{ path, message: violation.message ?? 'is invalid' }];
     });
-    return new AppError('VALIDATION_FAILED', `Invalid ${where}: ${fields.map((f) => `${f.path} ${f.message}`).join('; ')}`, { fields });
+    return new AppError(
+      'VALIDATION_FAILED',
+      `Invalid ${where}: ${fields.map((f) => `${f.path} ${f.message}`).join('; ')}`,
+      { fields },
+    );
   }
   const code = (error as FastifyError).code;
   switch (code) {
@@ -64,11 +73,13 @@ export function toAppError(error: FastifyError | Error): AppError {
       break;
   }
   const status = (error as FastifyError).statusCode;
-  if (error instanceof SyntaxError && status === 400) return new AppError('MALFORMED_REQUEST', 'Request body is not valid JSON');
+  if (error instanceof SyntaxError && status === 400)
+    return new AppError('MALFORMED_REQUEST', 'Request body is not valid JSON');
   if (status === 413) return new AppError('PAYLOAD_TOO_LARGE');
   if (status === 415) return new AppError('UNSUPPORTED_MEDIA_TYPE');
   if (status === 429) return new AppError('RATE_LIMITED');
-  if (status !== undefined && status >= 400 && status < 500) return new AppError('MALFORMED_REQUEST', error.message);
+  if (status !== undefined && status >= 400 && status < 500)
+    return new AppError('MALFORMED_REQUEST', error.message);
   return new AppError('INTERNAL', undefined, { cause: error });
 }
 
@@ -78,7 +89,11 @@ export function sendProblem(reply: FastifyReply, request: FastifyRequest, error:
   return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(problem);
 }
 
-export function problemErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+export function problemErrorHandler(
+  error: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): FastifyReply {
   const appError = toAppError(error);
   if (appError.code === 'INTERNAL' || isResponseSerializationError(error)) {
     request.log.error({ err: error }, 'request failed');

@@ -16,7 +16,9 @@ export interface RunningGateway {
 
 /** Starts the gateway; `stop()` closes everything in reverse order, and so does a failed start. */
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
-  const lifecycle = new Lifecycle((name, error) => logger.error({ err: error, resource: name }, 'shutdown step failed'));
+  const lifecycle = new Lifecycle((name, error) =>
+    logger.error({ err: error, resource: name }, 'shutdown step failed'),
+  );
   try {
     const clients = createUpstreamClients(config);
     lifecycle.add('grpc clients', () => clients.close());
@@ -25,7 +27,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     const nats = await connectJetStream({ url: config.NATS_URL, name: 'gateway', logger });
     lifecycle.add('nats', () => nats.close());
     const subscriptions = subscribeToMembershipChanges(nats.nc, config.NATS_NAMESPACE, caches, logger);
-    lifecycle.add('membership subscriptions', () => subscriptions.forEach((subscription) => subscription.unsubscribe()));
+    lifecycle.add('membership subscriptions', () =>
+      subscriptions.forEach((subscription) => subscription.unsubscribe()),
+    );
     const app = await buildGateway({ config, logger, clients, verifier, caches });
     lifecycle.add('http', () => app.close());
     await app.listen({ host: config.HOST, port: config.PORT });

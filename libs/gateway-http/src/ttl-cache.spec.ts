@@ -91,32 +91,35 @@ describe('TtlCache', () => {
     it.each([
       ['deleteWhere', (cache: TtlCache<string>) => cache.deleteWhere(() => false)],
       ['deleteGroup', (cache: TtlCache<string>) => cache.deleteGroup('unrelated')],
-    ])('does not store a load that was in flight during %s: it may predate the change', async (_name, evict) => {
-      const cache = new TtlCache<string>(1_000);
-      const stale = deferred<string>();
-      const fresh = deferred<string>();
+    ])(
+      'does not store a load that was in flight during %s: it may predate the change',
+      async (_name, evict) => {
+        const cache = new TtlCache<string>(1_000);
+        const stale = deferred<string>();
+        const fresh = deferred<string>();
 
-      const before = cache.getOrLoad('k', () => stale.promise);
-      evict(cache);
-      // A miss after the eviction does not join the stale load...
-      const after = cache.getOrLoad('k', () => fresh.promise);
-      // ...and the stale load, finishing last, neither overwrites nor drops the fresh one.
-      fresh.resolve('fresh');
-      expect(await after).toBe('fresh');
-      stale.resolve('stale');
-      expect(await before).toBe('stale');
-      expect(cache.get('k')).toBe('fresh');
-      expect(await cache.getOrLoad('k', async () => 'unused')).toBe('fresh');
+        const before = cache.getOrLoad('k', () => stale.promise);
+        evict(cache);
+        // A miss after the eviction does not join the stale load...
+        const after = cache.getOrLoad('k', () => fresh.promise);
+        // ...and the stale load, finishing last, neither overwrites nor drops the fresh one.
+        fresh.resolve('fresh');
+        expect(await after).toBe('fresh');
+        stale.resolve('stale');
+        expect(await before).toBe('stale');
+        expect(cache.get('k')).toBe('fresh');
+        expect(await cache.getOrLoad('k', async () => 'unused')).toBe('fresh');
 
-      // Evicted while the only load is in flight: nothing is stored, the next miss loads.
-      const lone = deferred<string>();
-      const pending = cache.getOrLoad('lone', () => lone.promise);
-      evict(cache);
-      lone.resolve('old');
-      expect(await pending).toBe('old');
-      expect(cache.get('lone')).toBeUndefined();
-      expect(await cache.getOrLoad('lone', async () => 'new')).toBe('new');
-    });
+        // Evicted while the only load is in flight: nothing is stored, the next miss loads.
+        const lone = deferred<string>();
+        const pending = cache.getOrLoad('lone', () => lone.promise);
+        evict(cache);
+        lone.resolve('old');
+        expect(await pending).toBe('old');
+        expect(cache.get('lone')).toBeUndefined();
+        expect(await cache.getOrLoad('lone', async () => 'new')).toBe('new');
+      },
+    );
   });
 
   describe('groups', () => {

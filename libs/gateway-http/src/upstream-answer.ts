@@ -5,6 +5,7 @@ import { AppError } from '@sts/errors/app-error';
  * is our bug, not the client's: INTERNAL (500), logged with what was missing.
  */
 export function required<Value>(value: Value | undefined | null, what: string): Value {
-  if (value === undefined || value === null) throw new AppError('INTERNAL', `upstream answer without ${what}`);
+  if (value === undefined || value === null)
+    throw new AppError('INTERNAL', `upstream answer without ${what}`);
   return value;
 }

@@ -9,7 +9,7 @@ import type { GatewayConfig } from './gateway-config';
 export function createUpstreamClients(
   config: Pick<
     GatewayConfig,
-        | 'IDENTITY_GRPC_ADDRESS'
+    | 'IDENTITY_GRPC_ADDRESS'
     | 'NOTIFICATION_GRPC_ADDRESS'
     | 'BILLING_GRPC_ADDRESS'
     | 'ENROLLMENT_GRPC_ADDRESS'
@@ -19,12 +19,23 @@ export function createUpstreamClients(
 ) {
   const issuer = new ServiceTokenIssuer(Buffer.from(config.SERVICE_AUTH_KEY, 'base64'), 'gateway');
   const deadline = config.GRPC_DEADLINE_MS;
-  const identity = createPromiseClient(IdentityServiceService, config.IDENTITY_GRPC_ADDRESS, deadline, { issuer, target: 'identity' });
-  const notification = createPromiseClient(NotificationServiceService, config.NOTIFICATION_GRPC_ADDRESS, deadline, {
+  const identity = createPromiseClient(IdentityServiceService, config.IDENTITY_GRPC_ADDRESS, deadline, {
     issuer,
-    target: 'notification',
+    target: 'identity',
   });
-  const billing = createPromiseClient(BillingServiceService, config.BILLING_GRPC_ADDRESS, deadline, { issuer, target: 'billing' });
+  const notification = createPromiseClient(
+    NotificationServiceService,
+    config.NOTIFICATION_GRPC_ADDRESS,
+    deadline,
+    {
+      issuer,
+      target: 'notification',
+    },
+  );
+  const billing = createPromiseClient(BillingServiceService, config.BILLING_GRPC_ADDRESS, deadline, {
+    issuer,
+    target: 'billing',
+  });
   const enrollment = createPromiseClient(EnrollmentServiceService, config.ENROLLMENT_GRPC_ADDRESS, deadline, {
     issuer,
     target: 'enrollment',

@@ -23,7 +23,10 @@ export function internalErrorToGrpc(): Partial<ServiceError> {
 export function grpcErrorToAppError(error: ServiceError): AppError {
   const code = error.metadata?.get(CODE_KEY)[0];
   if (isErrorCode(code)) {
-    return new AppError(code, error.details, { fields: parseFields(error.metadata.get(FIELDS_KEY)[0]), cause: error });
+    return new AppError(code, error.details, {
+      fields: parseFields(error.metadata.get(FIELDS_KEY)[0]),
+      cause: error,
+    });
   }
   // No application code: transport failure (peer down, deadline) or a peer that is not ours.
   return new AppError(errorCodeForGrpcStatus(error.code), undefined, { cause: error });

@@ -1,4 +1,11 @@
-import { Client, credentials, Metadata, status, type ServiceDefinition, type ServiceError } from '@grpc/grpc-js';
+import {
+  Client,
+  credentials,
+  Metadata,
+  status,
+  type ServiceDefinition,
+  type ServiceError,
+} from '@grpc/grpc-js';
 import { grpcErrorToAppError } from './error-metadata';
 import type { CallOptions, PromiseClient } from './service-types';
 import type { ServiceName } from '@sts/vocabulary/services';

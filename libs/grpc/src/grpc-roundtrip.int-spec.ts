@@ -1,12 +1,7 @@
 import { Client, credentials, Metadata, Server, ServerCredentials, type ServiceError } from '@grpc/grpc-js';
 import { AppError } from '@sts/errors/app-error';
 import { createLogger } from '@sts/logger/create-logger';
-import {
-  BillingServiceService,
-  BillingCycle,
-  LicenseStatus,
-  Plan,
-} from '@sts/proto/gen/billing/v1/billing';
+import { BillingServiceService, BillingCycle, LicenseStatus, Plan } from '@sts/proto/gen/billing/v1/billing';
 import { randomBytes } from 'node:crypto';
 import { service as healthService } from 'grpc-health-check';
 import { createPromiseClient } from './grpc-client';
@@ -29,7 +24,10 @@ describe('gRPC plumbing', () => {
       {
         getLicense: async (request) => {
           handled += 1;
-          if (request.orgId === 'missing') throw new AppError('ORGANIZATION_NOT_FOUND', 'no such org', { fields: [{ path: 'org_id', message: 'unknown' }] });
+          if (request.orgId === 'missing')
+            throw new AppError('ORGANIZATION_NOT_FOUND', 'no such org', {
+              fields: [{ path: 'org_id', message: 'unknown' }],
+            });
           if (request.orgId === 'bug') throw new Error('secret internal detail');
           if (request.orgId === 'slow') await new Promise((resolve) => setTimeout(resolve, 500));
           return {
@@ -97,7 +95,9 @@ describe('gRPC plumbing', () => {
   });
 
   it('enforces deadlines', async () => {
-    const error = (await client.getLicense({ orgId: 'slow' }, { deadlineMs: 100 }).catch((e: unknown) => e)) as AppError;
+    const error = (await client
+      .getLicense({ orgId: 'slow' }, { deadlineMs: 100 })
+      .catch((e: unknown) => e)) as AppError;
     expect(error.code).toBe('DEADLINE_EXCEEDED');
   });
 
@@ -151,10 +151,13 @@ describe('gRPC plumbing', () => {
       ['a token meant for another service', () => tokenOf(key, 'gateway', 'identity')],
       ['a token of a service that may not call this one', () => tokenOf(key, 'notification', 'billing')],
       ['an expired token', () => tokenOf(key, 'gateway', 'billing', () => Date.now() - 3_600_000)],
-      ['an unsigned token (alg none)', async () => {
-        const [, payload] = (await tokenOf(key, 'gateway', 'billing')).slice('Bearer '.length).split('.');
-        return `Bearer ${Buffer.from('{"alg":"none"}').toString('base64url')}.${payload}.`;
-      }],
+      [
+        'an unsigned token (alg none)',
+        async () => {
+          const [, payload] = (await tokenOf(key, 'gateway', 'billing')).slice('Bearer '.length).split('.');
+          return `Bearer ${Buffer.from('{"alg":"none"}').toString('base64url')}.${payload}.`;
+        },
+      ],
     ])('refuses a call with %s, before the handler runs', async (_name, authorization) => {
       const handledBefore = handled;
       const error = await rawCall(validRequest, await authorization());
@@ -191,11 +194,20 @@ describe('gRPC plumbing', () => {
     // The client decodes responses itself (grpc-client.ts), so it must fail the way grpc-js would.
     const peer = new Server();
     peer.addService(
-      { getLicense: { ...BillingServiceService.getLicense, responseSerialize: () => Buffer.from([0x0a, 0xff]) } },
-      { getLicense: (_call: unknown, callback: (error: null, response: object) => void) => callback(null, {}) },
+      {
+        getLicense: {
+          ...BillingServiceService.getLicense,
+          responseSerialize: () => Buffer.from([0x0a, 0xff]),
+        },
+      },
+      {
+        getLicense: (_call: unknown, callback: (error: null, response: object) => void) => callback(null, {}),
+      },
     );
     const port = await new Promise<number>((resolve, reject) =>
-      peer.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+      peer.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) =>
+        error ? reject(error) : resolve(bound),
+      ),
     );
     const garbled = createPromiseClient(BillingServiceService, `127.0.0.1:${port}`, 2_000, asGateway);
     const error = await garbled.getLicense({ orgId: 'x' }).catch((e: unknown) => e);

@@ -42,7 +42,8 @@ export function registerService<Definition extends ServiceDefinition>(
   const wireDefinition: Record<string, MethodDefinition<Buffer, Buffer>> = {};
   for (const method of Object.keys(definition) as (keyof Definition & string)[]) {
     const rpc = definition[method];
-    if (!rpc || rpc.requestStream || rpc.responseStream) throw new Error(`gRPC method ${method} is not unary`);
+    if (!rpc || rpc.requestStream || rpc.responseStream)
+      throw new Error(`gRPC method ${method} is not unary`);
     wireDefinition[method] = { ...rpc, requestDeserialize: keepBytes, responseSerialize: keepBytes };
     const handler = handlers[method] as (request: unknown, context: unknown) => Promise<unknown>;
     const fail = (callback: sendUnaryData<Buffer>, error: unknown, requestId: string) => {
@@ -56,7 +57,9 @@ export function registerService<Definition extends ServiceDefinition>(
       try {
         request = rpc.requestDeserialize(call.request);
       } catch {
-        return callback(appErrorToGrpc(new AppError('MALFORMED_REQUEST', 'The request message could not be decoded')));
+        return callback(
+          appErrorToGrpc(new AppError('MALFORMED_REQUEST', 'The request message could not be decoded')),
+        );
       }
       handler(request, { metadata: call.metadata, requestId }).then(
         (response) => {
@@ -91,8 +94,15 @@ function requireServiceToken(
     guarded[method] = (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
       const proceed = (check: CallerCheck) => {
         if (check.ok) return run(call, callback);
-        logger.warn({ method: `${service.name}/${method}`, peer: call.getPeer(), reason: check.reason }, 'gRPC call refused');
-        callback(appErrorToGrpc(new AppError('SERVICE_CALLER_REFUSED', 'The call did not carry a valid service token')));
+        logger.warn(
+          { method: `${service.name}/${method}`, peer: call.getPeer(), reason: check.reason },
+          'gRPC call refused',
+        );
+        callback(
+          appErrorToGrpc(
+            new AppError('SERVICE_CALLER_REFUSED', 'The call did not carry a valid service token'),
+          ),
+        );
       };
       const check = callers.check(call.metadata.get(SERVICE_TOKEN_METADATA_KEY)[0]);
       if ('then' in check) void check.then(proceed);
@@ -128,8 +138,10 @@ export async function startGrpcServer(options: {
     health.setStatus(service.name, 'SERVING');
   }
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${options.host}:${options.port}`, ServerCredentials.createInsecure(), (error, boundPort) =>
-      error ? reject(error) : resolve(boundPort),
+    server.bindAsync(
+      `${options.host}:${options.port}`,
+      ServerCredentials.createInsecure(),
+      (error, boundPort) => (error ? reject(error) : resolve(boundPort)),
     );
   });
   options.logger.info({ port, services: options.services.map((s) => s.name) }, 'gRPC server listening');

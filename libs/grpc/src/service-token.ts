@@ -61,7 +61,10 @@ export class ServiceTokenIssuer {
       .setExpirationTime(issuedAt + TOKEN_LIFETIME_SECONDS)
       .sign(this.key);
     const value = `Bearer ${token}`;
-    this.minted.set(audience, { value, refreshAtMs: issuedAtMs + TOKEN_LIFETIME_SECONDS * 1000 - REFRESH_WHEN_LEFT_MS });
+    this.minted.set(audience, {
+      value,
+      refreshAtMs: issuedAtMs + TOKEN_LIFETIME_SECONDS * 1000 - REFRESH_WHEN_LEFT_MS,
+    });
     return value;
   }
 }
@@ -119,7 +122,8 @@ export class ServiceTokenVerifier {
       return { ok: false, reason: 'invalid service token' };
     }
     const caller = payload.sub as ServiceName;
-    if (!this.allowed.has(caller)) return { ok: false, reason: `service ${String(payload.sub)} may not call ${this.audience}` };
+    if (!this.allowed.has(caller))
+      return { ok: false, reason: `service ${String(payload.sub)} may not call ${this.audience}` };
     if (this.verified.size >= VERIFIED_CACHE_LIMIT) this.verified.clear();
     this.verified.set(token, { caller, expiresAtMs: (payload.exp ?? 0) * 1000 });
     return { ok: true, caller };

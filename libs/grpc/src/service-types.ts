@@ -4,7 +4,9 @@ import type { Metadata } from '@grpc/grpc-js';
  * Types derived from a ts-proto service definition (`IdentityServiceService` etc.), so handlers and
  * clients are typed from the generated contract without hand-written interfaces.
  */
-export type RequestOf<Method> = Method extends { requestDeserialize: (buffer: Buffer) => infer Request } ? Request : never;
+export type RequestOf<Method> = Method extends { requestDeserialize: (buffer: Buffer) => infer Request }
+  ? Request
+  : never;
 export type ResponseOf<Method> = Method extends { responseDeserialize: (buffer: Buffer) => infer Response }
   ? Response
   : never;

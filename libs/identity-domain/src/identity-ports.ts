@@ -25,7 +25,11 @@ export interface IdentityRepositories {
   findMemberByEmail(orgId: string, email: string): Promise<Member | null>;
   listMembers(orgId: string, page: PageRequest): Promise<Member[]>;
   insertMember(member: Omit<Member, 'email' | 'name'>): Promise<void>;
-  updateMember(orgId: string, memberId: string, patch: { role: Role; dashboardAccess: boolean }): Promise<void>;
+  updateMember(
+    orgId: string,
+    memberId: string,
+    patch: { role: Role; dashboardAccess: boolean },
+  ): Promise<void>;
   deleteMember(orgId: string, memberId: string): Promise<void>;
   /**
    * Locks the organization's effective admins (ORG_ADMIN with dashboard access) until the

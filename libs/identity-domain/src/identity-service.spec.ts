@@ -53,7 +53,12 @@ describe('IdentityService', () => {
     store = new InMemoryIdentityStore();
     clock = new ManualClock();
     ids = new RecordingIds();
-    service = new IdentityService(store, { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey }, clock, ids);
+    service = new IdentityService(
+      store,
+      { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey },
+      clock,
+      ids,
+    );
   });
 
   const login = (principal: Principal, orgId: string | null = null) =>
@@ -244,7 +249,12 @@ describe('IdentityService', () => {
           throw new UniqueConflict();
         },
       };
-      const flaky = new IdentityService(conflicting, { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey }, clock, ids);
+      const flaky = new IdentityService(
+        conflicting,
+        { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey },
+        clock,
+        ids,
+      );
       await expect(flaky.resolveCaller(userPrincipal('ada@example.com'), null)).rejects.toBeInstanceOf(
         UniqueConflict,
       );
@@ -258,7 +268,12 @@ describe('IdentityService', () => {
           throw new Error('connection reset');
         },
       };
-      const failing = new IdentityService(broken, { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey }, clock, ids);
+      const failing = new IdentityService(
+        broken,
+        { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey },
+        clock,
+        ids,
+      );
       await expect(failing.resolveCaller(userPrincipal('ada@example.com'), null)).rejects.toThrow(
         'connection reset',
       );
@@ -330,7 +345,12 @@ describe('IdentityService', () => {
       clock.advance(1_000);
       await service.acceptInvite(tokenOf(first.id));
       clock.advance(1_000);
-      const corrected = await service.createInvite(admin.org.id, 'grace@example.com', 'ORG_ADMIN', admin.memberId);
+      const corrected = await service.createInvite(
+        admin.org.id,
+        'grace@example.com',
+        'ORG_ADMIN',
+        admin.memberId,
+      );
       expect(store.state.invites.get(first.id)?.status).toBe('expired');
       clock.advance(1_000);
       await service.acceptInvite(tokenOf(corrected.id));
@@ -348,7 +368,13 @@ describe('IdentityService', () => {
       expect(store.eventsOf('member.updated')).toEqual([]);
       await service.updateMember(admin.org.id, grace.memberId!, { dashboardAccess: false });
       expect(store.eventsOf('member.updated')).toEqual([
-        expect.objectContaining({ org_id: admin.org.id, member_id: grace.memberId, user_id: grace.user.id, role: 'ANALYST', dashboard_access: false }),
+        expect.objectContaining({
+          org_id: admin.org.id,
+          member_id: grace.memberId,
+          user_id: grace.user.id,
+          role: 'ANALYST',
+          dashboard_access: false,
+        }),
       ]);
       await service.removeMember(admin.org.id, grace.memberId!);
       expect(store.eventsOf('member.removed')).toEqual([
@@ -606,7 +632,8 @@ describe('IdentityService', () => {
   describe('creating invites', () => {
     it('lets an organization send a bounded number of invites per UTC day; refused ones do not count', async () => {
       const admin = await login(userPrincipal('ada@example.com', { name: 'Ada Lovelace' }));
-      const invite = (n: number) => service.createInvite(admin.org.id, `guest${n}@example.com`, 'ANALYST', admin.memberId);
+      const invite = (n: number) =>
+        service.createInvite(admin.org.id, `guest${n}@example.com`, 'ANALYST', admin.memberId);
       for (let n = 0; n < INVITES_PER_DAY; n += 1) await invite(n);
       // Revoking does not give the quota back (invite and revoke in a loop would send unlimited e-mail).
       const [first] = [...store.state.invites.values()];
@@ -663,8 +690,13 @@ describe('IdentityService', () => {
       expect(JSON.stringify(store.state.events)).not.toContain(token);
       expect(() => openSealedSecret(event!.token_sealed, sealingKey, 'member.joined')).toThrow();
       // ...and to its recipient and organization: replayed with another e-mail or org, it does not open.
-      for (const altered of [{ ...event!, email: 'attacker@evil.test' }, { ...event!, org_id: 'another-org' }]) {
-        expect(() => openSealedSecret(event!.token_sealed, sealingKey, SEALING_CONTEXTS.inviteToken(altered))).toThrow();
+      for (const altered of [
+        { ...event!, email: 'attacker@evil.test' },
+        { ...event!, org_id: 'another-org' },
+      ]) {
+        expect(() =>
+          openSealedSecret(event!.token_sealed, sealingKey, SEALING_CONTEXTS.inviteToken(altered)),
+        ).toThrow();
       }
     });
 

@@ -12,7 +12,14 @@ import {
   type Principal,
 } from './identity-model';
 import type { Role } from '@sts/vocabulary/roles';
-import { UniqueConflict, type Clock, type IdGenerator, type IdentityRepositories, type IdentityStore, type UserSnapshot } from './identity-ports';
+import {
+  UniqueConflict,
+  type Clock,
+  type IdGenerator,
+  type IdentityRepositories,
+  type IdentityStore,
+  type UserSnapshot,
+} from './identity-ports';
 
 export interface IdentitySettings {
   inviteTtlHours: number;
@@ -23,7 +30,11 @@ export interface IdentitySettings {
 }
 
 function storedName(name: string, email: string): string {
-  return plainTextLine(name, NAME_MAX_LENGTH) || plainTextLine(email.split('@')[0] ?? '', NAME_MAX_LENGTH) || 'User';
+  return (
+    plainTextLine(name, NAME_MAX_LENGTH) ||
+    plainTextLine(email.split('@')[0] ?? '', NAME_MAX_LENGTH) ||
+    'User'
+  );
 }
 
 /** Invite tokens: 256 random bits with a prefix secret scanners can recognise. */
@@ -48,7 +59,9 @@ export class IdentityService {
     // so it cannot forge lines in the e-mails and feed items it later appears in.
     const principal = { ...untrusted, name: storedName(untrusted.name, untrusted.email) };
 
-    const snapshot = await this.store.read((repos) => repos.findUserSnapshot(principal.issuer, principal.subject));
+    const snapshot = await this.store.read((repos) =>
+      repos.findUserSnapshot(principal.issuer, principal.subject),
+    );
     const needsWrite =
       !snapshot ||
       snapshot.memberships.length === 0 ||
@@ -72,7 +85,11 @@ export class IdentityService {
       const member = await requireMember(repos, orgId, memberId);
       const role = patch.role ?? member.role;
       const dashboardAccess = patch.dashboardAccess ?? member.dashboardAccess;
-      if (member.role === 'ORG_ADMIN' && member.dashboardAccess && (role !== 'ORG_ADMIN' || !dashboardAccess)) {
+      if (
+        member.role === 'ORG_ADMIN' &&
+        member.dashboardAccess &&
+        (role !== 'ORG_ADMIN' || !dashboardAccess)
+      ) {
         await assertNotLastAdmin(repos, orgId, memberId);
       }
       await repos.updateMember(orgId, memberId, { role, dashboardAccess });
@@ -93,9 +110,15 @@ export class IdentityService {
   async removeMember(orgId: string, memberId: string): Promise<void> {
     await this.store.transaction(async (repos) => {
       const member = await requireMember(repos, orgId, memberId);
-      if (member.role === 'ORG_ADMIN' && member.dashboardAccess) await assertNotLastAdmin(repos, orgId, memberId);
+      if (member.role === 'ORG_ADMIN' && member.dashboardAccess)
+        await assertNotLastAdmin(repos, orgId, memberId);
       await repos.deleteMember(orgId, memberId);
-      await repos.emit('member.removed', { org_id: orgId, member_id: memberId, user_id: member.userId, at: this.clock.now().toISOString() });
+      await repos.emit('member.removed', {
+        org_id: orgId,
+        member_id: memberId,
+        user_id: member.userId,
+        at: this.clock.now().toISOString(),
+      });
     });
   }
 
@@ -103,7 +126,12 @@ export class IdentityService {
     return this.store.read((repos) => repos.listPendingInvites(orgId, this.clock.now(), page));
   }
 
-  async createInvite(orgId: string, rawEmail: string, role: Role, invitedByMemberId: string | null): Promise<Invite> {
+  async createInvite(
+    orgId: string,
+    rawEmail: string,
+    role: Role,
+    invitedByMemberId: string | null,
+  ): Promise<Invite> {
     const email = normalizeEmail(rawEmail);
     const now = this.clock.now();
     return this.store.transaction(async (repos) => {
@@ -114,8 +142,14 @@ export class IdentityService {
       }
       const inviter = invitedByMemberId ? await repos.findMember(orgId, invitedByMemberId) : null;
       // Counted in this transaction: a refused or failed invite does not use up the day's quota.
-      if ((await repos.countInviteOfDay(orgId, now.toISOString().slice(0, 10))) > this.settings.invitesPerOrgPerDay) {
-        throw new AppError('RATE_LIMITED', `this organization has sent its ${this.settings.invitesPerOrgPerDay} invites for today (UTC)`);
+      if (
+        (await repos.countInviteOfDay(orgId, now.toISOString().slice(0, 10))) >
+        this.settings.invitesPerOrgPerDay
+      ) {
+        throw new AppError(
+          'RATE_LIMITED',
+          `this organization has sent its ${this.settings.invitesPerOrgPerDay} invites for today (UTC)`,
+        );
       }
       await repos.retireSupersededInvites(orgId, email, now);
 
@@ -202,7 +236,14 @@ export class IdentityService {
     const now = this.clock.now();
     let snapshot = await repos.findUserSnapshot(principal.issuer, principal.subject);
     if (!snapshot) {
-      const user = { id: this.ids.newId(), issuer: principal.issuer, subject: principal.subject, email: principal.email, name: principal.name, createdAt: now };
+      const user = {
+        id: this.ids.newId(),
+        issuer: principal.issuer,
+        subject: principal.subject,
+        email: principal.email,
+        name: principal.name,
+        createdAt: now,
+      };
       await repos.insertUser(user);
       snapshot = { user, memberships: [], acceptedInviteCount: 0 };
     } else if (snapshot.user.email !== principal.email || snapshot.user.name !== principal.name) {
@@ -217,7 +258,14 @@ export class IdentityService {
         const alreadyMember = await repos.findMemberByEmail(invite.orgId, invite.email);
         if (!alreadyMember) {
           const memberId = this.ids.newId();
-          await repos.insertMember({ id: memberId, orgId: invite.orgId, userId, role: invite.role, dashboardAccess: true, joinedAt: now });
+          await repos.insertMember({
+            id: memberId,
+            orgId: invite.orgId,
+            userId,
+            role: invite.role,
+            dashboardAccess: true,
+            joinedAt: now,
+          });
           await repos.emit('member.joined', {
             org_id: invite.orgId,
             member_id: memberId,
@@ -234,10 +282,27 @@ export class IdentityService {
     }
 
     if (!joined && snapshot.memberships.length === 0) {
-      const org: Organization = { id: this.ids.newId(), name: `${principal.name}'s organization`, domain: null, createdAt: now };
+      const org: Organization = {
+        id: this.ids.newId(),
+        name: `${principal.name}'s organization`,
+        domain: null,
+        createdAt: now,
+      };
       await repos.insertOrganization(org);
-      await repos.insertMember({ id: this.ids.newId(), orgId: org.id, userId, role: 'ORG_ADMIN', dashboardAccess: true, joinedAt: now });
-      await repos.emit('org.created', { org_id: org.id, name: org.name, domain: null, created_at: now.toISOString() });
+      await repos.insertMember({
+        id: this.ids.newId(),
+        orgId: org.id,
+        userId,
+        role: 'ORG_ADMIN',
+        dashboardAccess: true,
+        joinedAt: now,
+      });
+      await repos.emit('org.created', {
+        org_id: org.id,
+        name: org.name,
+        domain: null,
+        created_at: now.toISOString(),
+      });
     }
     const fresh = await repos.findUserSnapshot(principal.issuer, principal.subject);
     if (!fresh) throw new Error('user vanished during provisioning');
@@ -269,9 +334,16 @@ async function requireMember(repos: IdentityRepositories, orgId: string, memberI
   return member;
 }
 
-async function assertNotLastAdmin(repos: IdentityRepositories, orgId: string, memberId: string): Promise<void> {
+async function assertNotLastAdmin(
+  repos: IdentityRepositories,
+  orgId: string,
+  memberId: string,
+): Promise<void> {
   const admins = await repos.lockAdminIds(orgId);
   if (admins.length <= 1 && admins.includes(memberId)) {
-    throw new AppError('LAST_ADMIN', 'the last ORG_ADMIN with dashboard access cannot be demoted, disabled or removed');
+    throw new AppError(
+      'LAST_ADMIN',
+      'the last ORG_ADMIN with dashboard access cannot be demoted, disabled or removed',
+    );
   }
 }

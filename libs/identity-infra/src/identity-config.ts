@@ -9,7 +9,12 @@ export const identityEnvSchema = z.object({
   ...grpcServerEnv,
   GRPC_PORT: grpcServerEnv.GRPC_PORT.default(50051),
   /** How long an invite can be accepted. */
-  INVITE_TTL_HOURS: z.coerce.number().int().min(1).max(24 * 30).default(24 * 7),
+  INVITE_TTL_HOURS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(24 * 30)
+    .default(24 * 7),
   /** Invites one organization may send per UTC day. */
   INVITES_PER_ORG_PER_DAY: z.coerce.number().int().min(1).default(100),
 });

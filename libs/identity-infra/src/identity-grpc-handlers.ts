@@ -55,7 +55,13 @@ function toProtoMember(member: Member): ProtoMember {
 }
 
 function toProtoInvite(invite: Invite): ProtoInvite {
-  return { id: invite.id, email: invite.email, role: ROLE_TO_PROTO[invite.role], createdAt: invite.createdAt, expiresAt: invite.expiresAt };
+  return {
+    id: invite.id,
+    email: invite.email,
+    role: ROLE_TO_PROTO[invite.role],
+    createdAt: invite.createdAt,
+    expiresAt: invite.expiresAt,
+  };
 }
 
 function toProtoOrganization(org: Organization): ProtoOrganization {
@@ -102,27 +108,40 @@ export function identityGrpcHandlers(service: IdentityService): AsyncHandlers<ty
     listMembers: async (request) => {
       const page = toPageRequest(request.limit, request.cursor);
       const rows = await service.listMembers(requireId(request.orgId, 'org_id'), page);
-      const { items, nextCursor } = toPage(rows, page.limit, (m) => ({ at: m.joinedAt.toISOString(), id: m.id }));
+      const { items, nextCursor } = toPage(rows, page.limit, (m) => ({
+        at: m.joinedAt.toISOString(),
+        id: m.id,
+      }));
       return { members: items.map(toProtoMember), nextCursor };
     },
     updateMember: async (request) => {
       if (request.role === undefined && request.dashboardAccess === undefined) {
         throw invalid('body', 'must set role or dashboard_access');
       }
-      const member = await service.updateMember(requireId(request.orgId, 'org_id'), requireId(request.memberId, 'member_id'), {
-        role: request.role === undefined ? undefined : roleFromProto(request.role),
-        dashboardAccess: request.dashboardAccess,
-      });
+      const member = await service.updateMember(
+        requireId(request.orgId, 'org_id'),
+        requireId(request.memberId, 'member_id'),
+        {
+          role: request.role === undefined ? undefined : roleFromProto(request.role),
+          dashboardAccess: request.dashboardAccess,
+        },
+      );
       return { member: toProtoMember(member) };
     },
     removeMember: async (request) => {
-      await service.removeMember(requireId(request.orgId, 'org_id'), requireId(request.memberId, 'member_id'));
+      await service.removeMember(
+        requireId(request.orgId, 'org_id'),
+        requireId(request.memberId, 'member_id'),
+      );
       return {};
     },
     listInvites: async (request) => {
       const page = toPageRequest(request.limit, request.cursor);
       const rows = await service.listInvites(requireId(request.orgId, 'org_id'), page);
-      const { items, nextCursor } = toPage(rows, page.limit, (i) => ({ at: i.createdAt.toISOString(), id: i.id }));
+      const { items, nextCursor } = toPage(rows, page.limit, (i) => ({
+        at: i.createdAt.toISOString(),
+        id: i.id,
+      }));
       return { invites: items.map(toProtoInvite), nextCursor };
     },
     createInvite: async (request) => {
@@ -137,7 +156,10 @@ export function identityGrpcHandlers(service: IdentityService): AsyncHandlers<ty
       return { invite: toProtoInvite(invite) };
     },
     revokeInvite: async (request) => {
-      await service.revokeInvite(requireId(request.orgId, 'org_id'), requireId(request.inviteId, 'invite_id'));
+      await service.revokeInvite(
+        requireId(request.orgId, 'org_id'),
+        requireId(request.inviteId, 'invite_id'),
+      );
       return {};
     },
     acceptInvite: async (request) => {

@@ -18,7 +18,10 @@ import { startIdentityService, type RunningService } from './start-identity-serv
 
 const issuer = 'https://idp.int.test/';
 const user = (email: string, name = email.split('@')[0]!) => ({
-  principal: { $case: 'user' as const, value: { issuer, subject: `sub|${email}`, email, emailVerified: true, name } },
+  principal: {
+    $case: 'user' as const,
+    value: { issuer, subject: `sub|${email}`, email, emailVerified: true, name },
+  },
   orgId: '',
 });
 
@@ -42,7 +45,12 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
       SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
     });
     service = await startIdentityService(config, logger);
-    client = createPromiseClient(IdentityServiceService, `127.0.0.1:${service.grpcPort}`, 5_000, serviceAuth.as('identity'));
+    client = createPromiseClient(
+      IdentityServiceService,
+      `127.0.0.1:${service.grpcPort}`,
+      5_000,
+      serviceAuth.as('identity'),
+    );
     nats = await connectJetStream({ url: config.NATS_URL, name: 'identity-int', logger });
   });
 
@@ -66,11 +74,15 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
   }
 
   it('provisions one user and one organization under concurrent first requests', async () => {
-    const results = await Promise.all(Array.from({ length: 8 }, () => client.resolveCaller(user('racer@int.test'))));
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => client.resolveCaller(user('racer@int.test'))),
+    );
     expect(new Set(results.map((r) => r.org?.id)).size).toBe(1);
     expect(results.every((r) => r.role === Role.ROLE_ORG_ADMIN)).toBe(true);
     expect(await count(`select count(*) as n from identity.users where email = 'racer@int.test'`)).toBe(1);
-    expect(await count(`select count(*) as n from identity.members where user_id = $1`, [results[0]!.user!.id])).toBe(1);
+    expect(
+      await count(`select count(*) as n from identity.members where user_id = $1`, [results[0]!.user!.id]),
+    ).toBe(1);
   });
 
   it('publishes org.created through the outbox to JetStream', async () => {
@@ -87,23 +99,41 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
 
   it('accepts an invite token exactly once under concurrency, and seals the token in the event', async () => {
     const admin = await client.resolveCaller(user('owner@int.test'));
-    const { invite } = await client.createInvite({ orgId: admin.org!.id, email: 'Guest@Int.test', role: Role.ROLE_ANALYST, invitedByMemberId: admin.memberId });
+    const { invite } = await client.createInvite({
+      orgId: admin.org!.id,
+      email: 'Guest@Int.test',
+      role: Role.ROLE_ANALYST,
+      invitedByMemberId: admin.memberId,
+    });
     expect(invite?.email).toBe('guest@int.test');
 
     const stored = new Client({ connectionString: database.url });
     await stored.connect();
-    const outbox = await stored.query<{ envelope: { data: { token_sealed: string; invite_id: string; org_id: string; email: string } } }>(
+    const outbox = await stored.query<{
+      envelope: { data: { token_sealed: string; invite_id: string; org_id: string; email: string } };
+    }>(
       `select envelope from identity.outbox where type = 'invite.created' and envelope->'data'->>'invite_id' = $1`,
       [invite!.id],
     );
     await stored.end();
     const sealed = outbox.rows[0]!.envelope.data.token_sealed;
     expect(sealed).not.toContain('sts_inv_');
-    const token = openSealedSecret(sealed, sealingKey, SEALING_CONTEXTS.inviteToken(outbox.rows[0]!.envelope.data));
-    expect(await count(`select count(*) as n from identity.invites where token_hash = encode(sha256($1::bytea), 'hex')`, [token])).toBe(1);
+    const token = openSealedSecret(
+      sealed,
+      sealingKey,
+      SEALING_CONTEXTS.inviteToken(outbox.rows[0]!.envelope.data),
+    );
+    expect(
+      await count(
+        `select count(*) as n from identity.invites where token_hash = encode(sha256($1::bytea), 'hex')`,
+        [token],
+      ),
+    ).toBe(1);
     expect(await count(`select count(*) as n from identity.invites where token_hash = $1`, [token])).toBe(0);
 
-    const outcomes = await Promise.allSettled(Array.from({ length: 10 }, () => client.acceptInvite({ token })));
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 10 }, () => client.acceptInvite({ token })),
+    );
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
     for (const failure of outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected')) {
       expect((failure.reason as AppError).code).toBe('INVITE_TOKEN_INVALID');
@@ -117,14 +147,18 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
   it('keeps one effective admin when two admins demote each other concurrently', async () => {
     const first = await client.resolveCaller(user('first@int.test'));
     const orgId = first.org!.id;
-    const { invite } = await client.createInvite({ orgId, email: 'second@int.test', role: Role.ROLE_ORG_ADMIN, invitedByMemberId: first.memberId });
+    const { invite } = await client.createInvite({
+      orgId,
+      email: 'second@int.test',
+      role: Role.ROLE_ORG_ADMIN,
+      invitedByMemberId: first.memberId,
+    });
     const pg = new Client({ connectionString: database.url });
     await pg.connect();
     const { data } = (
-      await pg.query<{ envelope: { data: { token_sealed: string; invite_id: string; org_id: string; email: string } } }>(
-        `select envelope from identity.outbox where envelope->'data'->>'invite_id' = $1`,
-        [invite!.id],
-      )
+      await pg.query<{
+        envelope: { data: { token_sealed: string; invite_id: string; org_id: string; email: string } };
+      }>(`select envelope from identity.outbox where envelope->'data'->>'invite_id' = $1`, [invite!.id])
     ).rows[0]!.envelope;
     const token = openSealedSecret(data.token_sealed, sealingKey, SEALING_CONTEXTS.inviteToken(data));
     await pg.end();
@@ -139,14 +173,25 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
     const rejected = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
     expect((rejected?.reason as AppError).code).toBe('LAST_ADMIN');
-    expect(await count(`select count(*) as n from identity.members where org_id = $1 and role = 'ORG_ADMIN'`, [orgId])).toBe(1);
+    expect(
+      await count(`select count(*) as n from identity.members where org_id = $1 and role = 'ORG_ADMIN'`, [
+        orgId,
+      ]),
+    ).toBe(1);
   });
 
   it('validates requests at the service boundary too', async () => {
-    const error = (await client.listMembers({ orgId: '', limit: 0, cursor: '' }).catch((e: unknown) => e)) as AppError;
+    const error = (await client
+      .listMembers({ orgId: '', limit: 0, cursor: '' })
+      .catch((e: unknown) => e)) as AppError;
     expect(error.code).toBe('VALIDATION_FAILED');
     const unknownRole = (await client
-      .createInvite({ orgId: '00000000-0000-0000-0000-000000000000', email: 'x@y.test', role: Role.ROLE_UNSPECIFIED, invitedByMemberId: '' })
+      .createInvite({
+        orgId: '00000000-0000-0000-0000-000000000000',
+        email: 'x@y.test',
+        role: Role.ROLE_UNSPECIFIED,
+        invitedByMemberId: '',
+      })
       .catch((e: unknown) => e)) as AppError;
     expect(unknownRole.code).toBe('VALIDATION_FAILED');
   });

@@ -1,4 +1,9 @@
-import { LockMode, UniqueConstraintViolationException, type EntityManager, type MikroORM } from '@mikro-orm/postgresql';
+import {
+  LockMode,
+  UniqueConstraintViolationException,
+  type EntityManager,
+  type MikroORM,
+} from '@mikro-orm/postgresql';
 import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
 import { isUuid } from '@sts/vocabulary/identifiers';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
@@ -12,7 +17,13 @@ import {
 } from '@sts/identity-domain/identity-ports';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import { enqueueEvent } from '@sts/outbox/outbox';
-import { InviteEntity, MemberEntity, OrganizationEntity, UserEntity, type InviteRow } from './identity-entities';
+import {
+  InviteEntity,
+  MemberEntity,
+  OrganizationEntity,
+  UserEntity,
+  type InviteRow,
+} from './identity-entities';
 
 interface SnapshotRow {
   id: string;
@@ -58,7 +69,9 @@ export class MikroIdentityStore implements IdentityStore {
   async transaction<T>(work: (repositories: IdentityRepositories) => Promise<T>): Promise<T> {
     const repositories = { emitted: 0 };
     try {
-      const result = await this.orm.em.fork().transactional((tx) => work(new IdentityRepositoriesSql(tx, repositories)));
+      const result = await this.orm.em
+        .fork()
+        .transactional((tx) => work(new IdentityRepositoriesSql(tx, repositories)));
       if (repositories.emitted > 0) this.onCommitWithEvents();
       return result;
     } catch (error) {
@@ -98,7 +111,14 @@ class IdentityRepositoriesSql implements IdentityRepositories {
       [issuer, subject],
     );
     if (!row) return null;
-    const user = { id: row.id, issuer: row.issuer, subject: row.subject, email: row.email, name: row.name, createdAt: new Date(row.created_at) };
+    const user = {
+      id: row.id,
+      issuer: row.issuer,
+      subject: row.subject,
+      email: row.email,
+      name: row.name,
+      createdAt: new Date(row.created_at),
+    };
     return {
       user,
       acceptedInviteCount: Number(row.accepted_invites),
@@ -138,12 +158,18 @@ class IdentityRepositoriesSql implements IdentityRepositories {
 
   async findMember(orgId: string, memberId: string): Promise<Member | null> {
     if (!isUuid(orgId) || !isUuid(memberId)) return null;
-    const row = await this.sql.one<MemberViewRow>(`${MEMBER_VIEW} where m.org_id = ? and m.id = ?`, [orgId, memberId]);
+    const row = await this.sql.one<MemberViewRow>(`${MEMBER_VIEW} where m.org_id = ? and m.id = ?`, [
+      orgId,
+      memberId,
+    ]);
     return row ? toMember(row) : null;
   }
 
   async findMemberByEmail(orgId: string, email: string): Promise<Member | null> {
-    const row = await this.sql.one<MemberViewRow>(`${MEMBER_VIEW} where m.org_id = ? and lower(u.email) = ?`, [orgId, email]);
+    const row = await this.sql.one<MemberViewRow>(
+      `${MEMBER_VIEW} where m.org_id = ? and lower(u.email) = ?`,
+      [orgId, email],
+    );
     return row ? toMember(row) : null;
   }
 
@@ -162,7 +188,11 @@ class IdentityRepositoriesSql implements IdentityRepositories {
     await this.em.insert(MemberEntity, member);
   }
 
-  async updateMember(orgId: string, memberId: string, patch: { role: Role; dashboardAccess: boolean }): Promise<void> {
+  async updateMember(
+    orgId: string,
+    memberId: string,
+    patch: { role: Role; dashboardAccess: boolean },
+  ): Promise<void> {
     await this.em.nativeUpdate(MemberEntity, { id: memberId, orgId }, patch);
   }
 
@@ -193,7 +223,14 @@ class IdentityRepositoriesSql implements IdentityRepositories {
         orgId,
         status: 'pending',
         expiresAt: { $gt: now },
-        ...(after ? { $or: [{ createdAt: { $gt: new Date(after.at) } }, { createdAt: new Date(after.at), id: { $gt: after.id } }] } : {}),
+        ...(after
+          ? {
+              $or: [
+                { createdAt: { $gt: new Date(after.at) } },
+                { createdAt: new Date(after.at), id: { $gt: after.id } },
+              ],
+            }
+          : {}),
       },
       { orderBy: { createdAt: 'asc', id: 'asc' }, limit: page.limit + 1, disableIdentityMap: true },
     );
@@ -204,7 +241,16 @@ class IdentityRepositoriesSql implements IdentityRepositories {
     const inserted = await this.sql.run(
       `insert into identity.invites (id, org_id, email, role, status, token_hash, invited_by_member_id, created_at, expires_at)
        values (?, ?, ?, ?, 'pending', ?, ?, ?, ?) on conflict (org_id, email) where status = 'pending' do nothing`,
-      [invite.id, invite.orgId, invite.email, invite.role, invite.tokenHash, invite.invitedByMemberId, invite.createdAt, invite.expiresAt],
+      [
+        invite.id,
+        invite.orgId,
+        invite.email,
+        invite.role,
+        invite.tokenHash,
+        invite.invitedByMemberId,
+        invite.createdAt,
+        invite.expiresAt,
+      ],
     );
     return inserted === 1;
   }

@@ -15,15 +15,34 @@ export type { RunningService } from '@sts/service-host/service-host';
 /** Identity: users, organizations, members and invites; publishes org.created, member.joined, invite.created. */
 export function startIdentityService(config: IdentityConfig, logger: Logger): Promise<RunningService> {
   return runServiceHost(
-    { name: 'identity', schema: IDENTITY_SCHEMA, entities: IDENTITY_ENTITIES, migrations: IDENTITY_MIGRATIONS, publishesEvents: true, config, logger },
+    {
+      name: 'identity',
+      schema: IDENTITY_SCHEMA,
+      entities: IDENTITY_ENTITIES,
+      migrations: IDENTITY_MIGRATIONS,
+      publishesEvents: true,
+      config,
+      logger,
+    },
     async (host) => {
       const service = new IdentityService(
         new MikroIdentityStore(host.orm, () => host.wakeOutbox()),
-        { inviteTtlHours: config.INVITE_TTL_HOURS, invitesPerOrgPerDay: config.INVITES_PER_ORG_PER_DAY, sealingKey: Buffer.from(config.SECRET_SEALING_KEY, 'base64') },
+        {
+          inviteTtlHours: config.INVITE_TTL_HOURS,
+          invitesPerOrgPerDay: config.INVITES_PER_ORG_PER_DAY,
+          sealingKey: Buffer.from(config.SECRET_SEALING_KEY, 'base64'),
+        },
         { now: () => new Date() },
         { newId: () => randomUUID() },
       );
-      return [registerService('identity.v1.IdentityService', IdentityServiceService, identityGrpcHandlers(service), logger)];
+      return [
+        registerService(
+          'identity.v1.IdentityService',
+          IdentityServiceService,
+          identityGrpcHandlers(service),
+          logger,
+        ),
+      ];
     },
   );
 }

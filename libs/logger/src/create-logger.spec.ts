@@ -12,7 +12,10 @@ describe('logger redaction', () => {
       },
     });
     const log = pino({ redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }, sink);
-    log.info({ req: { headers: { authorization: 'Bearer abc.def.ghi' } }, invite: { token: 'inv_secret' } }, 'x');
+    log.info(
+      { req: { headers: { authorization: 'Bearer abc.def.ghi' } }, invite: { token: 'inv_secret' } },
+      'x',
+    );
     expect(lines.join('')).not.toContain('abc.def.ghi');
     expect(lines.join('')).not.toContain('inv_secret');
     expect(lines.join('')).toContain('[redacted]');

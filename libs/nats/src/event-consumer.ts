@@ -283,7 +283,10 @@ export async function startEventConsumer<Type extends EventType>(
     } catch (error) {
       clearInterval(keepAlive);
       if (error instanceof UnprocessableEventError) {
-        logger.error({ ...eventLog, err: error }, 'unprocessable event terminated (it will not be redelivered)');
+        logger.error(
+          { ...eventLog, err: error },
+          'unprocessable event terminated (it will not be redelivered)',
+        );
         msg.term();
         return;
       }

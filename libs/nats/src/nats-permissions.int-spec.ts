@@ -13,14 +13,18 @@ import { NATS_ADMIN_USER, natsAuthorizationConfig } from './nats-permissions';
 describe('NATS users per service', () => {
   const logger = createLogger('nats-permissions', 'silent');
   const namespace = 'perm';
-  const passwords = Object.fromEntries([...SERVICE_NAMES, NATS_ADMIN_USER].map((user) => [user, randomBytes(18).toString('base64url')])) as Record<
-    ServiceName | typeof NATS_ADMIN_USER,
-    string
-  >;
+  const passwords = Object.fromEntries(
+    [...SERVICE_NAMES, NATS_ADMIN_USER].map((user) => [user, randomBytes(18).toString('base64url')]),
+  ) as Record<ServiceName | typeof NATS_ADMIN_USER, string>;
   let server: LocalNatsServer;
   const open: JetStreamConnection[] = [];
   const as = async (user: ServiceName | typeof NATS_ADMIN_USER) => {
-    const connection = await connectJetStream({ url: server.url(user, passwords[user]), name: `perm-${user}`, logger, initialConnectTimeoutMs: 2_000 });
+    const connection = await connectJetStream({
+      url: server.url(user, passwords[user]),
+      name: `perm-${user}`,
+      logger,
+      initialConnectTimeoutMs: 2_000,
+    });
     open.push(connection);
     return connection;
   };
@@ -60,14 +64,20 @@ describe('NATS users per service', () => {
 
   it('lets a service publish its own events', async () => {
     const identity = await as('identity');
-    await expect(createEventPublisher(identity.js, namespace, { timeoutMs: 2_000 })(inviteCreated())).resolves.toBeUndefined();
+    await expect(
+      createEventPublisher(identity.js, namespace, { timeoutMs: 2_000 })(inviteCreated()),
+    ).resolves.toBeUndefined();
   });
 
   it("refuses a service publishing another service's events", async () => {
     const notification = await as('notification');
-    await expect(createEventPublisher(notification.js, namespace, { timeoutMs: 2_000 })(codeRequested())).rejects.toThrow();
+    await expect(
+      createEventPublisher(notification.js, namespace, { timeoutMs: 2_000 })(codeRequested()),
+    ).rejects.toThrow();
     const identity = await as('identity');
-    await expect(createEventPublisher(identity.js, namespace, { timeoutMs: 2_000 })(codeRequested())).rejects.toThrow();
+    await expect(
+      createEventPublisher(identity.js, namespace, { timeoutMs: 2_000 })(codeRequested()),
+    ).rejects.toThrow();
     // Nothing of it reached the stream: only identity's invite is there.
     const info = await (await as(NATS_ADMIN_USER)).jsm.streams.info(`${namespace.toUpperCase()}_EVENTS`);
     expect(info.state.messages).toBe(1);
@@ -75,7 +85,10 @@ describe('NATS users per service', () => {
 
   it('lets a consumer read the stream with its durable consumer', async () => {
     const notification = await as('notification');
-    await notification.jsm.consumers.add(`${namespace.toUpperCase()}_EVENTS`, { durable_name: 'notification', ack_policy: AckPolicy.Explicit });
+    await notification.jsm.consumers.add(`${namespace.toUpperCase()}_EVENTS`, {
+      durable_name: 'notification',
+      ack_policy: AckPolicy.Explicit,
+    });
     const consumer = await notification.js.consumers.get(`${namespace.toUpperCase()}_EVENTS`, 'notification');
     const message = await consumer.next({ expires: 2_000 });
     expect(message?.subject).toBe(`${namespace}.events.invite.created`);
@@ -83,7 +96,16 @@ describe('NATS users per service', () => {
   });
 
   it('refuses connections without credentials or with a wrong password', async () => {
-    await expect(connectJetStream({ url: server.url(), name: 'anonymous', logger, initialConnectTimeoutMs: 500 })).rejects.toThrow();
-    await expect(connectJetStream({ url: server.url('identity', 'wrong'), name: 'wrong', logger, initialConnectTimeoutMs: 500 })).rejects.toThrow();
+    await expect(
+      connectJetStream({ url: server.url(), name: 'anonymous', logger, initialConnectTimeoutMs: 500 }),
+    ).rejects.toThrow();
+    await expect(
+      connectJetStream({
+        url: server.url('identity', 'wrong'),
+        name: 'wrong',
+        logger,
+        initialConnectTimeoutMs: 500,
+      }),
+    ).rejects.toThrow();
   });
 });

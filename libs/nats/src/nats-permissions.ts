@@ -30,7 +30,10 @@ export function natsPermissions(namespace: string, service: ServiceName): NatsUs
  * The `authorization` block of a nats-server configuration: one user per service with the permissions
  * above, and the admin. Passwords are the caller's (generated once by the project's scripts).
  */
-export function natsAuthorizationConfig(namespace: string, passwords: Record<ServiceName | typeof NATS_ADMIN_USER, string>): string {
+export function natsAuthorizationConfig(
+  namespace: string,
+  passwords: Record<ServiceName | typeof NATS_ADMIN_USER, string>,
+): string {
   const quote = (value: string) => JSON.stringify(value);
   const list = (values: string[]) => `[${values.map(quote).join(', ')}]`;
   const users = SERVICE_NAMES.map((service) => {

@@ -1,5 +1,10 @@
 import type { EventData } from '@sts/events/event-catalogue';
-import { deviceDisabledMessage, deviceEnrolledMessage, deviceLabel, HOSTNAME_MAX_LENGTH } from './device-messages';
+import {
+  deviceDisabledMessage,
+  deviceEnrolledMessage,
+  deviceLabel,
+  HOSTNAME_MAX_LENGTH,
+} from './device-messages';
 
 const enrolled = (hostname: string, re_enrolled = false): EventData<'device.enrolled'> => ({
   org_id: 'org-1',
@@ -20,12 +25,16 @@ const disabled = (hostname: string): EventData<'device.disabled'> => ({
 describe('device feed messages', () => {
   it('name the device by its hostname', () => {
     expect(deviceEnrolledMessage(enrolled('web-01'))).toBe('Device "web-01" was enrolled');
-    expect(deviceEnrolledMessage(enrolled('web-01', true))).toBe('Device "web-01" was enrolled again; its previous device token no longer works');
+    expect(deviceEnrolledMessage(enrolled('web-01', true))).toBe(
+      'Device "web-01" was enrolled again; its previous device token no longer works',
+    );
     expect(deviceDisabledMessage(disabled('web-01'))).toBe('Device "web-01" was disabled');
   });
 
   it('keep a hostile hostname as plain text on one line, without control characters', () => {
-    const message = deviceEnrolledMessage(enrolled('  <script>alert(1)</script>\r\n\u001b[2J\u0000evil\u202e  '));
+    const message = deviceEnrolledMessage(
+      enrolled('  <script>alert(1)</script>\r\n\u001b[2J\u0000evil\u202e  '),
+    );
     // Plain text: markup is not escaped here (the dashboard escapes when it renders), and not executed.
     expect(message).toBe('Device "<script>alert(1)</script> [2Jevil" was enrolled');
     expect(message).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
@@ -39,7 +48,9 @@ describe('device feed messages', () => {
   });
 
   it('keep unicode hostnames', () => {
-    expect(deviceEnrolledMessage(enrolled('büro-drucker-東京'))).toBe('Device "büro-drucker-東京" was enrolled');
+    expect(deviceEnrolledMessage(enrolled('büro-drucker-東京'))).toBe(
+      'Device "büro-drucker-東京" was enrolled',
+    );
   });
 
   it('fall back to the device id when nothing of the hostname is left', () => {

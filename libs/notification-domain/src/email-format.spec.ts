@@ -8,7 +8,9 @@ describe('plainTextLine', () => {
   });
 
   it('turns line breaks and tabs into single spaces, so a value cannot add lines', () => {
-    expect(plainTextLine('web-01\r\nDevice "db-01" was deleted', 255)).toBe('web-01 Device "db-01" was deleted');
+    expect(plainTextLine('web-01\r\nDevice "db-01" was deleted', 255)).toBe(
+      'web-01 Device "db-01" was deleted',
+    );
     expect(plainTextLine('a\t\tb\u2028c\u0085d', 255)).toBe('a b c d');
   });
 

@@ -2,7 +2,6 @@
 
 export const PRODUCT_NAME = 'Security Telemetry';
 
-
 /** Escapes text for HTML element content and double- or single-quoted attribute values. */
 export function escapeHtml(value: string): string {
   return value

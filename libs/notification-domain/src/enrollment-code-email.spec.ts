@@ -1,4 +1,8 @@
-import { agentCommands, renderEnrollmentCodeEmail, type EnrollmentCodeEmailInput } from './enrollment-code-email';
+import {
+  agentCommands,
+  renderEnrollmentCodeEmail,
+  type EnrollmentCodeEmailInput,
+} from './enrollment-code-email';
 
 const KEY = 'sts_ek_Q2hhbmdlTWUtMTIzNDU2Nzg5MGFiY2RlZg';
 const CODE = '7KQD-M3XP';
@@ -25,8 +29,12 @@ describe('enrollment code e-mail', () => {
   it('carries what the agent is, the code, its expiry and single use, the key and the commands (text)', () => {
     const { text } = renderEnrollmentCodeEmail(input);
 
-    expect(text).toContain('Ada Lovelace asked us to send you what you need to enroll a device of Acme in Security Telemetry.');
-    expect(text).toContain('The Security Telemetry agent is a small command-line program that runs on the device.');
+    expect(text).toContain(
+      'Ada Lovelace asked us to send you what you need to enroll a device of Acme in Security Telemetry.',
+    );
+    expect(text).toContain(
+      'The Security Telemetry agent is a small command-line program that runs on the device.',
+    );
     expect(text).toContain(`Your one-time enrollment code: ${CODE}`);
     expect(text).toContain('It expires at 2026-03-02 12:34 UTC and works once');
     expect(text).toContain(`Your organization's enrollment key: ${KEY}`);

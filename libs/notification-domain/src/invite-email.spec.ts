@@ -59,8 +59,12 @@ describe('invite e-mail', () => {
   });
 
   it('builds the accept link under the app base address', () => {
-    expect(inviteAcceptUrl('http://localhost:8080', 'a b+c')).toBe('http://localhost:8080/invites/accept?token=a%20b%2Bc');
-    expect(inviteAcceptUrl('https://example.com/app//', 't')).toBe('https://example.com/app/invites/accept?token=t');
+    expect(inviteAcceptUrl('http://localhost:8080', 'a b+c')).toBe(
+      'http://localhost:8080/invites/accept?token=a%20b%2Bc',
+    );
+    expect(inviteAcceptUrl('https://example.com/app//', 't')).toBe(
+      'https://example.com/app/invites/accept?token=t',
+    );
   });
 
   it('escapes HTML special characters', () => {

@@ -28,7 +28,11 @@ const inviteCreated = (sealingKey = key): DomainEvent<'invite.created'> =>
     role: 'APP_USER',
     invited_by_name: 'Ada Lovelace',
     expires_at: '2026-03-08T10:00:00.000Z',
-    token_sealed: sealSecret(TOKEN, sealingKey, SEALING_CONTEXTS.inviteToken({ org_id: 'org-1', email: 'grace@example.com', invite_id: 'i1' })),
+    token_sealed: sealSecret(
+      TOKEN,
+      sealingKey,
+      SEALING_CONTEXTS.inviteToken({ org_id: 'org-1', email: 'grace@example.com', invite_id: 'i1' }),
+    ),
   });
 
 const CODE = '7KQD-M3XP';
@@ -45,12 +49,20 @@ const deviceEnrolled = (hostname = 'web-01', re_enrolled = false): DomainEvent<'
   });
 
 const deviceDisabled = (hostname = 'web-01'): DomainEvent<'device.disabled'> =>
-  newEnvelope('device.disabled', { org_id: 'org-1', device_id: 'd1', hostname, at: '2026-03-01T10:00:00.000Z' });
+  newEnvelope('device.disabled', {
+    org_id: 'org-1',
+    device_id: 'd1',
+    hostname,
+    at: '2026-03-01T10:00:00.000Z',
+  });
 
 const CODE_RECIPIENT = { org_id: 'org-1', email: 'ops@example.com', request_id: 'r1' };
 const codeEmailRequested = (
   sealingKey = key,
-  contexts = { code: SEALING_CONTEXTS.enrollmentCode(CODE_RECIPIENT), key: SEALING_CONTEXTS.enrollmentKey(CODE_RECIPIENT) },
+  contexts = {
+    code: SEALING_CONTEXTS.enrollmentCode(CODE_RECIPIENT),
+    key: SEALING_CONTEXTS.enrollmentKey(CODE_RECIPIENT),
+  },
   data: Partial<{ email: string; org_id: string; request_id: string }> = {},
 ): DomainEvent<'enrollment_code.email_requested'> =>
   newEnvelope('enrollment_code.email_requested', {
@@ -118,7 +130,13 @@ describe('notification event handling', () => {
     expect(email?.text).toContain(`http://localhost:8080/invites/accept?token=${TOKEN}`);
     expect(email?.html).toContain('Acme &lt;Labs&gt;');
     expect(store.state.emailLog).toEqual([
-      { eventId: event.id, recipient: 'grace@example.com', subject: email?.subject, template: 'invite', sentAt: clock.now() },
+      {
+        eventId: event.id,
+        recipient: 'grace@example.com',
+        subject: email?.subject,
+        template: 'invite',
+        sentAt: clock.now(),
+      },
     ]);
     expect(JSON.stringify(store.state)).not.toContain(TOKEN);
     expect(JSON.stringify(store.state)).not.toContain(event.data.token_sealed);
@@ -166,8 +184,20 @@ describe('device and enrollment events', () => {
     expect(await handler.handle(again)).toBe('applied');
 
     expect(store.state.feed).toEqual([
-      { id: first.id, orgId: 'org-1', type: 'device.enrolled', message: 'Device "web-01" was enrolled', createdAt: clock.now() },
-      { id: again.id, orgId: 'org-1', type: 'device.enrolled', message: 'Device "web-01" was enrolled again; its previous device token no longer works', createdAt: clock.now() },
+      {
+        id: first.id,
+        orgId: 'org-1',
+        type: 'device.enrolled',
+        message: 'Device "web-01" was enrolled',
+        createdAt: clock.now(),
+      },
+      {
+        id: again.id,
+        orgId: 'org-1',
+        type: 'device.enrolled',
+        message: 'Device "web-01" was enrolled again; its previous device token no longer works',
+        createdAt: clock.now(),
+      },
     ]);
     expect(mailer.sent).toHaveLength(0);
   });
@@ -179,7 +209,13 @@ describe('device and enrollment events', () => {
     expect(await handler.handle(event)).toBe('duplicate');
 
     expect(store.state.feed).toEqual([
-      { id: event.id, orgId: 'org-1', type: 'device.disabled', message: 'Device "db-02" was disabled', createdAt: clock.now() },
+      {
+        id: event.id,
+        orgId: 'org-1',
+        type: 'device.disabled',
+        message: 'Device "db-02" was disabled',
+        createdAt: clock.now(),
+      },
     ]);
   });
 
@@ -204,11 +240,19 @@ describe('device and enrollment events', () => {
     const [email] = mailer.sent;
     expect(email?.to).toBe('ops@example.com');
     expect(email?.subject).toBe('Install the Security Telemetry agent for Acme <Labs>');
-    expect(email?.text).toContain(`agent enroll --server https://api.example.com --key ${ENROLLMENT_KEY} --code ${CODE}`);
+    expect(email?.text).toContain(
+      `agent enroll --server https://api.example.com --key ${ENROLLMENT_KEY} --code ${CODE}`,
+    );
     expect(email?.text).toContain('It expires at 2026-03-02 10:00 UTC and works once');
     expect(email?.html).toContain('Acme &lt;Labs&gt;');
     expect(store.state.emailLog).toEqual([
-      { eventId: event.id, recipient: 'ops@example.com', subject: email?.subject, template: 'enrollment_code', sentAt: clock.now() },
+      {
+        eventId: event.id,
+        recipient: 'ops@example.com',
+        subject: email?.subject,
+        template: 'enrollment_code',
+        sentAt: clock.now(),
+      },
     ]);
     expect(store.state.feed).toHaveLength(0);
     const stored = JSON.stringify([...store.state.processed, store.state.emailLog, store.state.feed]);
@@ -256,10 +300,20 @@ describe('event narrowing', () => {
   it('accepts subscribed types with valid data and skips others', () => {
     const joined = memberJoined();
     expect(toNotificationEvent(joined)).toEqual(joined);
-    const orgCreated = newEnvelope('org.created', { org_id: 'o', name: 'n', domain: null, created_at: new Date().toISOString() });
+    const orgCreated = newEnvelope('org.created', {
+      org_id: 'o',
+      name: 'n',
+      domain: null,
+      created_at: new Date().toISOString(),
+    });
     expect(toNotificationEvent(orgCreated)).toBeNull();
     // Device events without a feed type are not subscribed to.
-    const enabled = newEnvelope('device.enabled', { org_id: 'o', device_id: 'd', hostname: 'h', at: new Date().toISOString() });
+    const enabled = newEnvelope('device.enabled', {
+      org_id: 'o',
+      device_id: 'd',
+      hostname: 'h',
+      at: new Date().toISOString(),
+    });
     expect(toNotificationEvent(enabled)).toBeNull();
     expect(toNotificationEvent({ ...enabled, type: 'device.deleted' })).toBeNull();
     const enrolled = deviceEnrolled();
@@ -268,8 +322,12 @@ describe('event narrowing', () => {
 
   it('rejects subscribed types with invalid data', () => {
     expect(() => toNotificationEvent({ ...memberJoined(), data: { org_id: 1 } })).toThrow();
-    expect(() => toNotificationEvent({ ...deviceEnrolled(), data: { ...deviceEnrolled().data, hostname: 42 } })).toThrow();
-    expect(() => toNotificationEvent({ ...codeEmailRequested(), data: { email: 'x@example.com' } })).toThrow();
+    expect(() =>
+      toNotificationEvent({ ...deviceEnrolled(), data: { ...deviceEnrolled().data, hostname: 42 } }),
+    ).toThrow();
+    expect(() =>
+      toNotificationEvent({ ...codeEmailRequested(), data: { email: 'x@example.com' } }),
+    ).toThrow();
   });
 
   it('narrows data by type', () => {

@@ -1,11 +1,21 @@
 import { openSealedSecret } from '@sts/crypto/secrets';
 import { UnprocessableEventError } from '@sts/events/unprocessable-event';
-import { SEALING_CONTEXTS, parseEventData, type DomainEvent, type EventType } from '@sts/events/event-catalogue';
+import {
+  SEALING_CONTEXTS,
+  parseEventData,
+  type DomainEvent,
+  type EventType,
+} from '@sts/events/event-catalogue';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import { deviceDisabledMessage, deviceEnrolledMessage } from './device-messages';
 import { renderEnrollmentCodeEmail } from './enrollment-code-email';
 import { renderInviteEmail } from './invite-email';
-import { memberJoinedMessage, type EmailTemplate, type NotificationType, type OutgoingEmail } from './notification-model';
+import {
+  memberJoinedMessage,
+  type EmailTemplate,
+  type NotificationType,
+  type OutgoingEmail,
+} from './notification-model';
 import type { Clock, Mailer, NotificationStore } from './notification-ports';
 
 /**
@@ -38,7 +48,11 @@ export function isNotificationEventType(type: string): type is NotificationEvent
  */
 export function toNotificationEvent(envelope: EventEnvelope): NotificationEvent | null {
   if (!isNotificationEventType(envelope.type)) return null;
-  return { ...envelope, type: envelope.type, data: parseEventData(envelope.type, envelope.data) } as NotificationEvent;
+  return {
+    ...envelope,
+    type: envelope.type,
+    data: parseEventData(envelope.type, envelope.data),
+  } as NotificationEvent;
 }
 
 export interface NotificationEventSettings {
@@ -79,7 +93,11 @@ export class NotificationEventHandler {
             orgName: event.data.org_name,
             invitedByName: event.data.invited_by_name,
             role: event.data.role,
-            token: this.open(event.data.token_sealed, SEALING_CONTEXTS.inviteToken(event.data), 'invite token'),
+            token: this.open(
+              event.data.token_sealed,
+              SEALING_CONTEXTS.inviteToken(event.data),
+              'invite token',
+            ),
             expiresAt: new Date(event.data.expires_at),
             publicAppUrl: this.settings.publicAppUrl,
           }),
@@ -90,8 +108,16 @@ export class NotificationEventHandler {
             to: event.data.email,
             orgName: event.data.org_name,
             requestedByName: event.data.requested_by_name,
-            code: this.open(event.data.code_sealed, SEALING_CONTEXTS.enrollmentCode(event.data), 'enrollment code'),
-            enrollmentKey: this.open(event.data.enrollment_key_sealed, SEALING_CONTEXTS.enrollmentKey(event.data), 'enrollment key'),
+            code: this.open(
+              event.data.code_sealed,
+              SEALING_CONTEXTS.enrollmentCode(event.data),
+              'enrollment code',
+            ),
+            enrollmentKey: this.open(
+              event.data.enrollment_key_sealed,
+              SEALING_CONTEXTS.enrollmentKey(event.data),
+              'enrollment key',
+            ),
             expiresAt: new Date(event.data.expires_at),
             publicApiUrl: this.settings.publicApiUrl,
           }),
@@ -100,13 +126,23 @@ export class NotificationEventHandler {
   }
 
   /** One feed item of the event's organization, once per event id. */
-  private addFeedItem(event: NotificationEvent, type: NotificationType, message: string): Promise<EventOutcome> {
+  private addFeedItem(
+    event: NotificationEvent,
+    type: NotificationType,
+    message: string,
+  ): Promise<EventOutcome> {
     return this.store.transaction(async (repos) => {
       if (!(await repos.recordEventOnce(event.id, event.type))) return 'duplicate';
       // The feed item takes the event's id (one item per event) and the time it enters the feed,
       // not the time of the event: read-all marks what was in the feed when the user pressed it,
       // so an event that arrives late must not be hidden by an earlier read-all.
-      await repos.insertFeedItem({ id: event.id, orgId: event.data.org_id, type, message, createdAt: this.clock.now() });
+      await repos.insertFeedItem({
+        id: event.id,
+        orgId: event.data.org_id,
+        type,
+        message,
+        createdAt: this.clock.now(),
+      });
       return 'applied';
     });
   }
@@ -124,7 +160,11 @@ export class NotificationEventHandler {
    *
    * The log row holds the recipient, subject and template only: never the body or a secret it carried.
    */
-  private sendEmail(event: NotificationEvent, template: EmailTemplate, render: () => OutgoingEmail): Promise<EventOutcome> {
+  private sendEmail(
+    event: NotificationEvent,
+    template: EmailTemplate,
+    render: () => OutgoingEmail,
+  ): Promise<EventOutcome> {
     return this.store.transaction(async (repos) => {
       if (!(await repos.recordEventOnce(event.id, event.type))) return 'duplicate';
       const email = render();
@@ -145,9 +185,12 @@ export class NotificationEventHandler {
       return openSealedSecret(sealed, this.settings.sealingKey, context);
     } catch (error) {
       // Neither the sealed value nor anything derived from it goes into the message.
-      throw new UnprocessableEventError(`cannot open the sealed ${what} (a SECRET_SEALING_KEY unlike the producer's, or an event altered or replayed with other data)`, {
-        cause: error,
-      });
+      throw new UnprocessableEventError(
+        `cannot open the sealed ${what} (a SECRET_SEALING_KEY unlike the producer's, or an event altered or replayed with other data)`,
+        {
+          cause: error,
+        },
+      );
     }
   }
 }

@@ -17,7 +17,13 @@ describe('notification feed', () => {
 
   const addItem = (orgId = ORG, message = 'something happened'): FeedItem => {
     clock.advance(1_000);
-    const item: FeedItem = { id: randomUUID(), orgId, type: 'member.joined', message, createdAt: clock.now() };
+    const item: FeedItem = {
+      id: randomUUID(),
+      orgId,
+      type: 'member.joined',
+      message,
+      createdAt: clock.now(),
+    };
     store.state.feed.push(item);
     return item;
   };
@@ -48,9 +54,9 @@ describe('notification feed', () => {
     const second = await service.list({ orgId: ORG, userId: ADA, limit: 2, cursor: first.nextCursor });
     const third = await service.list({ orgId: ORG, userId: ADA, limit: 2, cursor: second.nextCursor });
 
-    expect([...first.notifications, ...second.notifications, ...third.notifications].map((n) => n.id)).toEqual(
-      items.map((i) => i.id),
-    );
+    expect(
+      [...first.notifications, ...second.notifications, ...third.notifications].map((n) => n.id),
+    ).toEqual(items.map((i) => i.id));
     expect(first.nextCursor).not.toBe('');
     expect(third.nextCursor).toBe('');
     expect(third.unreadCount).toBe(5);
@@ -71,21 +77,29 @@ describe('notification feed', () => {
   it('marks read idempotently', async () => {
     const item = addItem();
     await service.markRead({ orgId: ORG, userId: ADA, notificationId: item.id });
-    await expect(service.markRead({ orgId: ORG, userId: ADA, notificationId: item.id })).resolves.toMatchObject({ read: true });
+    await expect(
+      service.markRead({ orgId: ORG, userId: ADA, notificationId: item.id }),
+    ).resolves.toMatchObject({ read: true });
   });
 
   it('does not reveal or mark notifications of another organization', async () => {
     const foreign = addItem(OTHER_ORG);
 
-    const error = await service.markRead({ orgId: ORG, userId: ADA, notificationId: foreign.id }).catch((e: unknown) => e);
+    const error = await service
+      .markRead({ orgId: ORG, userId: ADA, notificationId: foreign.id })
+      .catch((e: unknown) => e);
 
     expect(error).toBeInstanceOf(AppError);
     expect((error as AppError).code).toBe('NOTIFICATION_NOT_FOUND');
     expect(store.state.reads.size).toBe(0);
-    await expect(service.markRead({ orgId: ORG, userId: ADA, notificationId: randomUUID() })).rejects.toMatchObject({
+    await expect(
+      service.markRead({ orgId: ORG, userId: ADA, notificationId: randomUUID() }),
+    ).rejects.toMatchObject({
       code: 'NOTIFICATION_NOT_FOUND',
     });
-    await expect(service.markRead({ orgId: ORG, userId: ADA, notificationId: 'not-a-uuid' })).rejects.toMatchObject({
+    await expect(
+      service.markRead({ orgId: ORG, userId: ADA, notificationId: 'not-a-uuid' }),
+    ).rejects.toMatchObject({
       code: 'NOTIFICATION_NOT_FOUND',
     });
   });
@@ -120,10 +134,18 @@ describe('notification feed', () => {
   });
 
   it('validates scope, limit and cursor', async () => {
-    await expect(service.list({ orgId: '', userId: ADA })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
-    await expect(service.list({ orgId: ORG, userId: ' ' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
-    await expect(service.markAllRead({ orgId: ORG, userId: '' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
-    await expect(service.list({ orgId: ORG, userId: ADA, limit: 201 })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    await expect(service.list({ orgId: '', userId: ADA })).rejects.toMatchObject({
+      code: 'VALIDATION_FAILED',
+    });
+    await expect(service.list({ orgId: ORG, userId: ' ' })).rejects.toMatchObject({
+      code: 'VALIDATION_FAILED',
+    });
+    await expect(service.markAllRead({ orgId: ORG, userId: '' })).rejects.toMatchObject({
+      code: 'VALIDATION_FAILED',
+    });
+    await expect(service.list({ orgId: ORG, userId: ADA, limit: 201 })).rejects.toMatchObject({
+      code: 'VALIDATION_FAILED',
+    });
     await expect(service.list({ orgId: ORG, userId: ADA, cursor: 'garbage' })).rejects.toMatchObject({
       code: 'VALIDATION_FAILED',
     });
@@ -147,7 +169,11 @@ describe('read rule', () => {
   it('counts individual reads and the read-all watermark (inclusive)', () => {
     expect(isReadBy(item, { readAllBefore: null, readIds: new Set() })).toBe(false);
     expect(isReadBy(item, { readAllBefore: null, readIds: new Set(['n1']) })).toBe(true);
-    expect(isReadBy(item, { readAllBefore: new Date('2026-01-01T00:00:01Z'), readIds: new Set() })).toBe(true);
-    expect(isReadBy(item, { readAllBefore: new Date('2026-01-01T00:00:00.999Z'), readIds: new Set() })).toBe(false);
+    expect(isReadBy(item, { readAllBefore: new Date('2026-01-01T00:00:01Z'), readIds: new Set() })).toBe(
+      true,
+    );
+    expect(isReadBy(item, { readAllBefore: new Date('2026-01-01T00:00:00.999Z'), readIds: new Set() })).toBe(
+      false,
+    );
   });
 });

@@ -25,7 +25,6 @@ export interface NotificationPage {
   unreadCount: number;
 }
 
-
 /** The feed of an organization as one user sees it: newest first, read state per user. */
 export class NotificationService {
   constructor(
@@ -37,7 +36,9 @@ export class NotificationService {
     requireScope(input);
     const page = toPageRequest(input.limit, input.cursor);
     if (page.after && !isUuid(page.after.id)) {
-      throw new AppError('VALIDATION_FAILED', 'cursor is not valid', { fields: [{ path: 'cursor', message: 'invalid cursor' }] });
+      throw new AppError('VALIDATION_FAILED', 'cursor is not valid', {
+        fields: [{ path: 'cursor', message: 'invalid cursor' }],
+      });
     }
     return this.store.read(async (repos) => {
       const rows = await repos.listFeed(input.orgId, input.userId, {
@@ -46,7 +47,10 @@ export class NotificationService {
         unreadOnly: input.unreadOnly ?? false,
       });
       const unreadCount = await repos.countUnread(input.orgId, input.userId);
-      const { items, nextCursor } = toPage(rows, page.limit, (row) => ({ at: row.createdAt.toISOString(), id: row.id }));
+      const { items, nextCursor } = toPage(rows, page.limit, (row) => ({
+        at: row.createdAt.toISOString(),
+        id: row.id,
+      }));
       return { notifications: items, nextCursor, unreadCount };
     });
   }
@@ -69,7 +73,9 @@ export class NotificationService {
   /** Marks everything in the feed read for the user; returns how many became read. Idempotent. */
   async markAllRead(input: FeedScope): Promise<number> {
     requireScope(input);
-    return this.store.transaction((repos) => repos.markAllReadUntil(input.orgId, input.userId, this.clock.now()));
+    return this.store.transaction((repos) =>
+      repos.markAllReadUntil(input.orgId, input.userId, this.clock.now()),
+    );
   }
 }
 
@@ -78,5 +84,6 @@ function requireScope(scope: FeedScope): void {
     ...(scope.orgId.trim() ? [] : [{ path: 'org_id', message: 'required' }]),
     ...(scope.userId.trim() ? [] : [{ path: 'user_id', message: 'required' }]),
   ];
-  if (fields.length > 0) throw new AppError('VALIDATION_FAILED', 'org_id and user_id are required', { fields });
+  if (fields.length > 0)
+    throw new AppError('VALIDATION_FAILED', 'org_id and user_id are required', { fields });
 }

@@ -3,8 +3,17 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { recordEventOnce } from '@sts/db/processed-events';
 import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
 import { isUuid } from '@sts/vocabulary/identifiers';
-import type { EmailLogEntry, FeedItem, Notification, NotificationType } from '@sts/notification-domain/notification-model';
-import type { FeedQuery, NotificationRepositories, NotificationStore } from '@sts/notification-domain/notification-ports';
+import type {
+  EmailLogEntry,
+  FeedItem,
+  Notification,
+  NotificationType,
+} from '@sts/notification-domain/notification-model';
+import type {
+  FeedQuery,
+  NotificationRepositories,
+  NotificationStore,
+} from '@sts/notification-domain/notification-ports';
 import { EmailLogEntity, FeedItemEntity } from './notification-entities';
 
 interface NotificationViewRow {
@@ -81,7 +90,11 @@ class NotificationRepositoriesSql implements NotificationRepositories {
     return row?.count ?? 0;
   }
 
-  async findNotification(orgId: string, userId: string, notificationId: string): Promise<Notification | null> {
+  async findNotification(
+    orgId: string,
+    userId: string,
+    notificationId: string,
+  ): Promise<Notification | null> {
     if (!isUuid(notificationId)) return null;
     const row = await this.sql.one<NotificationViewRow>(`${FEED_VIEW} where f.id = ? and f.org_id = ?`, [
       userId,
@@ -108,10 +121,10 @@ class NotificationRepositoriesSql implements NotificationRepositories {
        on conflict do nothing`,
       [orgId, userId],
     );
-    await this.sql.all(`select 1 from notification.read_watermarks where org_id = ? and user_id = ? for update`, [
-      orgId,
-      userId,
-    ]);
+    await this.sql.all(
+      `select 1 from notification.read_watermarks where org_id = ? and user_id = ? for update`,
+      [orgId, userId],
+    );
     const row = await this.sql.one<{ count: number }>(
       `select count(*)::int as count
        from notification.feed_items f
@@ -135,5 +148,11 @@ class NotificationRepositoriesSql implements NotificationRepositories {
 }
 
 function toNotification(row: NotificationViewRow): Notification {
-  return { id: row.id, type: row.type, message: row.message, read: row.read, createdAt: new Date(row.created_at) };
+  return {
+    id: row.id,
+    type: row.type,
+    message: row.message,
+    read: row.read,
+    createdAt: new Date(row.created_at),
+  };
 }

@@ -2,7 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { loadConfig } from '@sts/config/load-config';
 import { notificationEnvSchema } from './notification-config';
 
-const required = { SECRET_SEALING_KEY: randomBytes(32).toString('base64'), SERVICE_AUTH_KEY: randomBytes(32).toString('base64') };
+const required = {
+  SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
+  SERVICE_AUTH_KEY: randomBytes(32).toString('base64'),
+};
 
 describe('notification configuration', () => {
   it('defaults PUBLIC_API_URL to the local gateway', () => {
@@ -10,12 +13,15 @@ describe('notification configuration', () => {
   });
 
   it('takes an http or https PUBLIC_API_URL and refuses anything else', () => {
-    expect(loadConfig(notificationEnvSchema, { ...required, PUBLIC_API_URL: 'https://api.example.com' }).PUBLIC_API_URL).toBe(
-      'https://api.example.com',
-    );
-    expect(() => loadConfig(notificationEnvSchema, { ...required, PUBLIC_API_URL: 'ftp://api.example.com' })).toThrow(
+    expect(
+      loadConfig(notificationEnvSchema, { ...required, PUBLIC_API_URL: 'https://api.example.com' })
+        .PUBLIC_API_URL,
+    ).toBe('https://api.example.com');
+    expect(() =>
+      loadConfig(notificationEnvSchema, { ...required, PUBLIC_API_URL: 'ftp://api.example.com' }),
+    ).toThrow(/PUBLIC_API_URL/);
+    expect(() => loadConfig(notificationEnvSchema, { ...required, PUBLIC_API_URL: 'not a url' })).toThrow(
       /PUBLIC_API_URL/,
     );
-    expect(() => loadConfig(notificationEnvSchema, { ...required, PUBLIC_API_URL: 'not a url' })).toThrow(/PUBLIC_API_URL/);
   });
 });

@@ -81,4 +81,9 @@ export const EmailLogEntity = new EntitySchema<EmailLogRow>({
   },
 });
 
-export const NOTIFICATION_ENTITIES = [FeedItemEntity, NotificationReadEntity, ReadWatermarkEntity, EmailLogEntity];
+export const NOTIFICATION_ENTITIES = [
+  FeedItemEntity,
+  NotificationReadEntity,
+  ReadWatermarkEntity,
+  EmailLogEntity,
+];

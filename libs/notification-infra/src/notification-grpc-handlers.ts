@@ -17,7 +17,9 @@ function toProto(notification: Notification): ProtoNotification {
 }
 
 /** notification.v1.NotificationService: proto in, domain call, proto out. */
-export function notificationGrpcHandlers(service: NotificationService): AsyncHandlers<typeof NotificationServiceService> {
+export function notificationGrpcHandlers(
+  service: NotificationService,
+): AsyncHandlers<typeof NotificationServiceService> {
   return {
     listNotifications: async (request) => {
       const page = await service.list({
@@ -27,7 +29,11 @@ export function notificationGrpcHandlers(service: NotificationService): AsyncHan
         cursor: request.cursor,
         unreadOnly: request.unreadOnly,
       });
-      return { notifications: page.notifications.map(toProto), nextCursor: page.nextCursor, unreadCount: page.unreadCount };
+      return {
+        notifications: page.notifications.map(toProto),
+        nextCursor: page.nextCursor,
+        unreadCount: page.unreadCount,
+      };
     },
     markRead: async (request) => {
       const notification = await service.markRead({

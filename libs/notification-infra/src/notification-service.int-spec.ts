@@ -12,9 +12,7 @@ import { testServiceAuth } from '@sts/testing/service-auth';
 import { createLogger } from '@sts/logger/create-logger';
 import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publisher';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
-import {
-  NotificationServiceService,
-} from '@sts/proto/gen/notification/v1/notification';
+import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notification';
 import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
@@ -51,14 +49,29 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
 
   /** Publishes without a message id, as a redelivery or a relay retry beyond the duplicate window would. */
   const publishAgain = async (envelope: EventEnvelope) => {
-    await nats.js.publish(eventSubject(namespace, envelope.type as DomainEvent['type']), JSON.stringify(envelope));
+    await nats.js.publish(
+      eventSubject(namespace, envelope.type as DomainEvent['type']),
+      JSON.stringify(envelope),
+    );
   };
 
-  const feed = (orgId: string, userId: string, extra: { limit?: number; cursor?: string; unreadOnly?: boolean } = {}) =>
-    client.listNotifications({ orgId, userId, limit: extra.limit ?? 0, cursor: extra.cursor ?? '', unreadOnly: extra.unreadOnly ?? false });
+  const feed = (
+    orgId: string,
+    userId: string,
+    extra: { limit?: number; cursor?: string; unreadOnly?: boolean } = {},
+  ) =>
+    client.listNotifications({
+      orgId,
+      userId,
+      limit: extra.limit ?? 0,
+      cursor: extra.cursor ?? '',
+      unreadOnly: extra.unreadOnly ?? false,
+    });
 
   const waitForItem = (orgId: string, id: string) =>
-    eventually(async () => (await feed(orgId, 'observer', { limit: 200 })).notifications.find((n) => n.id === id));
+    eventually(async () =>
+      (await feed(orgId, 'observer', { limit: 200 })).notifications.find((n) => n.id === id),
+    );
 
   beforeAll(async () => {
     database = await createTestDatabase('notification');
@@ -79,7 +92,12 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
     service = await startNotificationService(config, logger);
     nats = await connectJetStream({ url: NATS_URL, name: 'notification-int-test', logger });
     publish = createEventPublisher(nats.js, namespace);
-    client = createPromiseClient(NotificationServiceService, `127.0.0.1:${service.grpcPort}`, 5_000, serviceAuth.as('notification'));
+    client = createPromiseClient(
+      NotificationServiceService,
+      `127.0.0.1:${service.grpcPort}`,
+      5_000,
+      serviceAuth.as('notification'),
+    );
     db = new Client({ connectionString: database.url });
     await db.connect();
   });
@@ -121,7 +139,9 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
     const marked = await client.markRead({ orgId: 'org-b', userId: 'alice', notificationId: event.id });
     expect(marked.notification).toMatchObject({ id: event.id, read: true });
     // Idempotent.
-    await expect(client.markRead({ orgId: 'org-b', userId: 'alice', notificationId: event.id })).resolves.toBeDefined();
+    await expect(
+      client.markRead({ orgId: 'org-b', userId: 'alice', notificationId: event.id }),
+    ).resolves.toBeDefined();
 
     const alice = await feed('org-b', 'alice');
     const bob = await feed('org-b', 'bob');
@@ -129,7 +149,9 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
     expect(alice.unreadCount).toBe(0);
     expect(bob.notifications.find((n) => n.id === event.id)?.read).toBe(false);
     expect(bob.unreadCount).toBe(1);
-    expect((await feed('org-b', 'bob', { unreadOnly: true })).notifications.map((n) => n.id)).toEqual([event.id]);
+    expect((await feed('org-b', 'bob', { unreadOnly: true })).notifications.map((n) => n.id)).toEqual([
+      event.id,
+    ]);
     expect((await feed('org-b', 'alice', { unreadOnly: true })).notifications).toEqual([]);
   });
 
@@ -172,10 +194,14 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AppError);
     expect((error as AppError).code).toBe('NOTIFICATION_NOT_FOUND');
-    await expect(client.markRead({ orgId: 'org-d', userId: 'x', notificationId: 'nope' })).rejects.toMatchObject({
+    await expect(
+      client.markRead({ orgId: 'org-d', userId: 'x', notificationId: 'nope' }),
+    ).rejects.toMatchObject({
       code: 'NOTIFICATION_NOT_FOUND',
     });
-    await expect(client.listNotifications({ orgId: '', userId: 'x', limit: 0, cursor: '', unreadOnly: false })).rejects.toMatchObject({
+    await expect(
+      client.listNotifications({ orgId: '', userId: 'x', limit: 0, cursor: '', unreadOnly: false }),
+    ).rejects.toMatchObject({
       code: 'VALIDATION_FAILED',
     });
     // Mallory's read-all does not touch org-d.
@@ -212,7 +238,9 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
     expect(seen).toEqual(all);
     expect(new Set(seen)).toEqual(new Set(events.map((e) => e.id)));
     await expect(feed('org-f', 'frank', { limit: 500 })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
-    await expect(feed('org-f', 'frank', { cursor: 'bogus' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    await expect(feed('org-f', 'frank', { cursor: 'bogus' })).rejects.toMatchObject({
+      code: 'VALIDATION_FAILED',
+    });
   });
 
   describe('invitation e-mails', () => {
@@ -225,7 +253,11 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       role: 'APP_USER' as const,
       invited_by_name: 'Ada Lovelace',
       expires_at: new Date(Date.now() + 7 * 24 * 3600_000).toISOString(),
-      token_sealed: sealSecret(token, sealingKey, SEALING_CONTEXTS.inviteToken({ org_id: 'org-g', email: 'grace@example.com', invite_id: 'inv-1' })),
+      token_sealed: sealSecret(
+        token,
+        sealingKey,
+        SEALING_CONTEXTS.inviteToken({ org_id: 'org-g', email: 'grace@example.com', invite_id: 'inv-1' }),
+      ),
     });
     const toGrace = (mail: ReceivedMail) => mail.envelope.to.includes('grace@example.com');
 
@@ -244,13 +276,19 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       expect(message.html).toContain('Acme &amp; &lt;Sons&gt;');
 
       const log = await eventually(async () => {
-        const { rows } = await db.query<{ event_id: string; recipient: string; subject: string; template: string }>(
-          'select event_id, recipient, subject, template from notification.email_log where event_id = $1',
-          [invite.id],
-        );
+        const { rows } = await db.query<{
+          event_id: string;
+          recipient: string;
+          subject: string;
+          template: string;
+        }>('select event_id, recipient, subject, template from notification.email_log where event_id = $1', [
+          invite.id,
+        ]);
         return rows.length > 0 ? rows : undefined;
       });
-      expect(log).toEqual([{ event_id: invite.id, recipient: 'grace@example.com', subject: message.subject, template: 'invite' }]);
+      expect(log).toEqual([
+        { event_id: invite.id, recipient: 'grace@example.com', subject: message.subject, template: 'invite' },
+      ]);
     });
 
     it('does not send a second e-mail for a duplicate event', async () => {
@@ -260,7 +298,10 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       await waitForItem('org-g', marker.id);
 
       expect(sink.messages.filter(toGrace)).toHaveLength(1);
-      const { rows } = await db.query('select count(*)::int as n from notification.email_log where event_id = $1', [invite.id]);
+      const { rows } = await db.query(
+        'select count(*)::int as n from notification.email_log where event_id = $1',
+        [invite.id],
+      );
       expect(rows[0]).toEqual({ n: 1 });
     });
 
@@ -287,7 +328,12 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
         re_enrolled: reEnrolled,
       });
     const deviceChange = (type: 'device.disabled' | 'device.enabled', orgId: string, hostname: string) =>
-      newEnvelope(type, { org_id: orgId, device_id: `dev-${++counter}`, hostname, at: new Date().toISOString() });
+      newEnvelope(type, {
+        org_id: orgId,
+        device_id: `dev-${++counter}`,
+        hostname,
+        at: new Date().toISOString(),
+      });
 
     it('turns device.enrolled and device.disabled into feed items naming the hostname', async () => {
       const enrolled = deviceEnrolled('org-h', 'web-01');
@@ -314,7 +360,10 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
     });
 
     it('stores a hostile hostname as one capped line of plain text', async () => {
-      const event = deviceEnrolled('org-i', `  <img src=x onerror=alert(1)>\r\n\u0000\u001b[31m\u202e${'h'.repeat(2_000)}  `);
+      const event = deviceEnrolled(
+        'org-i',
+        `  <img src=x onerror=alert(1)>\r\n\u0000\u001b[31m\u202e${'h'.repeat(2_000)}  `,
+      );
       await publish(event);
 
       const item = await waitForItem('org-i', event.id);
@@ -364,7 +413,11 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       expires_at: expiresAt.toISOString(),
       request_id: 'req-k',
       code_sealed: sealSecret(code, sealingKey, SEALING_CONTEXTS.enrollmentCode(opsRecipient)),
-      enrollment_key_sealed: sealSecret(enrollmentKey, sealingKey, SEALING_CONTEXTS.enrollmentKey(opsRecipient)),
+      enrollment_key_sealed: sealSecret(
+        enrollmentKey,
+        sealingKey,
+        SEALING_CONTEXTS.enrollmentKey(opsRecipient),
+      ),
     });
     const toOps = (mail: ReceivedMail) => mail.envelope.to.includes('ops@example.com');
     const command = `agent enroll --server https://api.test --key ${enrollmentKey} --code ${code}`;
@@ -378,9 +431,13 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       expect(message.recipients.map((r) => r.address)).toEqual(['ops@example.com']);
       expect(message.text).toContain(`Your one-time enrollment code: ${code}`);
       expect(message.text).toContain(`Your organization's enrollment key: ${enrollmentKey}`);
-      expect(message.text).toContain(`It expires at ${expiresAt.toISOString().slice(0, 16).replace('T', ' ')} UTC and works once`);
+      expect(message.text).toContain(
+        `It expires at ${expiresAt.toISOString().slice(0, 16).replace('T', ' ')} UTC and works once`,
+      );
       expect(message.text).toContain(command);
-      expect(message.text).toContain(`export STS_SERVER_URL=https://api.test\n  export STS_ENROLLMENT_KEY=${enrollmentKey}`);
+      expect(message.text).toContain(
+        `export STS_SERVER_URL=https://api.test\n  export STS_ENROLLMENT_KEY=${enrollmentKey}`,
+      );
       expect(message.text).toContain(`export STS_ENROLLMENT_CODE=${code}\n  agent enroll\n`);
       expect(message.text).toContain('agent status');
       expect(message.html).toContain(`<code>${code}</code>`);
@@ -388,14 +445,23 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       expect(message.html).toContain('Acme &amp; &lt;Sons&gt;');
 
       const log = await eventually(async () => {
-        const { rows } = await db.query<{ event_id: string; recipient: string; subject: string; template: string }>(
-          'select event_id, recipient, subject, template from notification.email_log where event_id = $1',
-          [requested.id],
-        );
+        const { rows } = await db.query<{
+          event_id: string;
+          recipient: string;
+          subject: string;
+          template: string;
+        }>('select event_id, recipient, subject, template from notification.email_log where event_id = $1', [
+          requested.id,
+        ]);
         return rows.length > 0 ? rows : undefined;
       });
       expect(log).toEqual([
-        { event_id: requested.id, recipient: 'ops@example.com', subject: message.subject, template: 'enrollment_code' },
+        {
+          event_id: requested.id,
+          recipient: 'ops@example.com',
+          subject: message.subject,
+          template: 'enrollment_code',
+        },
       ]);
     });
 
@@ -407,23 +473,36 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       await waitForItem('org-k', marker.id);
 
       expect(sink.messages.filter(toOps)).toHaveLength(1);
-      const { rows } = await db.query('select count(*)::int as n from notification.email_log where event_id = $1', [requested.id]);
+      const { rows } = await db.query(
+        'select count(*)::int as n from notification.email_log where event_id = $1',
+        [requested.id],
+      );
       expect(rows[0]).toEqual({ n: 1 });
     });
 
     it('does not e-mail the sealed code and key to anyone else when the message is replayed with another recipient', async () => {
       // An attacker who can publish on the stream copies the real message and changes the e-mail.
-      const replayed = newEnvelope('enrollment_code.email_requested', { ...requested.data, email: 'attacker@evil.test' });
+      const replayed = newEnvelope('enrollment_code.email_requested', {
+        ...requested.data,
+        email: 'attacker@evil.test',
+      });
       await publish(replayed);
       const toAttacker = (mail: ReceivedMail) => mail.envelope.to.includes('attacker@evil.test');
       // Proved from the consumer's state: the replay was delivered and terminated (acked), not left to retry.
       await eventually(async () => {
         const info = await nats.jsm.consumers.info(eventsStreamName(namespace), 'notification');
-        const stored = await nats.jsm.streams.getMessage(eventsStreamName(namespace), { last_by_subj: eventSubject(namespace, 'enrollment_code.email_requested') });
-        return stored && info.ack_floor.stream_seq >= stored.seq && info.num_ack_pending === 0 ? true : undefined;
+        const stored = await nats.jsm.streams.getMessage(eventsStreamName(namespace), {
+          last_by_subj: eventSubject(namespace, 'enrollment_code.email_requested'),
+        });
+        return stored && info.ack_floor.stream_seq >= stored.seq && info.num_ack_pending === 0
+          ? true
+          : undefined;
       });
       expect(sink.messages.filter(toAttacker)).toHaveLength(0);
-      const { rows } = await db.query('select count(*)::int as n from notification.email_log where event_id = $1', [replayed.id]);
+      const { rows } = await db.query(
+        'select count(*)::int as n from notification.email_log where event_id = $1',
+        [replayed.id],
+      );
       expect(rows[0]).toEqual({ n: 0 });
     });
 
@@ -434,7 +513,12 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
            (select string_agg(t::text, '|') from notification.processed_events t),
            (select string_agg(t::text, '|') from notification.feed_items t)) as dump`,
       );
-      for (const secret of [code, enrollmentKey, requested.data.code_sealed, requested.data.enrollment_key_sealed]) {
+      for (const secret of [
+        code,
+        enrollmentKey,
+        requested.data.code_sealed,
+        requested.data.enrollment_key_sealed,
+      ]) {
         expect(rows[0]?.dump).not.toContain(secret);
       }
     });
@@ -493,7 +577,11 @@ describe('notification service when SMTP is down', () => {
       role: 'ANALYST' as const,
       invited_by_name: 'Ada',
       expires_at: new Date(Date.now() + 24 * 3600_000).toISOString(),
-      token_sealed: sealSecret('sts_inv_retry-token', sealingKey, SEALING_CONTEXTS.inviteToken({ org_id: 'org-z', email: 'zoe@example.com', invite_id: 'inv-z' })),
+      token_sealed: sealSecret(
+        'sts_inv_retry-token',
+        sealingKey,
+        SEALING_CONTEXTS.inviteToken({ org_id: 'org-z', email: 'zoe@example.com', invite_id: 'inv-z' }),
+      ),
     });
     const zedRecipient = { org_id: 'org-z', email: 'zed@example.com', request_id: 'req-z' };
     const codeRequested = newEnvelope('enrollment_code.email_requested', {
@@ -504,7 +592,11 @@ describe('notification service when SMTP is down', () => {
       expires_at: new Date(Date.now() + 24 * 3600_000).toISOString(),
       request_id: 'req-z',
       code_sealed: sealSecret('ZZZZ-RTRY', sealingKey, SEALING_CONTEXTS.enrollmentCode(zedRecipient)),
-      enrollment_key_sealed: sealSecret('sts_ek_retry-key', sealingKey, SEALING_CONTEXTS.enrollmentKey(zedRecipient)),
+      enrollment_key_sealed: sealSecret(
+        'sts_ek_retry-key',
+        sealingKey,
+        SEALING_CONTEXTS.enrollmentKey(zedRecipient),
+      ),
     });
     await createEventPublisher(nats.js, namespace)(invite);
     await createEventPublisher(nats.js, namespace)(codeRequested);
@@ -524,15 +616,20 @@ describe('notification service when SMTP is down', () => {
     const message = await sink.waitFor(toZoe, 15_000);
     expect(message.text).toContain('sts_inv_retry-token');
     await eventually(async () =>
-      (await db.query('select 1 from notification.email_log where event_id = $1', [invite.id])).rowCount === 1 ? true : undefined,
+      (await db.query('select 1 from notification.email_log where event_id = $1', [invite.id])).rowCount === 1
+        ? true
+        : undefined,
     );
     expect(sink.messages.filter(toZoe)).toHaveLength(1);
 
     const toZed = (mail: ReceivedMail) => mail.envelope.to.includes('zed@example.com');
     const codeMessage = await sink.waitFor(toZed, 15_000);
-    expect(codeMessage.text).toContain('agent enroll --server http://localhost:8080 --key sts_ek_retry-key --code ZZZZ-RTRY');
+    expect(codeMessage.text).toContain(
+      'agent enroll --server http://localhost:8080 --key sts_ek_retry-key --code ZZZZ-RTRY',
+    );
     await eventually(async () =>
-      (await db.query('select 1 from notification.email_log where event_id = $1', [codeRequested.id])).rowCount === 1
+      (await db.query('select 1 from notification.email_log where event_id = $1', [codeRequested.id]))
+        .rowCount === 1
         ? true
         : undefined,
     );

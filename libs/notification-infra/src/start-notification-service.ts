@@ -1,6 +1,9 @@
 import { registerService } from '@sts/grpc/grpc-server';
 import type { Logger } from '@sts/logger/create-logger';
-import { NOTIFICATION_EVENT_TYPES, NotificationEventHandler } from '@sts/notification-domain/notification-events';
+import {
+  NOTIFICATION_EVENT_TYPES,
+  NotificationEventHandler,
+} from '@sts/notification-domain/notification-events';
 import { NotificationService } from '@sts/notification-domain/notification-service';
 import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notification';
 import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
@@ -20,7 +23,10 @@ export const NOTIFICATION_CONSUMER = 'notification';
  * Notification: the feed (items from events, per-user read state) and outgoing e-mail (invitations,
  * enrollment codes with agent installation instructions).
  */
-export function startNotificationService(config: NotificationConfig, logger: Logger): Promise<RunningService> {
+export function startNotificationService(
+  config: NotificationConfig,
+  logger: Logger,
+): Promise<RunningService> {
   return runServiceHost(
     {
       name: NOTIFICATION_CONSUMER,

@@ -1,6 +1,10 @@
 import { Migration } from '@mikro-orm/migrations';
 import { createServiceOrm, migrateToLatest, type ServiceOrm } from '@sts/db/service-orm';
-import { PROCESSED_EVENTS_RETENTION, processedEventsTableSql, recordEventOnce } from '@sts/db/processed-events';
+import {
+  PROCESSED_EVENTS_RETENTION,
+  processedEventsTableSql,
+  recordEventOnce,
+} from '@sts/db/processed-events';
 import { deleteExpiredRows, startRetention } from '@sts/db/retention';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
@@ -23,7 +27,12 @@ class InitialMigration extends Migration {
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
-const orgCreated = (id: string) => ({ org_id: id, name: 'Acme', domain: null, created_at: new Date().toISOString() });
+const orgCreated = (id: string) => ({
+  org_id: id,
+  name: 'Acme',
+  domain: null,
+  created_at: new Date().toISOString(),
+});
 
 describe('transactional outbox', () => {
   const logger = createLogger('outbox-test', 'silent');
@@ -51,7 +60,9 @@ describe('transactional outbox', () => {
   it('publishes events of committed transactions only, in order, once', async () => {
     const em = orm.em.fork();
     await em.transactional(async (tx) => {
-      await tx.getConnection().execute(`insert into outbox_test.things values ('a')`, [], 'run', tx.getTransactionContext());
+      await tx
+        .getConnection()
+        .execute(`insert into outbox_test.things values ('a')`, [], 'run', tx.getTransactionContext());
       await enqueueEvent(tx, 'org.created', orgCreated('o1'));
       await enqueueEvent(tx, 'org.created', orgCreated('o2'));
     });
@@ -63,9 +74,13 @@ describe('transactional outbox', () => {
     ).rejects.toThrow('abort');
 
     const published: EventEnvelope[] = [];
-    const relay = new OutboxRelay(orm, async (envelope) => {
-      published.push(envelope);
-    }, logger);
+    const relay = new OutboxRelay(
+      orm,
+      async (envelope) => {
+        published.push(envelope);
+      },
+      logger,
+    );
     expect(await relay.drain()).toBe(2);
     expect(published.map((e) => (e.data as { org_id: string }).org_id)).toEqual(['o1', 'o2']);
     expect(await relay.drain()).toBe(0);
@@ -83,10 +98,14 @@ describe('transactional outbox', () => {
     await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('retry')));
     let fail = true;
     const published: EventEnvelope[] = [];
-    const relay = new OutboxRelay(orm, async (envelope) => {
-      if (fail) throw new Error('nats down');
-      published.push(envelope);
-    }, logger);
+    const relay = new OutboxRelay(
+      orm,
+      async (envelope) => {
+        if (fail) throw new Error('nats down');
+        published.push(envelope);
+      },
+      logger,
+    );
     expect(await relay.drain()).toBe(0);
     fail = false;
     expect(await relay.drain()).toBe(1);
@@ -94,7 +113,11 @@ describe('transactional outbox', () => {
   });
 
   it('parks a row NATS refuses after a bounded number of attempts, without holding up other organizations', async () => {
-    const nats = await connectJetStream({ url: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', name: 'outbox-poison', logger });
+    const nats = await connectJetStream({
+      url: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+      name: 'outbox-poison',
+      logger,
+    });
     const namespace = uniqueNatsNamespace();
     try {
       await ensureEventsStream(nats.jsm, namespace);
@@ -114,9 +137,22 @@ describe('transactional outbox', () => {
       // The poison: an event larger than the server's max_payload (1 MiB by default), as a bug might write.
       const em = orm.em.fork();
       const poisonId = '00000000-0000-4000-8000-00000000dead';
-      const poison = { id: poisonId, type: 'org.created', occurred_at: new Date().toISOString(), data: { ...orgCreated('poisoned'), name: 'x'.repeat(2 * 1024 * 1024) } };
-      await em.getConnection().execute(`insert into outbox_test.outbox (id, type, envelope) values (?, ?, ?)`, [poisonId, poison.type, JSON.stringify(poison)]);
-      const behindPoison = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('poisoned')));
+      const poison = {
+        id: poisonId,
+        type: 'org.created',
+        occurred_at: new Date().toISOString(),
+        data: { ...orgCreated('poisoned'), name: 'x'.repeat(2 * 1024 * 1024) },
+      };
+      await em
+        .getConnection()
+        .execute(`insert into outbox_test.outbox (id, type, envelope) values (?, ?, ?)`, [
+          poisonId,
+          poison.type,
+          JSON.stringify(poison),
+        ]);
+      const behindPoison = await em.transactional((tx) =>
+        enqueueEvent(tx, 'org.created', orgCreated('poisoned')),
+      );
       const otherOrg = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('healthy')));
 
       // First pass: the other organization's event goes through; the poisoned organization's later event waits.
@@ -130,10 +166,11 @@ describe('transactional outbox', () => {
       expect(await relay.drain()).toBe(1);
       expect(stored).toEqual([`healthy:${otherOrg.id}`, `poisoned:${behindPoison.id}`]);
 
-      const [row] = await em.getConnection().execute<{ attempts: number; parked: boolean; last_error: string }[]>(
-        `select attempts, dead_lettered_at is not null as parked, last_error from outbox_test.outbox where id = ?`,
-        [poisonId],
-      );
+      const [row] = await em
+        .getConnection()
+        .execute<
+          { attempts: number; parked: boolean; last_error: string }[]
+        >(`select attempts, dead_lettered_at is not null as parked, last_error from outbox_test.outbox where id = ?`, [poisonId]);
       expect(row).toEqual({ attempts: 3, parked: true, last_error: expect.stringMatching(/payload/i) });
       expect(await relay.drain()).toBe(0); // parked rows are not retried
     } finally {
@@ -150,12 +187,15 @@ describe('transactional outbox', () => {
       brokerAnswers: () => Promise.reject(new Error('CONNECTION_REFUSED')),
     });
     for (let pass = 0; pass < 3; pass += 1) expect(await relay.drain()).toBe(0);
-    const [row] = await em.getConnection().execute<{ attempts: number; parked: boolean }[]>(
-      `select attempts, dead_lettered_at is not null as parked from outbox_test.outbox where id = ?`,
-      [waiting.id],
-    );
+    const [row] = await em
+      .getConnection()
+      .execute<
+        { attempts: number; parked: boolean }[]
+      >(`select attempts, dead_lettered_at is not null as parked from outbox_test.outbox where id = ?`, [waiting.id]);
     expect(row).toEqual({ attempts: 0, parked: false });
-    await em.getConnection().execute(`update outbox_test.outbox set published_at = now() where id = ?`, [waiting.id]);
+    await em
+      .getConnection()
+      .execute(`update outbox_test.outbox set published_at = now() where id = ?`, [waiting.id]);
   });
 
   it('deletes published rows past the retention, never unpublished ones', async () => {
@@ -165,7 +205,8 @@ describe('transactional outbox', () => {
     const outboxForADay = { ...OUTBOX_RETENTION, retentionMs: DAY_MS };
     await relay.drain();
     await em.transactional(async (tx) => {
-      for (const id of ['old-published', 'recent-published', 'old-pending']) await enqueueEvent(tx, 'org.created', orgCreated(id));
+      for (const id of ['old-published', 'recent-published', 'old-pending'])
+        await enqueueEvent(tx, 'org.created', orgCreated(id));
     });
     expect(await relay.drain()).toBe(3);
     const age = (orgId: string, set: string) =>
@@ -191,7 +232,9 @@ describe('transactional outbox', () => {
     const retention = startRetention(orm, logger, [outboxForADay]);
     try {
       await eventually(async () => {
-        const rows = await sql(`select 1 from outbox_test.outbox where envelope->'data'->>'org_id' = 'recent-published'`);
+        const rows = await sql(
+          `select 1 from outbox_test.outbox where envelope->'data'->>'org_id' = 'recent-published'`,
+        );
         return rows.length === 0;
       });
     } finally {
@@ -208,14 +251,27 @@ describe('transactional outbox', () => {
 
   it('forgets handled event ids after the retention (8 days by default), at once and then periodically', async () => {
     const em = orm.em.fork();
-    const ids = ['0a1c2f8e-4e0b-4a8e-9b1a-7d3f2a1b0c01', '0a1c2f8e-4e0b-4a8e-9b1a-7d3f2a1b0c02', '0a1c2f8e-4e0b-4a8e-9b1a-7d3f2a1b0c03'];
-    for (const id of ids) expect(await em.transactional((tx) => recordEventOnce(tx, id, 'org.created'))).toBe(true);
+    const ids = [
+      '0a1c2f8e-4e0b-4a8e-9b1a-7d3f2a1b0c01',
+      '0a1c2f8e-4e0b-4a8e-9b1a-7d3f2a1b0c02',
+      '0a1c2f8e-4e0b-4a8e-9b1a-7d3f2a1b0c03',
+    ];
+    for (const id of ids)
+      expect(await em.transactional((tx) => recordEventOnce(tx, id, 'org.created'))).toBe(true);
     const handledAgo = (id: string, interval: string) =>
-      em.getConnection().execute(`update outbox_test.processed_events set processed_at = now() - interval '${interval}' where event_id = '${id}'`);
+      em
+        .getConnection()
+        .execute(
+          `update outbox_test.processed_events set processed_at = now() - interval '${interval}' where event_id = '${id}'`,
+        );
     const kept = async () =>
-      (await em.getConnection().execute<{ event_id: string }[]>(`select event_id from outbox_test.processed_events where event_id in (${ids.map((id) => `'${id}'`).join(', ')}) order by 1`)).map(
-        (row) => row.event_id,
-      );
+      (
+        await em
+          .getConnection()
+          .execute<
+            { event_id: string }[]
+          >(`select event_id from outbox_test.processed_events where event_id in (${ids.map((id) => `'${id}'`).join(', ')}) order by 1`)
+      ).map((row) => row.event_id);
     await handledAgo(ids[0] as string, '9 days');
     await handledAgo(ids[1] as string, '7 days');
 

@@ -33,7 +33,12 @@ export function outboxDeadLetterSql(schema: string): string {
  * How long outbox rows are kept (a `RetainedTable` of @sts/db/retention, applied by the service host):
  * published rows as long as the stream keeps their events; unpublished and parked rows (null) never expire.
  */
-export const OUTBOX_RETENTION = { table: 'outbox', key: 'id', timeColumn: 'published_at', retentionMs: EVENT_RETENTION_MS };
+export const OUTBOX_RETENTION = {
+  table: 'outbox',
+  key: 'id',
+  timeColumn: 'published_at',
+  retentionMs: EVENT_RETENTION_MS,
+};
 
 /**
  * The envelope of an outbox row: data validated against the catalogue. For stores that write the

@@ -11,17 +11,33 @@ describe('keyset cursors', () => {
   });
 
   it('rejects garbage cursors with a validation error', () => {
-    for (const bad of ['', 'x', Buffer.from('[1,2]').toString('base64url'), Buffer.from('["no-date","x"]').toString('base64url')]) {
+    for (const bad of [
+      '',
+      'x',
+      Buffer.from('[1,2]').toString('base64url'),
+      Buffer.from('["no-date","x"]').toString('base64url'),
+    ]) {
       expect(() => decodeCursor(bad)).toThrow(AppError);
     }
   });
 
   it('rejects tampered positions PostgreSQL could not read: bare numbers, years out of range, ids that are not ours', () => {
-    for (const at of ['5', '20260101', '+275760-09-13T00:00:00.000Z', '0000-01-01T00:00:00.000Z', '2026-13-01T00:00:00.000Z', '2026-01-01 00:00:00', '2026-01-01T00:00:00.000+01:00']) {
+    for (const at of [
+      '5',
+      '20260101',
+      '+275760-09-13T00:00:00.000Z',
+      '0000-01-01T00:00:00.000Z',
+      '2026-13-01T00:00:00.000Z',
+      '2026-01-01 00:00:00',
+      '2026-01-01T00:00:00.000+01:00',
+    ]) {
       expect(() => decodeCursor(cursorOf([at, ID(1)]))).toThrow(AppError);
     }
     expect(() => decodeCursor(cursorOf(['2026-01-01T00:00:00.000Z', "x' or 1=1 --"]))).toThrow(AppError);
-    expect(decodeCursor(cursorOf(['9999-12-31T23:59:59.999Z', ID(2)]))).toEqual({ at: '9999-12-31T23:59:59.999Z', id: ID(2) });
+    expect(decodeCursor(cursorOf(['9999-12-31T23:59:59.999Z', ID(2)]))).toEqual({
+      at: '9999-12-31T23:59:59.999Z',
+      id: ID(2),
+    });
   });
 
   it('validates limits', () => {

@@ -51,7 +51,9 @@ export function decodeCursor(cursor: string): KeysetPosition {
   } catch {
     // fall through
   }
-  throw new AppError('VALIDATION_FAILED', 'cursor is not valid', { fields: [{ path: 'cursor', message: 'invalid cursor' }] });
+  throw new AppError('VALIDATION_FAILED', 'cursor is not valid', {
+    fields: [{ path: 'cursor', message: 'invalid cursor' }],
+  });
 }
 
 /** Normalises a page request arriving over gRPC (0 = default). */
@@ -69,7 +71,11 @@ export function toPageRequest(limit: number | undefined, cursor: string | undefi
  * Given up to limit+1 rows fetched, returns the page and the cursor of the next one (empty when
  * this is the last page).
  */
-export function toPage<Row>(rows: Row[], limit: number, positionOf: (row: Row) => KeysetPosition): { items: Row[]; nextCursor: string } {
+export function toPage<Row>(
+  rows: Row[],
+  limit: number,
+  positionOf: (row: Row) => KeysetPosition,
+): { items: Row[]; nextCursor: string } {
   const items = rows.slice(0, limit);
   const last = items[items.length - 1];
   return { items, nextCursor: rows.length > limit && last ? encodeCursor(positionOf(last)) : '' };

@@ -55,7 +55,9 @@ export function runProcess(name: string, start: () => Promise<StartedProcess>): 
   start().then(
     (started) => {
       const { logger } = started;
-      const lifecycle = new Lifecycle((resource, error) => logger.error({ err: error, resource }, 'shutdown step failed'));
+      const lifecycle = new Lifecycle((resource, error) =>
+        logger.error({ err: error, resource }, 'shutdown step failed'),
+      );
       lifecycle.add(name, async () => {
         logger.info({ process: name }, 'stopping');
         await started.stop();

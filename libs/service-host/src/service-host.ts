@@ -69,7 +69,9 @@ export async function runServiceHost(
   compose: (host: ServiceHost) => Promise<ServiceRegistration[]>,
 ): Promise<RunningService> {
   const { config, logger } = options;
-  const lifecycle = new Lifecycle((name, error) => logger.error({ err: error, resource: name }, 'shutdown step failed'));
+  const lifecycle = new Lifecycle((name, error) =>
+    logger.error({ err: error, resource: name }, 'shutdown step failed'),
+  );
   try {
     const orm = await createServiceOrm({
       databaseUrl: config.DATABASE_URL,
@@ -130,7 +132,13 @@ export async function runServiceHost(
       options.name,
       options.callers ?? ['gateway'],
     );
-    const server = await startGrpcServer({ host: config.GRPC_HOST, port: config.GRPC_PORT, logger, services, callers });
+    const server = await startGrpcServer({
+      host: config.GRPC_HOST,
+      port: config.GRPC_PORT,
+      logger,
+      services,
+      callers,
+    });
     lifecycle.add('grpc server', () => server.shutdown());
     return { grpcPort: server.port, stop: () => lifecycle.close() };
   } catch (error) {

@@ -14,7 +14,9 @@ export interface LocalNatsServer {
 
 /** The nats-server binary: NATS_SERVER_BIN, Debian's package, or the PATH. */
 function natsServerBinary(): string {
-  const candidates = [process.env.NATS_SERVER_BIN, '/usr/sbin/nats-server', '/usr/bin/nats-server'].filter(Boolean) as string[];
+  const candidates = [process.env.NATS_SERVER_BIN, '/usr/sbin/nats-server', '/usr/bin/nats-server'].filter(
+    Boolean,
+  ) as string[];
   return candidates.find((path) => existsSync(path)) ?? 'nats-server';
 }
 
@@ -47,7 +49,9 @@ export async function startNatsServer(extraConfig: string): Promise<LocalNatsSer
   return {
     port,
     url: (user, password) =>
-      user ? `nats://${encodeURIComponent(user)}:${encodeURIComponent(password ?? '')}@127.0.0.1:${port}` : `nats://127.0.0.1:${port}`,
+      user
+        ? `nats://${encodeURIComponent(user)}:${encodeURIComponent(password ?? '')}@127.0.0.1:${port}`
+        : `nats://127.0.0.1:${port}`,
     stop,
   };
 }

@@ -11,14 +11,20 @@ const ADMIN_URL = process.env.TEST_DATABASE_ADMIN_URL ?? 'postgresql://postgres@
 
 /** A fresh database per test file, so files run in parallel and leave nothing behind. */
 export async function createTestDatabase(label = 'test'): Promise<TestDatabase> {
-  const name = `sts_${label.replace(/[^a-z0-9]/gi, '').toLowerCase().slice(0, 20)}_${randomBytes(5).toString('hex')}`;
+  const name = `sts_${label
+    .replace(/[^a-z0-9]/gi, '')
+    .toLowerCase()
+    .slice(0, 20)}_${randomBytes(5).toString('hex')}`;
   await withAdmin((client) => client.query(`create database "${name}"`));
   const url = new URL(ADMIN_URL);
   url.pathname = `/${name}`;
   return {
     url: url.toString(),
     name,
-    drop: () => withAdmin((client) => client.query(`drop database if exists "${name}" with (force)`)).then(() => undefined),
+    drop: () =>
+      withAdmin((client) => client.query(`drop database if exists "${name}" with (force)`)).then(
+        () => undefined,
+      ),
   };
 }
 

@@ -10,6 +10,9 @@ export function testServiceAuth() {
   const key = randomBytes(32);
   return {
     SERVICE_AUTH_KEY: key.toString('base64'),
-    as: (target: ServiceName, caller: ServiceName = 'gateway') => ({ issuer: new ServiceTokenIssuer(key, caller), target }),
+    as: (target: ServiceName, caller: ServiceName = 'gateway') => ({
+      issuer: new ServiceTokenIssuer(key, caller),
+      target,
+    }),
   };
 }

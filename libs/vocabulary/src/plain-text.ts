@@ -27,6 +27,8 @@ export function plainTextLine(value: string, maxLength: number): string {
     .trim();
   const codePoints = Array.from(cleaned);
   if (codePoints.length <= maxLength) return cleaned;
-  return `${codePoints.slice(0, Math.max(0, maxLength - 1)).join('').trimEnd()}…`;
+  return `${codePoints
+    .slice(0, Math.max(0, maxLength - 1))
+    .join('')
+    .trimEnd()}…`;
 }
-

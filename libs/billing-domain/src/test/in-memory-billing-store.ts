@@ -33,7 +33,8 @@ export class InMemoryBillingStore implements BillingStore {
       },
       findLicense: (orgId) => Promise.resolve(structuredClone(this.state.licenses.get(orgId) ?? null)),
       insertLicenseIfAbsent: (license) => {
-        if (!this.state.licenses.has(license.orgId)) this.state.licenses.set(license.orgId, structuredClone(license));
+        if (!this.state.licenses.has(license.orgId))
+          this.state.licenses.set(license.orgId, structuredClone(license));
         return Promise.resolve();
       },
     };

@@ -34,7 +34,12 @@ export interface EnrollmentState {
 type Table = 'keys' | 'codes' | 'devices';
 const TABLES: Table[] = ['keys', 'codes', 'devices'];
 
-const emptyState = (): EnrollmentState => ({ keys: new Map(), codes: new Map(), devices: new Map(), events: [] });
+const emptyState = (): EnrollmentState => ({
+  keys: new Map(),
+  codes: new Map(),
+  devices: new Map(),
+  events: [],
+});
 
 /**
  * The enrollment ports in memory, with the rules of the PostgreSQL store (`MikroEnrollmentStore`):
@@ -57,7 +62,9 @@ export class InMemoryEnrollmentStore implements EnrollmentStore {
   private beforeStartHooks: (() => Promise<void>)[] = [];
 
   eventsOf<Type extends EventType>(type: Type): EventData<Type>[] {
-    return this.state.events.filter((event): event is RecordedEvent<Type> => event.type === type).map((event) => event.data);
+    return this.state.events
+      .filter((event): event is RecordedEvent<Type> => event.type === type)
+      .map((event) => event.data);
   }
 
   /**
@@ -106,7 +113,8 @@ export class InMemoryEnrollmentStore implements EnrollmentStore {
         working.devices.set(device.id, { ...structuredClone(device), tokenHash });
       } else {
         const row = working.devices.get(write.deviceId);
-        if (!row || row.orgId !== orgId) throw new UniqueConflict(new Error(`device ${write.deviceId} is gone`));
+        if (!row || row.orgId !== orgId)
+          throw new UniqueConflict(new Error(`device ${write.deviceId} is gone`));
         working.devices.set(row.id, {
           ...row,
           hostname: write.hostname,
@@ -152,14 +160,19 @@ export class InMemoryEnrollmentStore implements EnrollmentStore {
   }
 }
 
-function mergeChanges(committed: EnrollmentState, base: EnrollmentState, working: EnrollmentState): EnrollmentState {
+function mergeChanges(
+  committed: EnrollmentState,
+  base: EnrollmentState,
+  working: EnrollmentState,
+): EnrollmentState {
   const merged = structuredClone(committed);
   for (const table of TABLES) {
     const before = base[table] as Map<string, unknown>;
     const after = working[table] as Map<string, unknown>;
     const target = merged[table] as Map<string, unknown>;
     for (const [id, row] of after) {
-      if (!before.has(id) || JSON.stringify(before.get(id)) !== JSON.stringify(row)) target.set(id, structuredClone(row));
+      if (!before.has(id) || JSON.stringify(before.get(id)) !== JSON.stringify(row))
+        target.set(id, structuredClone(row));
     }
     for (const id of before.keys()) if (!after.has(id)) target.delete(id);
   }
@@ -194,7 +207,8 @@ function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-const byEnrolledThenId = (a: Device, b: Device) => a.enrolledAt.getTime() - b.enrolledAt.getTime() || compare(a.id, b.id);
+const byEnrolledThenId = (a: Device, b: Device) =>
+  a.enrolledAt.getTime() - b.enrolledAt.getTime() || compare(a.id, b.id);
 
 function toDevice(row: DeviceRow): Device {
   const { tokenHash: _tokenHash, ...device } = structuredClone(row);
@@ -251,8 +265,14 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
       const key = [...s().keys.values()].find((k) => k.keyHash === keyHash);
       if (!key) return null;
       const existing = [...s().devices.values()].find((d) => d.machineId === machineId);
-      const code = codeHash ? [...s().codes.values()].find((c) => c.orgId === key.orgId && c.codeHash === codeHash) : undefined;
-      return { orgId: key.orgId, existing: existing ? { id: existing.id, orgId: existing.orgId } : null, code: codeState(code, now) };
+      const code = codeHash
+        ? [...s().codes.values()].find((c) => c.orgId === key.orgId && c.codeHash === codeHash)
+        : undefined;
+      return {
+        orgId: key.orgId,
+        existing: existing ? { id: existing.id, orgId: existing.orgId } : null,
+        code: codeState(code, now),
+      };
     },
 
     lockDevice: async (orgId, deviceId) => {
@@ -266,14 +286,18 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
     deleteDevice: async (orgId, deviceId) => {
       if (!deviceOf(orgId, deviceId)) return;
       s().devices.delete(deviceId);
-      for (const code of s().codes.values()) if (code.consumedByDeviceId === deviceId) code.consumedByDeviceId = null;
+      for (const code of s().codes.values())
+        if (code.consumedByDeviceId === deviceId) code.consumedByDeviceId = null;
     },
     listDevices: async (orgId, filter, page: PageRequest) => {
       const query = filter.query?.toLowerCase() ?? null;
       return [...s().devices.values()]
         .filter((d) => d.orgId === orgId)
         .filter((d) => !filter.status || d.status === filter.status)
-        .filter((d) => !query || d.hostname.toLowerCase().includes(query) || d.machineId.toLowerCase().includes(query))
+        .filter(
+          (d) =>
+            !query || d.hostname.toLowerCase().includes(query) || d.machineId.toLowerCase().includes(query),
+        )
         .sort(byEnrolledThenId)
         .filter((d) => {
           if (!page.after) return true;

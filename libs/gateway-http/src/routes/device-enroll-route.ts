@@ -63,7 +63,10 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
               .record(z.string(), z.unknown())
               .default({})
               .transform((value) => JSON.stringify(value))
-              .refine((json) => Buffer.byteLength(json) <= MAX_METADATA_BYTES, `must be at most ${MAX_METADATA_BYTES} bytes as JSON`),
+              .refine(
+                (json) => Buffer.byteLength(json) <= MAX_METADATA_BYTES,
+                `must be at most ${MAX_METADATA_BYTES} bytes as JSON`,
+              ),
           })
           .strict(),
         response: {
@@ -102,7 +105,12 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
           },
           { requestId: request.id },
         );
-        return { device_id: enrolled.deviceId, org_id: enrolled.orgId, device_token: enrolled.deviceToken, re_enrolled: enrolled.reEnrolled };
+        return {
+          device_id: enrolled.deviceId,
+          org_id: enrolled.orgId,
+          device_token: enrolled.deviceToken,
+          re_enrolled: enrolled.reEnrolled,
+        };
       } catch (error) {
         if (isAppError(error) && GUESSING_FAILURES.has(error.code)) failures.recordFailure(...limits);
         throw error;

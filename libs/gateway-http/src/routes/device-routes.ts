@@ -36,7 +36,12 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
         querystring: pageQuery
           .extend({
             status: devicePayload.shape.status.optional(),
-            q: z.string().min(1).max(255).optional().describe('Case-insensitive part of the hostname or machine id'),
+            q: z
+              .string()
+              .min(1)
+              .max(255)
+              .optional()
+              .describe('Case-insensitive part of the hostname or machine id'),
           })
           .strict(),
         response: { 200: z.array(devicePayload), ...errorResponses(400, 401, 403) },
@@ -48,7 +53,9 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
           orgId: requireCaller(request).org.id,
           limit: request.query.limit ?? 0,
           cursor: request.query.cursor ?? '',
-          status: request.query.status ? DEVICE_STATUS_TO_PROTO[request.query.status] : DeviceStatus.DEVICE_STATUS_UNSPECIFIED,
+          status: request.query.status
+            ? DEVICE_STATUS_TO_PROTO[request.query.status]
+            : DeviceStatus.DEVICE_STATUS_UNSPECIFIED,
           query: request.query.q ?? '',
         },
         { requestId: request.id },
@@ -72,7 +79,10 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
         },
       },
       async (request, reply) => {
-        await clients.enrollment[method]({ orgId: requireCaller(request).org.id, deviceId: request.params.device_id }, { requestId: request.id });
+        await clients.enrollment[method](
+          { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
+          { requestId: request.id },
+        );
         return reply.code(204).send(null);
       },
     );
@@ -91,7 +101,10 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
       },
     },
     async (request, reply) => {
-      await clients.enrollment.deleteDevice({ orgId: requireCaller(request).org.id, deviceId: request.params.device_id }, { requestId: request.id });
+      await clients.enrollment.deleteDevice(
+        { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
+        { requestId: request.id },
+      );
       return reply.code(204).send(null);
     },
   );

@@ -1,7 +1,11 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireCaller, requireRoles } from '../caller-context';
-import { emailedEnrollmentCodeToContract, enrollmentCodeToContract, enrollmentKeyToContract } from '../contract-mapping';
+import {
+  emailedEnrollmentCodeToContract,
+  enrollmentCodeToContract,
+  enrollmentKeyToContract,
+} from '../contract-mapping';
 import { enrollmentCodePayload, enrollmentKeyPayload, errorResponses } from '../contract-schemas';
 import type { UpstreamClients } from '../upstream-clients';
 
@@ -9,7 +13,10 @@ import type { UpstreamClients } from '../upstream-clients';
 const MAX_CODES_PER_REQUEST = 100;
 
 /** Enrollment key and one-time codes: ORG_ADMIN only (DESIGN.md section 3). */
-export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
+export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (
+  app,
+  { clients },
+) => {
   // Every route of this (encapsulated) plugin; runs after the parent's authenticate hook.
   app.addHook('onRequest', requireRoles('ORG_ADMIN'));
   const security = [{ bearerAuth: [] }];
@@ -25,7 +32,10 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
       },
     },
     async (request) => {
-      const { key } = await clients.enrollment.getEnrollmentKey({ orgId: requireCaller(request).org.id }, { requestId: request.id });
+      const { key } = await clients.enrollment.getEnrollmentKey(
+        { orgId: requireCaller(request).org.id },
+        { requestId: request.id },
+      );
       return enrollmentKeyToContract(key);
     },
   );
@@ -42,7 +52,10 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
       },
     },
     async (request) => {
-      const { key } = await clients.enrollment.rotateEnrollmentKey({ orgId: requireCaller(request).org.id }, { requestId: request.id });
+      const { key } = await clients.enrollment.rotateEnrollmentKey(
+        { orgId: requireCaller(request).org.id },
+        { requestId: request.id },
+      );
       return enrollmentKeyToContract(key);
     },
   );
@@ -58,7 +71,10 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
       },
     },
     async (request, reply) => {
-      await clients.enrollment.revokeEnrollmentKey({ orgId: requireCaller(request).org.id }, { requestId: request.id });
+      await clients.enrollment.revokeEnrollmentKey(
+        { orgId: requireCaller(request).org.id },
+        { requestId: request.id },
+      );
       return reply.code(204).send(null);
     },
   );
@@ -71,7 +87,10 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
         summary: 'Generate one-time enrollment codes (valid 24 hours)',
         description: `count defaults to 1 and may be at most ${MAX_CODES_PER_REQUEST}.`,
         security,
-        body: z.object({ count: z.number().int().min(1).max(MAX_CODES_PER_REQUEST).optional() }).strict().nullish(),
+        body: z
+          .object({ count: z.number().int().min(1).max(MAX_CODES_PER_REQUEST).optional() })
+          .strict()
+          .nullish(),
         response: {
           200: z.object({ codes: z.array(enrollmentCodePayload) }).meta({ id: 'EnrollmentCodes' }),
           ...errorResponses(400, 401, 403),
@@ -93,11 +112,14 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
       schema: {
         tags: ['Enrollment'],
         summary: 'E-mail one code with installation instructions',
-        description: 'The e-mail carries the code, the enrollment key and the agent command. Needs a current enrollment key (409 otherwise).',
+        description:
+          'The e-mail carries the code, the enrollment key and the agent command. Needs a current enrollment key (409 otherwise).',
         security,
         body: z.object({ email: z.email().max(254) }).strict(),
         response: {
-          200: z.object({ email: z.string(), expires_at: z.iso.datetime() }).meta({ id: 'EmailedEnrollmentCode' }),
+          200: z
+            .object({ email: z.string(), expires_at: z.iso.datetime() })
+            .meta({ id: 'EmailedEnrollmentCode' }),
           ...errorResponses(400, 401, 403, 409),
         },
       },
@@ -105,7 +127,12 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
     async (request) => {
       const caller = requireCaller(request);
       const emailed = await clients.enrollment.emailEnrollmentCode(
-        { orgId: caller.org.id, email: request.body.email, requestedByName: caller.name, orgName: caller.org.name },
+        {
+          orgId: caller.org.id,
+          email: request.body.email,
+          requestedByName: caller.name,
+          orgName: caller.org.name,
+        },
         { requestId: request.id },
       );
       return emailedEnrollmentCodeToContract(request.body.email.toLowerCase(), emailed);

@@ -38,7 +38,8 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
       schema: {
         tags: ['Invites'],
         summary: 'Invite someone by e-mail',
-        description: 'The invitee receives an e-mail with a single-use token that expires (7 days by default).',
+        description:
+          'The invitee receives an e-mail with a single-use token that expires (7 days by default).',
         security: [{ bearerAuth: [] }],
         body: z.object({ email: z.email().max(254), role: roleSchema }).strict(),
         response: { 201: invitePayload, ...errorResponses(400, 401, 403, 409) },
@@ -47,7 +48,12 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
     async (request, reply) => {
       const caller = requireCaller(request);
       const created = await clients.identity.createInvite(
-        { orgId: caller.org.id, email: request.body.email, role: ROLE_TO_PROTO[request.body.role], invitedByMemberId: caller.memberId ?? '' },
+        {
+          orgId: caller.org.id,
+          email: request.body.email,
+          role: ROLE_TO_PROTO[request.body.role],
+          invitedByMemberId: caller.memberId ?? '',
+        },
         { requestId: request.id },
       );
       return reply.code(201).send(inviteToContract(required(created.invite, 'invite')));
@@ -68,17 +74,20 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
     },
     async (request, reply) => {
       const caller = requireCaller(request);
-      await clients.identity.revokeInvite({ orgId: caller.org.id, inviteId: request.params.id }, { requestId: request.id });
+      await clients.identity.revokeInvite(
+        { orgId: caller.org.id, inviteId: request.params.id },
+        { requestId: request.id },
+      );
       return reply.code(204).send(null);
     },
   );
 };
 
 /** POST /api/invites/accept needs no authentication: the token is the credential. Rate limited. */
-export const acceptInviteRoute: FastifyPluginAsyncZod<{ clients: UpstreamClients; perMinute: number }> = async (
-  app,
-  { clients, perMinute },
-) => {
+export const acceptInviteRoute: FastifyPluginAsyncZod<{
+  clients: UpstreamClients;
+  perMinute: number;
+}> = async (app, { clients, perMinute }) => {
   app.post(
     '/api/invites/accept',
     {
@@ -103,10 +112,18 @@ export const acceptInviteRoute: FastifyPluginAsyncZod<{ clients: UpstreamClients
       },
     },
     async (request) => {
-      const accepted = await clients.identity.acceptInvite({ token: request.body.token }, { requestId: request.id });
+      const accepted = await clients.identity.acceptInvite(
+        { token: request.body.token },
+        { requestId: request.id },
+      );
       const org = required(accepted.org, 'organization');
       const contract = inviteToContract(required(accepted.invite, 'invite'));
-      return { status: 'accepted' as const, email: contract.email, role: contract.role, org: { id: org.id, name: org.name } };
+      return {
+        status: 'accepted' as const,
+        email: contract.email,
+        role: contract.role,
+        org: { id: org.id, name: org.name },
+      };
     },
   );
 };

@@ -10,10 +10,10 @@ import { required } from '../upstream-answer';
 
 const memberParams = z.object({ id: idParam });
 
-export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients; caches: GatewayCaches }> = async (
-  app,
-  { clients, caches },
-) => {
+export const memberRoutes: FastifyPluginAsyncZod<{
+  clients: UpstreamClients;
+  caches: GatewayCaches;
+}> = async (app, { clients, caches }) => {
   app.get(
     '/api/members',
     {
@@ -47,13 +47,17 @@ export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients; cac
       schema: {
         tags: ['Members'],
         summary: "Change a member's role or dashboard access",
-        description: 'Either field may be sent alone. The last ORG_ADMIN with dashboard access cannot lose either (409 LAST_ADMIN).',
+        description:
+          'Either field may be sent alone. The last ORG_ADMIN with dashboard access cannot lose either (409 LAST_ADMIN).',
         security: [{ bearerAuth: [] }],
         params: memberParams,
         body: z
           .object({ role: roleSchema.optional(), dashboard_access: z.boolean().optional() })
           .strict()
-          .refine((body) => body.role !== undefined || body.dashboard_access !== undefined, 'send role, dashboard_access or both'),
+          .refine(
+            (body) => body.role !== undefined || body.dashboard_access !== undefined,
+            'send role, dashboard_access or both',
+          ),
         response: { 200: memberPayload, ...errorResponses(400, 401, 403, 404, 409) },
       },
     },
@@ -88,7 +92,10 @@ export const memberRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients; cac
     },
     async (request, reply) => {
       const caller = requireCaller(request);
-      await clients.identity.removeMember({ orgId: caller.org.id, memberId: request.params.id }, { requestId: request.id });
+      await clients.identity.removeMember(
+        { orgId: caller.org.id, memberId: request.params.id },
+        { requestId: request.id },
+      );
       caches.membershipChanged(caller.org.id, null);
       return reply.code(204).send(null);
     },

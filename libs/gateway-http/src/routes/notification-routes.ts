@@ -7,16 +7,22 @@ import { setNextLink } from '../link-header';
 import type { UpstreamClients } from '../upstream-clients';
 import { required } from '../upstream-answer';
 
-export const notificationRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
+export const notificationRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (
+  app,
+  { clients },
+) => {
   app.get(
     '/api/notifications',
     {
       schema: {
         tags: ['Notifications'],
         summary: "The organization's feed, newest first, with the caller's read state",
-        description: 'The X-Unread-Count response header carries the number of unread notifications (our addition).',
+        description:
+          'The X-Unread-Count response header carries the number of unread notifications (our addition).',
         security: [{ bearerAuth: [] }],
-        querystring: pageQuery.extend({ unread: z.stringbool().optional().describe('Only unread notifications') }).strict(),
+        querystring: pageQuery
+          .extend({ unread: z.stringbool().optional().describe('Only unread notifications') })
+          .strict(),
         response: { 200: z.array(notificationPayload), ...errorResponses(400, 401, 403) },
       },
     },
@@ -66,12 +72,18 @@ export const notificationRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClient
         tags: ['Notifications'],
         summary: 'Mark every notification of the feed read for the caller',
         security: [{ bearerAuth: [] }],
-        response: { 200: z.object({ marked: z.number().int() }).meta({ id: 'MarkedAllRead' }), ...errorResponses(401, 403) },
+        response: {
+          200: z.object({ marked: z.number().int() }).meta({ id: 'MarkedAllRead' }),
+          ...errorResponses(401, 403),
+        },
       },
     },
     async (request) => {
       const caller = requireCaller(request);
-      const { marked } = await clients.notification.markAllRead({ orgId: caller.org.id, userId: caller.userId }, { requestId: request.id });
+      const { marked } = await clients.notification.markAllRead(
+        { orgId: caller.org.id, userId: caller.userId },
+        { requestId: request.id },
+      );
       return { marked };
     },
   );

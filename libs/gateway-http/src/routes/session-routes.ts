@@ -9,10 +9,7 @@ import type { UpstreamClients } from '../upstream-clients';
 export const sessionRoutes: FastifyPluginAsyncZod<{
   clients: UpstreamClients;
   licenses: TtlCache<z.infer<typeof licensePayload>>;
-}> = async (
-  app,
-  { clients, licenses },
-) => {
+}> = async (app, { clients, licenses }) => {
   app.get(
     '/api/session',
     {
@@ -26,10 +23,18 @@ export const sessionRoutes: FastifyPluginAsyncZod<{
     async (request) => {
       const caller = requireCaller(request);
       const license = await licenses.getOrLoad(caller.org.id, async () =>
-        licenseToContract((await clients.billing.getLicense({ orgId: caller.org.id }, { requestId: request.id })).license),
+        licenseToContract(
+          (await clients.billing.getLicense({ orgId: caller.org.id }, { requestId: request.id })).license,
+        ),
       );
       return {
-        user: { id: caller.userId, email: caller.email, name: caller.name, role: caller.role, dashboard_access: caller.dashboardAccess },
+        user: {
+          id: caller.userId,
+          email: caller.email,
+          name: caller.name,
+          role: caller.role,
+          dashboard_access: caller.dashboardAccess,
+        },
         org: caller.org,
         license,
       };

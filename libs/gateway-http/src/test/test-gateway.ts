@@ -36,7 +36,12 @@ export async function startTestGateway(
       ...config,
     },
     // Most tests change what upstream answers between requests; caching has its own tests.
-    caches: new GatewayCaches({ CALLER_CACHE_TTL_MS: 0, LICENSE_CACHE_TTL_MS: 0, MEMBER_LIST_CACHE_TTL_MS: 0, ...caches }),
+    caches: new GatewayCaches({
+      CALLER_CACHE_TTL_MS: 0,
+      LICENSE_CACHE_TTL_MS: 0,
+      MEMBER_LIST_CACHE_TTL_MS: 0,
+      ...caches,
+    }),
     logger,
     clients: upstream.clients(),
     verifier: tokens.verifier,

@@ -313,7 +313,8 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
         if (
           invite.orgId === orgId &&
           invite.email === email &&
-          (invite.status === 'accepted' || (invite.status === 'pending' && invite.expiresAt.getTime() <= now.getTime()))
+          (invite.status === 'accepted' ||
+            (invite.status === 'pending' && invite.expiresAt.getTime() <= now.getTime()))
         ) {
           invite.status = 'expired';
         }

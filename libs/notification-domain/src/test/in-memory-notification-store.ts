@@ -1,4 +1,10 @@
-import { isReadBy, type EmailLogEntry, type FeedItem, type Notification, type OutgoingEmail } from '../notification-model';
+import {
+  isReadBy,
+  type EmailLogEntry,
+  type FeedItem,
+  type Notification,
+  type OutgoingEmail,
+} from '../notification-model';
 import type { FeedQuery, Mailer, NotificationRepositories, NotificationStore } from '../notification-ports';
 
 interface State {
@@ -37,7 +43,11 @@ export class InMemoryNotificationStore implements NotificationStore {
       createdAt: item.createdAt,
       read: isReadBy(item, {
         readAllBefore: this.state.watermarks.get(`${item.orgId}|${userId}`) ?? null,
-        readIds: new Set([...this.state.reads].filter((key) => key.startsWith(`${userId}|`)).map((key) => key.slice(userId.length + 1))),
+        readIds: new Set(
+          [...this.state.reads]
+            .filter((key) => key.startsWith(`${userId}|`))
+            .map((key) => key.slice(userId.length + 1)),
+        ),
       }),
     });
     const newestFirst = (a: FeedItem, b: FeedItem) =>
@@ -54,20 +64,24 @@ export class InMemoryNotificationStore implements NotificationStore {
         return Promise.resolve();
       },
       listFeed: (orgId: string, userId: string, query: FeedQuery) =>
-        Promise.resolve(this.state.feed
-          .filter((item) => item.orgId === orgId)
-          .sort(newestFirst)
-          .filter((item) => {
-            if (!query.after) return true;
-            const at = new Date(query.after.at).getTime();
-            const t = item.createdAt.getTime();
-            return t < at || (t === at && item.id < query.after.id);
-          })
-          .map((item) => view(item, userId))
-          .filter((notification) => !query.unreadOnly || !notification.read)
-          .slice(0, query.limit)),
+        Promise.resolve(
+          this.state.feed
+            .filter((item) => item.orgId === orgId)
+            .sort(newestFirst)
+            .filter((item) => {
+              if (!query.after) return true;
+              const at = new Date(query.after.at).getTime();
+              const t = item.createdAt.getTime();
+              return t < at || (t === at && item.id < query.after.id);
+            })
+            .map((item) => view(item, userId))
+            .filter((notification) => !query.unreadOnly || !notification.read)
+            .slice(0, query.limit),
+        ),
       countUnread: (orgId, userId) =>
-        Promise.resolve(this.state.feed.filter((item) => item.orgId === orgId && !view(item, userId).read).length),
+        Promise.resolve(
+          this.state.feed.filter((item) => item.orgId === orgId && !view(item, userId).read).length,
+        ),
       findNotification: (orgId, userId, id) => {
         const item = this.state.feed.find((candidate) => candidate.id === id && candidate.orgId === orgId);
         return Promise.resolve(item ? view(item, userId) : null);
@@ -78,7 +92,8 @@ export class InMemoryNotificationStore implements NotificationStore {
       },
       markAllReadUntil: (orgId, userId, at) => {
         const became = this.state.feed.filter(
-          (item) => item.orgId === orgId && item.createdAt.getTime() <= at.getTime() && !view(item, userId).read,
+          (item) =>
+            item.orgId === orgId && item.createdAt.getTime() <= at.getTime() && !view(item, userId).read,
         ).length;
         const key = `${orgId}|${userId}`;
         const previous = this.state.watermarks.get(key);
