@@ -1,6 +1,5 @@
 import { AppError } from '@sts/errors/app-error';
-import { isUuid } from '@sts/vocabulary/identifiers';
-import { toPage, toPageRequest } from '@sts/pagination/keyset-cursor';
+import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import type { Notification } from './notification-model';
 import type { Clock, NotificationStore } from './notification-ports';
 
@@ -9,18 +8,8 @@ export interface FeedScope {
   userId: string;
 }
 
-export interface ListNotificationsInput extends FeedScope {
-  /** 0 or absent: the default page size (50); at most 200. */
-  limit?: number;
-  /** Opaque cursor from a previous page's `nextCursor`; empty for the first page. */
-  cursor?: string;
-  unreadOnly?: boolean;
-}
-
-export interface NotificationPage {
-  notifications: Notification[];
-  /** Empty on the last page. */
-  nextCursor: string;
+export interface FeedRows {
+  rows: Notification[];
   /** Unread items of the whole feed for this user (not only this page). */
   unreadCount: number;
 }
@@ -32,26 +21,18 @@ export class NotificationService {
     private readonly clock: Clock,
   ) {}
 
-  async list(input: ListNotificationsInput): Promise<NotificationPage> {
-    requireScope(input);
-    const page = toPageRequest(input.limit, input.cursor);
-    if (page.after && !isUuid(page.after.id)) {
-      throw new AppError('VALIDATION_FAILED', 'cursor is not valid', {
-        fields: [{ path: 'cursor', message: 'invalid cursor' }],
-      });
-    }
+  /**
+   * Up to `page.limit + 1` items after the page's position (one more than asked, so the caller can
+   * tell whether another page follows: `toPage`), and the unread count of the whole feed.
+   */
+  async list(scope: FeedScope, page: PageRequest, unreadOnly = false): Promise<FeedRows> {
     return this.store.read(async (repos) => {
-      const rows = await repos.listFeed(input.orgId, input.userId, {
+      const rows = await repos.listFeed(scope.orgId, scope.userId, {
         limit: page.limit + 1,
         after: page.after,
-        unreadOnly: input.unreadOnly ?? false,
+        unreadOnly,
       });
-      const unreadCount = await repos.countUnread(input.orgId, input.userId);
-      const { items, nextCursor } = toPage(rows, page.limit, (row) => ({
-        at: row.createdAt.toISOString(),
-        id: row.id,
-      }));
-      return { notifications: items, nextCursor, unreadCount };
+      return { rows, unreadCount: await repos.countUnread(scope.orgId, scope.userId) };
     });
   }
 
@@ -60,8 +41,6 @@ export class NotificationService {
    * belongs to another organization is NOTIFICATION_NOT_FOUND (no hint that it exists elsewhere).
    */
   async markRead(input: FeedScope & { notificationId: string }): Promise<Notification> {
-    requireScope(input);
-    if (!isUuid(input.notificationId)) throw new AppError('NOTIFICATION_NOT_FOUND');
     return this.store.transaction(async (repos) => {
       const notification = await repos.findNotification(input.orgId, input.userId, input.notificationId);
       if (!notification) throw new AppError('NOTIFICATION_NOT_FOUND');
@@ -72,18 +51,8 @@ export class NotificationService {
 
   /** Marks everything in the feed read for the user; returns how many became read. Idempotent. */
   async markAllRead(input: FeedScope): Promise<number> {
-    requireScope(input);
     return this.store.transaction((repos) =>
       repos.markAllReadUntil(input.orgId, input.userId, this.clock.now()),
     );
   }
-}
-
-function requireScope(scope: FeedScope): void {
-  const fields = [
-    ...(scope.orgId.trim() ? [] : [{ path: 'org_id', message: 'required' }]),
-    ...(scope.userId.trim() ? [] : [{ path: 'user_id', message: 'required' }]),
-  ];
-  if (fields.length > 0)
-    throw new AppError('VALIDATION_FAILED', 'org_id and user_id are required', { fields });
 }

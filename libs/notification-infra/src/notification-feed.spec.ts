@@ -1,9 +1,40 @@
 import { randomUUID } from 'node:crypto';
 import { AppError } from '@sts/errors/app-error';
 import { encodeCursor } from '@sts/pagination/keyset-cursor';
-import { isReadBy, type FeedItem } from './notification-model';
-import { NotificationService } from './notification-service';
-import { InMemoryNotificationStore, ManualClock } from './test/in-memory-notification-store';
+import { Metadata } from '@grpc/grpc-js';
+import { isReadBy, type FeedItem } from '@sts/notification-domain/notification-model';
+import { NotificationService } from '@sts/notification-domain/notification-service';
+import {
+  InMemoryNotificationStore,
+  ManualClock,
+} from '@sts/notification-domain/test/in-memory-notification-store';
+import { notificationGrpcHandlers } from './notification-grpc-handlers';
+
+/**
+ * The feed through its gRPC handlers (validation and paging live there, docs/conventions.md) over
+ * the domain service and the in-memory store.
+ */
+function feedOver(store: InMemoryNotificationStore, clock: ManualClock) {
+  const handlers = notificationGrpcHandlers(new NotificationService(store, clock));
+  const context = { metadata: new Metadata(), requestId: 'test' };
+  return {
+    list: (input: { orgId: string; userId: string; limit?: number; cursor?: string; unreadOnly?: boolean }) =>
+      handlers.listNotifications(
+        {
+          orgId: input.orgId,
+          userId: input.userId,
+          limit: input.limit ?? 0,
+          cursor: input.cursor ?? '',
+          unreadOnly: input.unreadOnly ?? false,
+        },
+        context,
+      ),
+    markRead: async (input: { orgId: string; userId: string; notificationId: string }) =>
+      (await handlers.markRead(input, context)).notification!,
+    markAllRead: async (input: { orgId: string; userId: string }) =>
+      (await handlers.markAllRead(input, context)).marked,
+  };
+}
 
 const ORG = 'org-1';
 const OTHER_ORG = 'org-2';
@@ -13,7 +44,7 @@ const BOB = 'user-bob';
 describe('notification feed', () => {
   let store: InMemoryNotificationStore;
   let clock: ManualClock;
-  let service: NotificationService;
+  let service: ReturnType<typeof feedOver>;
 
   const addItem = (orgId = ORG, message = 'something happened'): FeedItem => {
     clock.advance(1_000);
@@ -31,7 +62,7 @@ describe('notification feed', () => {
   beforeEach(() => {
     store = new InMemoryNotificationStore();
     clock = new ManualClock();
-    service = new NotificationService(store, clock);
+    service = feedOver(store, clock);
   });
 
   it('lists the organization feed newest first with the unread count', async () => {
