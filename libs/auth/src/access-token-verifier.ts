@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { AppError } from '@sts/errors/app-error';
 import { isRole, type Role } from '@sts/vocabulary/roles';
+import { LRUCache } from 'lru-cache';
 import { KeySetUnavailable, ResilientJwks } from './resilient-jwks';
 import {
   errors as joseErrors,
@@ -145,12 +146,6 @@ export function parseBearer(headerValue: string | readonly string[] | undefined 
   return match[1];
 }
 
-interface CacheEntry {
-  readonly principal: Principal;
-  /** Epoch ms after which the entry is not used: min(token exp, cached at + maxAgeMs). */
-  readonly validUntil: number;
-}
-
 /**
  * Verifies OAuth 2.0 / OIDC bearer access tokens against the identity provider's JWKS and turns them
  * into a {@link Principal}.
@@ -183,10 +178,9 @@ export class AccessTokenVerifier {
   private readonly machineClientIds: ReadonlySet<string>;
   private readonly maxTokenLifetimeSeconds: number;
   private readonly now: () => number;
-  private readonly cacheEnabled: boolean;
-  private readonly cacheMaxEntries: number;
   private readonly cacheMaxAgeMs: number;
-  private readonly cache = new Map<string, CacheEntry>();
+  /** Verified principals by SHA-256 of the token, each until min(exp, verified at + maxAgeMs); least recently used go first. */
+  private readonly cache: LRUCache<string, Principal> | undefined;
   private readonly inFlight = new Map<string, Promise<Principal>>();
   private verifications = 0;
   private cacheHits = 0;
@@ -215,9 +209,16 @@ export class AccessTokenVerifier {
     this.machineClientIds = new Set(options.machineClientIds ?? []);
     this.maxTokenLifetimeSeconds = options.maxTokenLifetimeSeconds ?? 24 * 3600;
     this.now = options.now ?? Date.now;
-    this.cacheEnabled = options.cache !== false;
-    this.cacheMaxEntries = (options.cache !== false && options.cache?.maxEntries) || 10_000;
     this.cacheMaxAgeMs = (options.cache !== false && options.cache?.maxAgeMs) || 60_000;
+    const now = this.now;
+    this.cache =
+      options.cache === false
+        ? undefined
+        : new LRUCache<string, Principal>({
+            max: options.cache?.maxEntries || 10_000,
+            perf: { now },
+            ttlResolution: 0,
+          });
 
     if (options.keySet) {
       this.getKey = options.keySet;
@@ -245,16 +246,13 @@ export class AccessTokenVerifier {
     if (typeof token !== 'string' || token.length === 0)
       return Promise.reject(unauthenticated('Missing access token'));
     if (token.length > MAX_TOKEN_LENGTH) return Promise.reject(unauthenticated('Access token is too large'));
-    if (!this.cacheEnabled) return this.verifyUncached(token).then(({ principal }) => principal);
+    if (!this.cache) return this.verifyUncached(token).then(({ principal }) => principal);
 
     const key = createHash('sha256').update(token).digest('base64');
-    const entry = this.cache.get(key);
-    if (entry) {
-      if (entry.validUntil > this.now()) {
-        this.cacheHits += 1;
-        return Promise.resolve(entry.principal);
-      }
-      this.cache.delete(key);
+    const cached = this.cache.get(key);
+    if (cached) {
+      this.cacheHits += 1;
+      return Promise.resolve(cached);
     }
     const pending = this.inFlight.get(key);
     if (pending) return pending;
@@ -275,11 +273,11 @@ export class AccessTokenVerifier {
   }
 
   stats(): AccessTokenVerifierStats {
-    return { verifications: this.verifications, cacheHits: this.cacheHits, cacheSize: this.cache.size };
+    return { verifications: this.verifications, cacheHits: this.cacheHits, cacheSize: this.cache?.size ?? 0 };
   }
 
   clearCache(): void {
-    this.cache.clear();
+    this.cache?.clear();
   }
 
   /** Principals are frozen: one cached object is handed to many requests. */
@@ -299,23 +297,8 @@ export class AccessTokenVerifier {
 
   private remember(key: string, principal: Principal, exp: number): void {
     const now = this.now();
-    const validUntil = Math.min(exp * 1000, now + this.cacheMaxAgeMs);
-    if (validUntil <= now) return;
-    if (this.cache.size >= this.cacheMaxEntries) this.evict(now);
-    this.cache.set(key, { principal, validUntil });
-  }
-
-  /** Drops expired entries; if none were, the oldest tenth (a Map iterates in insertion order). */
-  private evict(now: number): void {
-    for (const [key, entry] of this.cache) {
-      if (entry.validUntil <= now) this.cache.delete(key);
-    }
-    if (this.cache.size < this.cacheMaxEntries) return;
-    let toDrop = Math.max(1, Math.floor(this.cacheMaxEntries / 10));
-    for (const key of this.cache.keys()) {
-      if (toDrop-- <= 0) break;
-      this.cache.delete(key);
-    }
+    const ttl = Math.min(exp * 1000, now + this.cacheMaxAgeMs) - now;
+    if (ttl > 0) this.cache?.set(key, principal, { ttl });
   }
 
   private toPrincipal(payload: JWTPayload): Principal {
