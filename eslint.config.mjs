@@ -111,28 +111,6 @@ export default tseslint.config(
     },
   },
   {
-    // Code that maps rows and messages per request. In Node 20's V8 an object literal with a spread
-    // and keys after it (`{ ...a, b }`, `{ ...a, ...b }`) gets hidden classes of its own every time
-    // it runs; on a device page that cost ~25 KB of scavenger work per page (docs/decisions.md,
-    // "Platform"). Spell the fields out, or start from a literal: `Object.assign({}, a, { b })`.
-    files: [
-      'libs/*-infra/src/mikro-*.ts',
-      'libs/*-infra/src/*-grpc-handlers.ts',
-      'libs/gateway-http/src/routes/**/*.ts',
-    ],
-    ignores: testFiles,
-    rules: {
-      'no-restricted-syntax': [
-        'error',
-        {
-          selector: 'ObjectExpression > SpreadElement ~ :matches(Property, SpreadElement)',
-          message:
-            'A spread followed by more keys makes a new hidden class per object in Node 20 (docs/decisions.md, "Platform"); list the fields or use Object.assign({}, a, { b }).',
-        },
-      ],
-    },
-  },
-  {
     files: testFiles,
     rules: {
       '@typescript-eslint/unbound-method': 'off',

@@ -19,7 +19,6 @@ import {
   type EnrollmentKey as ProtoEnrollmentKey,
 } from '@sts/proto/gen/enrollment/v1/enrollment';
 import type { z } from 'zod';
-import { isoTimestamp } from './iso-timestamp';
 import type {
   devicePayload,
   enrollmentCodePayload,
@@ -148,38 +147,36 @@ export const DEVICE_STATUS_TO_PROTO: Record<z.infer<typeof devicePayload>['statu
   disabled: DeviceStatus.DEVICE_STATUS_DISABLED,
 };
 
-/**
- * A page of devices as the contract's JSON array, written straight from the gRPC messages. This is
- * the one response the gateway does not serialize from the route's schema: building intermediate
- * objects, parsing each device's metadata and re-serializing it was ~30% of the gateway's CPU for a
- * page (docs/benchmarks.md). Strings are escaped with JSON.stringify; the metadata text is copied,
- * since the enrollment service reads it from a jsonb column holding only JSON objects (the proto
- * field's contract), and anything that is not object-shaped is treated as an upstream bug.
- */
-export function devicesToContractJson(devices: readonly ProtoDevice[]): string {
-  let json = '[';
-  for (let i = 0; i < devices.length; i++) {
-    const device = devices[i] as ProtoDevice;
-    const status = DEVICE_STATUS[device.status];
-    if (!status) throw new AppError('INTERNAL', `upstream returned device status ${device.status}`);
-    if (i > 0) json += ',';
-    json +=
-      `{"id":${JSON.stringify(device.id)},"name":${JSON.stringify(device.name)},` +
-      `"machine_id":${JSON.stringify(device.machineId)},"status":"${status}",` +
-      `"enrolled_at":"${isoOf(device.enrolledAt)}","last_seen_at":"${isoOf(device.lastSeenAt ?? device.enrolledAt)}",` +
-      `"metadata":${metadataObjectJson(device.metadataJson)}}`;
-  }
-  return json + ']';
+/** A device of the enrollment service as the contract's Device. Metadata must be a JSON object. */
+export function deviceToContract(device: ProtoDevice): z.infer<typeof devicePayload> {
+  const status = DEVICE_STATUS[device.status];
+  if (!status) throw new AppError('INTERNAL', `upstream returned device status ${device.status}`);
+  return {
+    id: device.id,
+    name: device.name,
+    machine_id: device.machineId,
+    status,
+    enrolled_at: isoOf(device.enrolledAt),
+    last_seen_at: isoOf(device.lastSeenAt ?? device.enrolledAt),
+    metadata: metadataObject(device.metadataJson),
+  };
 }
 
-function metadataObjectJson(text: string): string {
-  if (text === '') return '{}';
-  if (text.charCodeAt(0) !== 0x7b || text.charCodeAt(text.length - 1) !== 0x7d) {
+/** The enrollment service stores only JSON objects (a jsonb column); anything else is an upstream bug. */
+function metadataObject(text: string): Record<string, unknown> {
+  if (text === '') return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new AppError('INTERNAL', 'upstream returned device metadata that is not a JSON object');
   }
-  return text;
+  return parsed as Record<string, unknown>;
 }
 
 function isoOf(date: Date | undefined): string {
-  return isoTimestamp(required(date, 'a timestamp'));
+  return required(date, 'a timestamp').toISOString();
 }

@@ -51,16 +51,14 @@ export function createPromiseClient<Definition extends ServiceDefinition>(
           const metadata = new Metadata();
           metadata.set(SERVICE_TOKEN_METADATA_KEY, token);
           if (options.requestId) metadata.set('x-request-id', options.requestId);
-          withoutStackTraces(() =>
-            channel.makeUnaryRequest(
-              method.path,
-              method.requestSerialize,
-              keepBytes,
-              request,
-              metadata,
-              { deadline },
-              settleOnce({ resolve, reject }, method.responseDeserialize),
-            ),
+          channel.makeUnaryRequest(
+            method.path,
+            method.requestSerialize,
+            keepBytes,
+            request,
+            metadata,
+            { deadline },
+            settleOnce({ resolve, reject }, method.responseDeserialize),
           );
         };
         const token = auth.issuer.tokenFor(auth.target);
@@ -70,25 +68,6 @@ export function createPromiseClient<Definition extends ServiceDefinition>(
   }
   methods.close = () => channel.close();
   return methods as PromiseClient<Definition> & { close(): void };
-}
-
-/**
- * Runs `start` with V8's stack capture off. grpc-js makes an `Error` on every call to name the
- * caller in a failed call's message; its stack trace includes the awaiting async functions and so
- * holds the caller's whole request (in the gateway: Fastify's request and reply, the hooks'
- * closures). After a saturating burst some of those errors live in the old generation, and each
- * scavenge then promotes every request they reach: ~25 KB per device page, 100 of 128 MB promoted
- * in 8 s at 500 pages/s, 10–20 ms pauses (docs/benchmarks.md, "The caller's stack"). Our errors
- * are AppErrors built from the status; that stack was never read.
- */
-function withoutStackTraces(start: () => void): void {
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 0;
-  try {
-    start();
-  } finally {
-    Error.stackTraceLimit = limit;
-  }
 }
 
 function keepBytes(bytes: Buffer): Buffer {
