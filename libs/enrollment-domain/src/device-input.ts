@@ -1,4 +1,4 @@
-import { AppError, type FieldViolation } from '@sts/errors/app-error';
+import { AppError, invalidField, type FieldViolation } from '@sts/errors/app-error';
 import type { DeviceMetadata } from './enrollment-model';
 
 export const MACHINE_ID_MAX_LENGTH = 128;
@@ -62,12 +62,12 @@ export function validateDeviceInput(input: {
 export function parseMetadataJson(text: string): unknown {
   if (text.trim() === '') return {};
   if (Buffer.byteLength(text, 'utf8') > METADATA_TEXT_MAX_BYTES) {
-    throw invalid('metadata', `must be at most ${METADATA_MAX_BYTES} bytes as JSON`);
+    throw invalidField('metadata', `must be at most ${METADATA_MAX_BYTES} bytes as JSON`);
   }
   try {
     return JSON.parse(text) as unknown;
   } catch {
-    throw invalid('metadata', 'must be a JSON object');
+    throw invalidField('metadata', 'must be a JSON object');
   }
 }
 
@@ -133,17 +133,13 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-export function invalid(path: string, message: string): AppError {
-  return new AppError('VALIDATION_FAILED', `${path} ${message}`, { fields: [{ path, message }] });
-}
-
 /** The list filter's search text: trimmed, bounded, no control characters; empty means none. */
 export function normalizeDeviceQuery(query: string): string | null {
   const trimmed = query.trim();
   if (trimmed === '') return null;
   if ([...trimmed].length > DEVICE_QUERY_MAX_LENGTH)
-    throw invalid('query', `must be at most ${DEVICE_QUERY_MAX_LENGTH} characters`);
+    throw invalidField('query', `must be at most ${DEVICE_QUERY_MAX_LENGTH} characters`);
   if (CONTROL_CHARACTER.test(trimmed) || !wellFormed(trimmed))
-    throw invalid('query', 'must not contain control characters');
+    throw invalidField('query', 'must not contain control characters');
   return trimmed;
 }

@@ -2,7 +2,7 @@ import { generateSecret, hashSecret, openSealedSecret, sealSecret } from '@sts/c
 import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { AppError } from '@sts/errors/app-error';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
-import { validateDeviceInput, type DeviceInput } from './device-input';
+import type { DeviceInput } from './device-input';
 import {
   CODE_RETENTION_AFTER_EXPIRY_MS,
   ENROLLMENT_CODE_TTL_MS,
@@ -46,13 +46,10 @@ export interface EnrollmentSettings {
   eventSealingKey: Buffer;
 }
 
-export interface EnrollDeviceInput {
+/** What the agent presents; the device part already checked by `validateDeviceInput` (in the gRPC handler). */
+export interface EnrollDeviceInput extends DeviceInput {
   enrollmentKey: string;
   code: string;
-  machineId: string;
-  hostname: string;
-  /** Parsed JSON; must be an object (validated here). */
-  metadata: unknown;
 }
 
 export interface EmailCodeInput {
@@ -177,7 +174,7 @@ export class EnrollmentService {
    * remembered from an earlier enrollment; otherwise one read first.
    */
   async enrollDevice(input: EnrollDeviceInput): Promise<EnrollmentResult> {
-    const device = validateDeviceInput(input);
+    const device: DeviceInput = input;
     const presentedKey = input.enrollmentKey.trim();
     if (!looksLikeEnrollmentKey(presentedKey)) throw new AppError('ENROLLMENT_KEY_INVALID');
     const keyHash = hashSecret(presentedKey);

@@ -1,5 +1,10 @@
+import { invalidField } from '@sts/errors/app-error';
 import { isUuid } from '@sts/vocabulary/identifiers';
-import { invalid, normalizeDeviceQuery, parseMetadataJson } from '@sts/enrollment-domain/device-input';
+import {
+  normalizeDeviceQuery,
+  parseMetadataJson,
+  validateDeviceInput,
+} from '@sts/enrollment-domain/device-input';
 import type { DeviceStatus, ListedDevice } from '@sts/enrollment-domain/enrollment-model';
 import type { EnrollmentService } from '@sts/enrollment-domain/enrollment-service';
 import type { AsyncHandlers } from '@sts/grpc/service-types';
@@ -26,20 +31,20 @@ function statusFilterFromProto(status: ProtoDeviceStatus): DeviceStatus | null {
     case ProtoDeviceStatus.DEVICE_STATUS_DISABLED:
       return 'disabled';
     default:
-      throw invalid('status', 'must be active or disabled');
+      throw invalidField('status', 'must be active or disabled');
   }
 }
 
 /** Organization ids come from the caller's verified context; anything but one of ours is a bug upstream. */
 function requireOrgId(value: string): string {
-  if (!value) throw invalid('org_id', 'is required');
-  if (!isUuid(value)) throw invalid('org_id', 'must be an organization id');
+  if (!value) throw invalidField('org_id', 'is required');
+  if (!isUuid(value)) throw invalidField('org_id', 'must be an organization id');
   return value;
 }
 
 function pageFrom(limit: number, cursor: string): PageRequest {
   const page = toPageRequest(limit, cursor);
-  if (page.after && !isUuid(page.after.id)) throw invalid('cursor', 'invalid cursor');
+  if (page.after && !isUuid(page.after.id)) throw invalidField('cursor', 'invalid cursor');
   return page;
 }
 
@@ -90,9 +95,9 @@ export function enrollmentGrpcHandlers(
     emailEnrollmentCode: async (request) => {
       const orgId = requireOrgId(request.orgId);
       const email = emailSchema.safeParse(request.email.trim());
-      if (!email.success) throw invalid('email', 'must be an e-mail address');
+      if (!email.success) throw invalidField('email', 'must be an e-mail address');
       const orgName = displayName(request.orgName);
-      if (!orgName) throw invalid('org_name', 'is required');
+      if (!orgName) throw invalidField('org_name', 'is required');
       const { expiresAt } = await service.emailEnrollmentCode({
         orgId,
         email: email.data,
@@ -102,12 +107,15 @@ export function enrollmentGrpcHandlers(
       return { expiresAt };
     },
     enrollDevice: async (request) => {
-      const result = await service.enrollDevice({
-        enrollmentKey: request.enrollmentKey,
-        code: request.code,
+      const device = validateDeviceInput({
         machineId: request.machineId,
         hostname: request.hostname,
         metadata: parseMetadataJson(request.metadataJson),
+      });
+      const result = await service.enrollDevice({
+        enrollmentKey: request.enrollmentKey,
+        code: request.code,
+        ...device,
       });
       return {
         deviceId: result.deviceId,

@@ -27,7 +27,7 @@ import {
 } from '@sts/enrollment-domain/enrollment-ports';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
-import { enqueueEvent, outboxEnvelope } from '@sts/outbox/outbox';
+import { enqueueEvent, outboxInsertPart } from '@sts/outbox/outbox';
 
 /** Raw rows: MikroORM has node-postgres hand timestamps over as text. */
 interface DeviceSqlRow {
@@ -84,14 +84,15 @@ export class MikroEnrollmentStore implements EnrollmentStore {
   }
 
   /**
-   * One statement, so one round trip and atomic without BEGIN/COMMIT:
+   * Raw SQL because enrollment's throughput target (bench/enrollment.bench.ts) wants one round trip.
+   * One statement, atomic without BEGIN/COMMIT:
    * - `key`: the presented key is still the organization's (rotation and revocation win at once).
    * - `consumed`: the conditional update takes the code. Concurrent consumers queue on the row lock;
    *   after the winner commits, the others re-check `consumed_at is null` and match nothing.
    * - `written`: the device insert or re-enrollment update, only if the code was consumed. A machine
    *   id taken meanwhile fails the insert (unique violation); a device deleted meanwhile makes the
    *   update match nothing, and `retry_unless` then fails the whole statement, so no code is spent.
-   * - `event`: the outbox row, only if the device was written.
+   * - `event`: the outbox row (from the outbox library), only if the device was written.
    * - The last column says why a code did not match. It reads the statement's snapshot, so a code
    *   consumed by a transaction that committed while we waited for its lock still looks live there:
    *   that case is `used` too.
@@ -131,8 +132,13 @@ export class MikroEnrollmentStore implements EnrollmentStore {
         orgId,
       ];
     }
-    // The outbox row is written by the statement itself, with the envelope `enqueueEvent` would write.
-    const envelope = outboxEnvelope(event.type, event.data, now);
+    const outboxRow = outboxInsertPart(
+      'enrollment',
+      event.type,
+      event.data,
+      'exists (select 1 from written)',
+      now,
+    );
     const em = this.orm.em.fork();
     try {
       const row = await sqlRunner(em).one<{
@@ -147,10 +153,7 @@ export class MikroEnrollmentStore implements EnrollmentStore {
            where org_id = ? and code_hash = ? and consumed_at is null and expires_at > ? and exists (select 1 from key)
            returning id
          ), written as (${writeSql}
-         ), event as (
-           insert into enrollment.outbox (id, type, envelope)
-           select ?, ?, ?::jsonb where exists (select 1 from written)
-           returning id
+         ), event as (${outboxRow.sql}
          )
          select exists (select 1 from key) as key_ok,
                 exists (select 1 from consumed) as consumed,
@@ -168,9 +171,7 @@ export class MikroEnrollmentStore implements EnrollmentStore {
           codeHash,
           now,
           ...writeParams,
-          envelope.id,
-          envelope.type,
-          JSON.stringify(envelope),
+          ...outboxRow.params,
           now,
           orgId,
           codeHash,

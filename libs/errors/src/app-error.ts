@@ -41,3 +41,8 @@ export class AppError extends Error {
 export function isAppError(error: unknown): error is AppError {
   return error instanceof AppError;
 }
+
+/** VALIDATION_FAILED for one bad field: `invalidField('window', 'must be 24h or 30d')`. */
+export function invalidField(path: string, message: string): AppError {
+  return new AppError('VALIDATION_FAILED', `${path} ${message}`, { fields: [{ path, message }] });
+}

@@ -1,4 +1,4 @@
-import { AppError } from '@sts/errors/app-error';
+import { AppError, invalidField } from '@sts/errors/app-error';
 import type { AsyncHandlers } from '@sts/grpc/service-types';
 import type { Role } from '@sts/vocabulary/roles';
 import type { Invite, Member, Organization, Principal } from '@sts/identity-domain/identity-model';
@@ -27,16 +27,12 @@ const ROLE_TO_PROTO: Record<Role, ProtoRole> = {
 
 function roleFromProto(role: ProtoRole, field = 'role'): Role {
   const mapped = ROLE_FROM_PROTO[role];
-  if (!mapped) throw invalid(field, 'must be ORG_ADMIN, ANALYST or APP_USER');
+  if (!mapped) throw invalidField(field, 'must be ORG_ADMIN, ANALYST or APP_USER');
   return mapped;
 }
 
-function invalid(path: string, message: string): AppError {
-  return new AppError('VALIDATION_FAILED', `${path} ${message}`, { fields: [{ path, message }] });
-}
-
 function requireId(value: string, path: string): string {
-  if (!value) throw invalid(path, 'is required');
+  if (!value) throw invalidField(path, 'is required');
   return value;
 }
 
@@ -70,7 +66,7 @@ function toProtoOrganization(org: Organization): ProtoOrganization {
 
 function principalFrom(request: ResolveCallerRequest): Principal {
   const principal = request.principal;
-  if (!principal) throw invalid('principal', 'is required');
+  if (!principal) throw invalidField('principal', 'is required');
   switch (principal.$case) {
     case 'user':
       return {
@@ -116,7 +112,7 @@ export function identityGrpcHandlers(service: IdentityService): AsyncHandlers<ty
     },
     updateMember: async (request) => {
       if (request.role === undefined && request.dashboardAccess === undefined) {
-        throw invalid('body', 'must set role or dashboard_access');
+        throw invalidField('body', 'must set role or dashboard_access');
       }
       const member = await service.updateMember(
         requireId(request.orgId, 'org_id'),
@@ -146,7 +142,7 @@ export function identityGrpcHandlers(service: IdentityService): AsyncHandlers<ty
     },
     createInvite: async (request) => {
       const email = emailSchema.safeParse(request.email);
-      if (!email.success) throw invalid('email', 'must be an e-mail address');
+      if (!email.success) throw invalidField('email', 'must be an e-mail address');
       const invite = await service.createInvite(
         requireId(request.orgId, 'org_id'),
         email.data,

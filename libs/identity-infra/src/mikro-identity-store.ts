@@ -56,6 +56,7 @@ interface MemberViewRow {
   name: string;
 }
 
+// Raw: a member joined with its user in one statement, read by the member page (bench/gateway-session.bench.ts).
 const MEMBER_VIEW = `select m.id, m.org_id, m.user_id, m.role, m.dashboard_access, m.joined_at, u.email, u.name
   from identity.members m join identity.users u on u.id = m.user_id`;
 
@@ -96,6 +97,7 @@ class IdentityRepositoriesSql implements IdentityRepositories {
   }
 
   async findUserSnapshot(issuer: string, subject: string): Promise<UserSnapshot | null> {
+    // Raw: user, memberships and org in one round trip on every login (bench/gateway-session.bench.ts).
     const row = await this.sql.one<SnapshotRow>(
       `select u.id, u.issuer, u.subject, u.email, u.name, u.created_at,
          (select count(*) from identity.invites i where i.status = 'accepted' and i.email = lower(u.email)) as accepted_invites,
@@ -201,6 +203,7 @@ class IdentityRepositoriesSql implements IdentityRepositories {
   }
 
   async lockAdminIds(orgId: string): Promise<string[]> {
+    // Raw: `for update` in a stable order, so concurrent demotions of the last admins queue instead of deadlocking.
     const rows = await this.sql.all<{ id: string }>(
       `select id from identity.members where org_id = ? and role = 'ORG_ADMIN' and dashboard_access order by id for update`,
       [orgId],
@@ -238,6 +241,7 @@ class IdentityRepositoriesSql implements IdentityRepositories {
   }
 
   async insertInvite(invite: Invite): Promise<boolean> {
+    // Raw: `on conflict … do nothing` against the partial unique index of pending invites.
     const inserted = await this.sql.run(
       `insert into identity.invites (id, org_id, email, role, status, token_hash, invited_by_member_id, created_at, expires_at)
        values (?, ?, ?, ?, 'pending', ?, ?, ?, ?) on conflict (org_id, email) where status = 'pending' do nothing`,
@@ -256,6 +260,7 @@ class IdentityRepositoriesSql implements IdentityRepositories {
   }
 
   async countInviteOfDay(orgId: string, day: string): Promise<number> {
+    // Raw: an atomic upsert-and-count (`on conflict … do update … returning`).
     const [row] = await this.sql.all<{ count: number }>(
       `insert into identity.invite_quota (org_id, day, count) values (?, ?, 1)
        on conflict (org_id, day) do update set count = identity.invite_quota.count + 1
@@ -266,6 +271,7 @@ class IdentityRepositoriesSql implements IdentityRepositories {
   }
 
   async retireSupersededInvites(orgId: string, email: string, now: Date): Promise<void> {
+    // Raw: a conditional bulk update (an `or` of states) the ORM would load rows for.
     await this.sql.run(
       `update identity.invites set status = 'expired'
        where org_id = ? and email = ? and (status = 'accepted' or (status = 'pending' and expires_at <= ?))`,
@@ -278,6 +284,7 @@ class IdentityRepositoriesSql implements IdentityRepositories {
   }
 
   async acceptInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null> {
+    // Raw: check-and-take in one conditional update, so a token is accepted once under concurrency.
     const rows = await this.sql.all<Record<string, unknown>>(
       `update identity.invites set status = 'accepted', accepted_at = ?
        where token_hash = ? and status = 'pending' and expires_at > ? returning id, org_id`,

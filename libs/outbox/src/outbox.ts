@@ -40,16 +40,32 @@ export const OUTBOX_RETENTION = {
   retentionMs: EVENT_RETENTION_MS,
 };
 
-/**
- * The envelope of an outbox row: data validated against the catalogue. For stores that write the
- * outbox row inside a statement of their own (same columns as `enqueueEvent`).
- */
-export function outboxEnvelope<Type extends EventType>(
+/** The envelope of an outbox row: data validated against the catalogue. */
+function outboxEnvelope<Type extends EventType>(
   type: Type,
   data: DomainEvent<Type>['data'],
   now = new Date(),
 ): DomainEvent<Type> {
   return newEnvelope(type, parseEventData(type, data), now);
+}
+
+/**
+ * The outbox row as one part of a caller's own statement (`with …, event as (<sql>) select …`), for a
+ * store whose whole change is one measured statement: the same row `enqueueEvent` writes, inserted only
+ * when `condition` (SQL over the statement's earlier parts) holds. Returns the part and its parameters.
+ */
+export function outboxInsertPart<Type extends EventType>(
+  schema: string,
+  type: Type,
+  data: DomainEvent<Type>['data'],
+  condition: string,
+  now = new Date(),
+): { sql: string; params: unknown[] } {
+  const envelope = outboxEnvelope(type, data, now);
+  return {
+    sql: `insert into "${schema}"."outbox" (id, type, envelope) select ?, ?, ?::jsonb where ${condition} returning id`,
+    params: [envelope.id, envelope.type, JSON.stringify(envelope)],
+  };
 }
 
 /**
