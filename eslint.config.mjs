@@ -70,6 +70,7 @@ const scopeConstraints = [
   { sourceTag: 'scope:billing', onlyDependOnLibsWithTags: ['scope:billing', 'scope:shared'] },
   { sourceTag: 'scope:enrollment', onlyDependOnLibsWithTags: ['scope:enrollment', 'scope:shared'] },
   { sourceTag: 'scope:agent', onlyDependOnLibsWithTags: ['scope:agent', 'scope:shared'] },
+  { sourceTag: 'scope:analytics', onlyDependOnLibsWithTags: ['scope:analytics', 'scope:shared'] },
   { sourceTag: 'scope:dev', onlyDependOnLibsWithTags: ['scope:dev', 'scope:shared'] },
   // End-to-end tests start every service in one process, so they may reach every scope.
   { sourceTag: 'scope:e2e', onlyDependOnLibsWithTags: ['*'] },

@@ -20,10 +20,12 @@ export function startBillingService(config: BillingConfig, logger: Logger): Prom
   return runServiceHost(
     {
       name: BILLING_CONSUMER,
-      schema: BILLING_SCHEMA,
-      entities: BILLING_ENTITIES,
-      migrations: BILLING_MIGRATIONS,
-      publishesEvents: false,
+      database: {
+        schema: BILLING_SCHEMA,
+        entities: BILLING_ENTITIES,
+        migrations: BILLING_MIGRATIONS,
+        publishesEvents: false,
+      },
       config,
       logger,
     },

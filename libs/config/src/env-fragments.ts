@@ -64,6 +64,7 @@ export const grpcClientsEnv = {
   NOTIFICATION_GRPC_ADDRESS: z.string().default('127.0.0.1:50052'),
   BILLING_GRPC_ADDRESS: z.string().default('127.0.0.1:50053'),
   ENROLLMENT_GRPC_ADDRESS: z.string().default('127.0.0.1:50054'),
+  ANALYTICS_GRPC_ADDRESS: z.string().default('127.0.0.1:50055'),
   GRPC_DEADLINE_MS: z.coerce.number().int().min(50).max(60_000).default(5_000),
 };
 

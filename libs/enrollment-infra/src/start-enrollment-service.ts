@@ -20,10 +20,12 @@ export function startEnrollmentService(config: EnrollmentConfig, logger: Logger)
   return runServiceHost(
     {
       name: 'enrollment',
-      schema: ENROLLMENT_SCHEMA,
-      entities: [],
-      migrations: ENROLLMENT_MIGRATIONS,
-      publishesEvents: true,
+      database: {
+        schema: ENROLLMENT_SCHEMA,
+        entities: [],
+        migrations: ENROLLMENT_MIGRATIONS,
+        publishesEvents: true,
+      },
       config,
       logger,
     },

@@ -80,6 +80,16 @@ export const EVENT_CATALOGUE = {
     hostname: z.string(),
     at: z.iso.datetime(),
   }),
+  /** A device passed the threat threshold: `dangerous_blocks` blocks within `window_minutes` up to `detected_at`. */
+  'threat.detected': z.object({
+    org_id: z.string(),
+    device_id: z.string(),
+    /** The device's hostname as analytics last heard it ('' when it never did). */
+    hostname: z.string(),
+    dangerous_blocks: z.number().int().positive(),
+    window_minutes: z.number().int().positive(),
+    detected_at: z.iso.datetime(),
+  }),
   'enrollment_code.email_requested': z.object({
     org_id: z.string(),
     org_name: z.string(),

@@ -17,4 +17,5 @@ export const EVENT_PRODUCERS: Record<EventType, ServiceName> = {
   'device.enabled': 'enrollment',
   'device.deleted': 'enrollment',
   'enrollment_code.email_requested': 'enrollment',
+  'threat.detected': 'analytics',
 };

@@ -18,6 +18,8 @@ import { problemErrorHandler, sendProblem } from './problem-details';
 import type { GatewayCaches } from './gateway-caches';
 import { responseSerializerCompiler } from './response-serializer';
 import { FailureLimiter } from './failure-limiter';
+import type { DeviceCredentials } from './device-credentials';
+import { analyticsRoutes } from './routes/analytics-routes';
 import { deviceEnrollRoute } from './routes/device-enroll-route';
 import { deviceRoutes } from './routes/device-routes';
 import { enrollmentRoutes } from './routes/enrollment-routes';
@@ -26,6 +28,8 @@ import { acceptInviteRoute, inviteRoutes } from './routes/invite-routes';
 import { memberRoutes } from './routes/member-routes';
 import { notificationRoutes } from './routes/notification-routes';
 import { sessionRoutes } from './routes/session-routes';
+import { telemetryRoute } from './routes/telemetry-route';
+import type { TelemetrySink } from './telemetry-sink';
 import type { UpstreamClients } from './upstream-clients';
 
 export interface GatewayDependencies {
@@ -36,12 +40,16 @@ export interface GatewayDependencies {
     | 'RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE'
     | 'ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE'
     | 'ENROLL_FAILURES_PER_MINUTE'
+    | 'TELEMETRY_BODY_LIMIT_BYTES'
   >;
   caches: GatewayCaches;
+  credentials: DeviceCredentials;
+  /** Where accepted telemetry batches go (JetStream in production). */
+  telemetry: TelemetrySink;
   logger: Logger;
   clients: UpstreamClients;
   verifier: AccessTokenVerifier;
-  /** Clock of the enrollment failure windows (epoch ms); tests pin it. */
+  /** Clock of the enrollment failure windows and telemetry time checks (epoch ms); tests pin it. */
   now?: () => number;
 }
 
@@ -54,6 +62,8 @@ export async function buildGateway({
   clients,
   verifier,
   caches,
+  credentials,
+  telemetry,
   now = Date.now,
 }: GatewayDependencies) {
   const app = Fastify({
@@ -142,6 +152,12 @@ export async function buildGateway({
     perAddressPerMinute: config.ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE,
     failures: new FailureLimiter(config.ENROLL_FAILURES_PER_MINUTE, now),
   });
+  await app.register(telemetryRoute, {
+    credentials,
+    sink: telemetry,
+    bodyLimit: config.TELEMETRY_BODY_LIMIT_BYTES,
+    now,
+  });
 
   // Everything else needs a bearer token.
   await app.register(async (authenticated) => {
@@ -152,6 +168,7 @@ export async function buildGateway({
     await authenticated.register(notificationRoutes, { clients });
     await authenticated.register(enrollmentRoutes, { clients });
     await authenticated.register(deviceRoutes, { clients });
+    await authenticated.register(analyticsRoutes, { clients });
   });
 
   return app;

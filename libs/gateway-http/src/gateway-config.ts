@@ -16,6 +16,17 @@ export const gatewayEnvSchema = z.object({
     .min(1024)
     .max(10 * 1024 * 1024)
     .default(64 * 1024),
+  /** Largest telemetry batch body (POST /api/device/telemetry); larger ones get 413. */
+  TELEMETRY_BODY_LIMIT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(16 * 1024 * 1024)
+    .default(2 * 1024 * 1024),
+  /** How long a telemetry batch may wait for JetStream's acknowledgement before the agent gets 503. */
+  TELEMETRY_PUBLISH_TIMEOUT_MS: z.coerce.number().int().min(100).max(30_000).default(3_000),
+  /** How long a device token's owner and status are reused; device events evict sooner. 0 disables. */
+  DEVICE_CACHE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(60_000),
   /** Requests per minute per client address on routes without user authentication. */
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: z.coerce.number().int().min(1).default(30),
   /** POST /api/device/enroll requests per minute per client address (mass roll-outs share NAT addresses). */

@@ -6,6 +6,9 @@ import { GatewayCaches } from './gateway-caches';
 import { subscribeToMembershipChanges } from './membership-invalidation';
 import { createUpstreamClients } from './upstream-clients';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
+import { ensureTelemetryStream } from '@sts/nats/event-stream';
+import { DeviceCredentials, subscribeToDeviceChanges } from './device-credentials';
+import { jetStreamTelemetrySink } from './telemetry-sink';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 
 export interface RunningGateway {
@@ -30,7 +33,19 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     lifecycle.add('membership subscriptions', () =>
       subscriptions.forEach((subscription) => subscription.unsubscribe()),
     );
-    const app = await buildGateway({ config, logger, clients, verifier, caches });
+    const credentials = new DeviceCredentials(clients, config.DEVICE_CACHE_TTL_MS);
+    const deviceSubscriptions = subscribeToDeviceChanges(nats.nc, config.NATS_NAMESPACE, credentials, logger);
+    lifecycle.add('device subscriptions', () =>
+      deviceSubscriptions.forEach((subscription) => subscription.unsubscribe()),
+    );
+    // The analytics service creates the stream too; whichever starts first does it.
+    await ensureTelemetryStream(nats.jsm, config.NATS_NAMESPACE);
+    const telemetry = jetStreamTelemetrySink(
+      nats.js,
+      config.NATS_NAMESPACE,
+      config.TELEMETRY_PUBLISH_TIMEOUT_MS,
+    );
+    const app = await buildGateway({ config, logger, clients, verifier, caches, credentials, telemetry });
     lifecycle.add('http', () => app.close());
     await app.listen({ host: config.HOST, port: config.PORT });
     const address = app.server.address();

@@ -1,5 +1,6 @@
 import { createPromiseClient } from '@sts/grpc/grpc-client';
 import { ServiceTokenIssuer } from '@sts/grpc/service-token';
+import { AnalyticsServiceService } from '@sts/proto/gen/analytics/v1/analytics';
 import { BillingServiceService } from '@sts/proto/gen/billing/v1/billing';
 import { IdentityServiceService } from '@sts/proto/gen/identity/v1/identity';
 import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notification';
@@ -13,6 +14,7 @@ export function createUpstreamClients(
     | 'NOTIFICATION_GRPC_ADDRESS'
     | 'BILLING_GRPC_ADDRESS'
     | 'ENROLLMENT_GRPC_ADDRESS'
+    | 'ANALYTICS_GRPC_ADDRESS'
     | 'GRPC_DEADLINE_MS'
     | 'SERVICE_AUTH_KEY'
   >,
@@ -40,12 +42,18 @@ export function createUpstreamClients(
     issuer,
     target: 'enrollment',
   });
+  const analytics = createPromiseClient(AnalyticsServiceService, config.ANALYTICS_GRPC_ADDRESS, deadline, {
+    issuer,
+    target: 'analytics',
+  });
   return {
     identity,
     notification,
     billing,
     enrollment,
+    analytics,
     close() {
+      analytics.close();
       identity.close();
       notification.close();
       billing.close();

@@ -17,10 +17,12 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
   return runServiceHost(
     {
       name: 'identity',
-      schema: IDENTITY_SCHEMA,
-      entities: IDENTITY_ENTITIES,
-      migrations: IDENTITY_MIGRATIONS,
-      publishesEvents: true,
+      database: {
+        schema: IDENTITY_SCHEMA,
+        entities: IDENTITY_ENTITIES,
+        migrations: IDENTITY_MIGRATIONS,
+        publishesEvents: true,
+      },
       config,
       logger,
     },

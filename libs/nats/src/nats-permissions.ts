@@ -1,6 +1,7 @@
 import { EVENT_PRODUCERS } from '@sts/events/event-producers';
 import type { EventType } from '@sts/events/event-catalogue';
 import { eventSubject } from '@sts/events/subjects';
+import { allTelemetrySubject } from '@sts/events/telemetry';
 import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
 
 /** A user of the NATS server with every permission: for the project's scripts and tests' cleanup. */
@@ -14,15 +15,19 @@ export interface NatsUserPermissions {
 /**
  * What each service may do on NATS. Every service may use the JetStream API (ensure the events
  * stream, create and read its durable consumer, fetch), ack its messages and receive replies; it may
- * publish only the event subjects it produces (EVENT_PRODUCERS). The gateway also listens to
- * membership events (plain subscriptions, for cache evictions).
+ * publish only the event subjects it produces (EVENT_PRODUCERS). The gateway also publishes telemetry
+ * batches and listens to membership and device events (plain subscriptions, for cache evictions).
  */
 export function natsPermissions(namespace: string, service: ServiceName): NatsUserPermissions {
   const own = (Object.entries(EVENT_PRODUCERS) as [EventType, ServiceName][])
     .filter(([, producer]) => producer === service)
     .map(([type]) => eventSubject(namespace, type));
   const subscribe = ['_INBOX.>'];
-  if (service === 'gateway') subscribe.push(`${namespace}.events.member.*`);
+  // Telemetry batches are published by the gateway only, straight to their stream.
+  if (service === 'gateway') {
+    subscribe.push(`${namespace}.events.member.*`, `${namespace}.events.device.*`);
+    own.push(allTelemetrySubject(namespace));
+  }
   return { publish: ['$JS.API.>', '$JS.ACK.>', ...own], subscribe };
 }
 

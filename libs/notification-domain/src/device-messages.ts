@@ -33,3 +33,8 @@ export function deviceEnrolledMessage(data: EventData<'device.enrolled'>): strin
 export function deviceDisabledMessage(data: EventData<'device.disabled'>): string {
   return `${deviceLabel(data.hostname, data.device_id)} was disabled`;
 }
+
+/** `Device "web-01" blocked 7 dangerous addresses within 10 minutes` */
+export function threatDetectedMessage(data: EventData<'threat.detected'>): string {
+  return `${deviceLabel(data.hostname, data.device_id)} blocked ${data.dangerous_blocks} dangerous addresses within ${data.window_minutes} minutes`;
+}

@@ -7,7 +7,7 @@ import {
   type EventType,
 } from '@sts/events/event-catalogue';
 import type { EventEnvelope } from '@sts/events/event-envelope';
-import { deviceDisabledMessage, deviceEnrolledMessage } from './device-messages';
+import { deviceDisabledMessage, threatDetectedMessage, deviceEnrolledMessage } from './device-messages';
 import { renderEnrollmentCodeEmail } from './enrollment-code-email';
 import { renderInviteEmail } from './invite-email';
 import {
@@ -29,6 +29,7 @@ export const NOTIFICATION_EVENT_TYPES = [
   'device.enrolled',
   'device.disabled',
   'enrollment_code.email_requested',
+  'threat.detected',
 ] as const satisfies readonly EventType[];
 
 export type NotificationEventType = (typeof NOTIFICATION_EVENT_TYPES)[number];
@@ -86,6 +87,8 @@ export class NotificationEventHandler {
         return this.addFeedItem(event, 'device.enrolled', deviceEnrolledMessage(event.data));
       case 'device.disabled':
         return this.addFeedItem(event, 'device.disabled', deviceDisabledMessage(event.data));
+      case 'threat.detected':
+        return this.addFeedItem(event, 'threat.alert', threatDetectedMessage(event.data));
       case 'invite.created':
         return this.sendEmail(event, 'invite', () =>
           renderInviteEmail({

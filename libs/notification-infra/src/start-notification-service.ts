@@ -30,10 +30,12 @@ export function startNotificationService(
   return runServiceHost(
     {
       name: NOTIFICATION_CONSUMER,
-      schema: NOTIFICATION_SCHEMA,
-      entities: NOTIFICATION_ENTITIES,
-      migrations: NOTIFICATION_MIGRATIONS,
-      publishesEvents: false,
+      database: {
+        schema: NOTIFICATION_SCHEMA,
+        entities: NOTIFICATION_ENTITIES,
+        migrations: NOTIFICATION_MIGRATIONS,
+        publishesEvents: false,
+      },
       config,
       logger,
     },

@@ -10,13 +10,14 @@ import type { Logger } from '@sts/logger/create-logger';
 import { startEventConsumer, type EventConsumerOptions } from '@sts/nats/event-consumer';
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { ensureEventsStream } from '@sts/nats/event-stream';
-import { connectJetStream } from '@sts/nats/jetstream-connection';
+import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import { OUTBOX_RETENTION } from '@sts/outbox/outbox';
 import { OutboxRelay } from '@sts/outbox/outbox-relay';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 
 export interface ServiceHostConfig {
-  DATABASE_URL: string;
+  /** Required when the service has a `database`. */
+  DATABASE_URL?: string;
   NATS_URL: string;
   NATS_NAMESPACE: string;
   GRPC_HOST: string;
@@ -29,18 +30,25 @@ export interface ServiceHostOptions {
   name: ServiceName;
   /** The services whose calls this one serves (service-token.ts); the gateway unless told otherwise. */
   callers?: ServiceName[];
-  schema: string;
-  entities: EntitySchema[];
-  migrations: MigrationEntry[];
-  /** Whether the service publishes events (its schema then has an outbox table). */
-  publishesEvents: boolean;
+  /** The service's PostgreSQL schema; absent for a service that keeps no state there (analytics). */
+  database?: ServiceDatabase;
   config: ServiceHostConfig;
   logger: Logger;
 }
 
-/** What a service's composition gets to build its domain on. */
-export interface ServiceHost {
-  orm: ServiceOrm;
+export interface ServiceDatabase {
+  schema: string;
+  entities: EntitySchema[];
+  migrations: MigrationEntry[];
+  /** Whether the service publishes events through its outbox (the schema then has an outbox table). */
+  publishesEvents: boolean;
+}
+
+/** What a service's composition gets to build its domain on. `orm` is null without a `database`. */
+export interface ServiceHost<Orm extends ServiceOrm | null = ServiceOrm> {
+  orm: Orm;
+  /** The service's NATS connection, for what is not a domain event (telemetry, direct publishing). */
+  nats: JetStreamConnection;
   logger: Logger;
   /** Call after a commit that wrote events, to publish them at once. No-op for non-publishers. */
   wakeOutbox(): void;
@@ -64,30 +72,44 @@ export interface RunningService {
  * consumers (each ensures the stream itself), then serve gRPC (with health). `stop()` closes
  * everything in reverse order; a failed start closes what was opened.
  */
+export function runServiceHost(
+  options: ServiceHostOptions & { database: ServiceDatabase },
+  compose: (host: ServiceHost) => Promise<ServiceRegistration[]>,
+): Promise<RunningService>;
+export function runServiceHost(
+  options: ServiceHostOptions & { database?: undefined },
+  compose: (host: ServiceHost<null>) => Promise<ServiceRegistration[]>,
+): Promise<RunningService>;
 export async function runServiceHost(
   options: ServiceHostOptions,
-  compose: (host: ServiceHost) => Promise<ServiceRegistration[]>,
+  // `never`: each overload's compose accepts the host it is given (with or without an ORM).
+  compose: (host: ServiceHost<never>) => Promise<ServiceRegistration[]>,
 ): Promise<RunningService> {
-  const { config, logger } = options;
+  const { config, logger, database } = options;
   const lifecycle = new Lifecycle((name, error) =>
     logger.error({ err: error, resource: name }, 'shutdown step failed'),
   );
   try {
-    const orm = await createServiceOrm({
-      databaseUrl: config.DATABASE_URL,
-      schema: options.schema,
-      entities: options.entities,
-      migrations: options.migrations,
-      logger,
-    });
-    lifecycle.add('postgres', () => orm.close());
-    await migrateToLatest(orm, logger);
+    let orm: ServiceOrm | null = null;
+    if (database) {
+      if (!config.DATABASE_URL) throw new Error(`${options.name} needs DATABASE_URL`);
+      const opened = await createServiceOrm({
+        databaseUrl: config.DATABASE_URL,
+        schema: database.schema,
+        entities: database.entities,
+        migrations: database.migrations,
+        logger,
+      });
+      orm = opened;
+      lifecycle.add('postgres', () => opened.close());
+      await migrateToLatest(opened, logger);
+    }
 
     const nats = await connectJetStream({ url: config.NATS_URL, name: options.name, logger });
     lifecycle.add('nats', () => nats.close());
 
     let relay: OutboxRelay | undefined;
-    if (options.publishesEvents) {
+    if (orm && database?.publishesEvents) {
       // Consumers ensure the stream themselves (and again when it vanishes); the relay needs it to publish.
       await ensureEventsStream(nats.jsm, config.NATS_NAMESPACE);
       relay = new OutboxRelay(orm, createEventPublisher(nats.js, config.NATS_NAMESPACE), logger, {
@@ -98,8 +120,9 @@ export async function runServiceHost(
     }
 
     let consumesEvents = false;
-    const services = await compose({
+    const host: ServiceHost<ServiceOrm | null> = {
       orm,
+      nats,
       logger,
       wakeOutbox: () => relay?.wake(),
       onShutdown: (name, close) => lifecycle.add(name, close),
@@ -115,14 +138,15 @@ export async function runServiceHost(
         });
         lifecycle.add(`event consumer ${consumer.durableName ?? options.name}`, () => running.stop());
       },
-    });
+    };
+    const services = await compose(host as ServiceHost<never>);
 
     // The outbox and the consumers' dedupe ledger keep rows only as long as the stream keeps events.
     const retained: RetainedTable[] = [
-      ...(options.publishesEvents ? [OUTBOX_RETENTION] : []),
+      ...(database?.publishesEvents ? [OUTBOX_RETENTION] : []),
       ...(consumesEvents ? [PROCESSED_EVENTS_RETENTION] : []),
     ];
-    if (retained.length > 0) {
+    if (orm && retained.length > 0) {
       const retention = startRetention(orm, logger, retained);
       lifecycle.add('retention', () => retention.stop());
     }

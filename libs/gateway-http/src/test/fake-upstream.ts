@@ -184,12 +184,20 @@ export class FakeUpstream {
     close: () => undefined,
   };
 
+  /** Analytics is not scripted by default either. */
+  readonly analytics: Scriptable<UpstreamClients['analytics']> = {
+    getSummary: (request, options) => this.unscripted('getSummary', request, options),
+    getSeries: (request, options) => this.unscripted('getSeries', request, options),
+    close: () => undefined,
+  };
+
   clients(): UpstreamClients {
     return {
       identity: this.identity,
       notification: this.notification,
       billing: this.billing,
       enrollment: this.enrollment,
+      analytics: this.analytics,
       close: () => undefined,
     };
   }

@@ -1,6 +1,8 @@
 import pino from 'pino';
 import { REDACTED_PATHS } from '@sts/logger/create-logger';
 import { buildGateway, type GatewayDependencies } from '../build-gateway';
+import type { TelemetryBatchMessage } from '@sts/events/telemetry';
+import { DeviceCredentials } from '../device-credentials';
 import { GatewayCaches } from '../gateway-caches';
 import { FakeUpstream } from './fake-upstream';
 import { TestTokens } from './test-tokens';
@@ -26,6 +28,9 @@ export async function startTestGateway(
     { level: 'debug', redact: { paths: REDACTED_PATHS, censor: '[redacted]' } },
     { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) },
   );
+  const upstreamClients = upstream.clients();
+  // Telemetry accepted by the gateway, in order (JetStream's part has its own integration tests).
+  const published: TelemetryBatchMessage[] = [];
   const app = await buildGateway({
     config: {
       BODY_LIMIT_BYTES: 64 * 1024,
@@ -33,6 +38,7 @@ export async function startTestGateway(
       RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 30,
       ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 600,
       ENROLL_FAILURES_PER_MINUTE: 20,
+      TELEMETRY_BODY_LIMIT_BYTES: 2 * 1024 * 1024,
       ...config,
     },
     // Most tests change what upstream answers between requests; caching has its own tests.
@@ -43,10 +49,18 @@ export async function startTestGateway(
       ...caches,
     }),
     logger,
-    clients: upstream.clients(),
+    clients: upstreamClients,
+    credentials: new DeviceCredentials(upstreamClients, 0),
+    telemetry: async (batch) => {
+      const duplicate = published.some(
+        (p) => p.device_id === batch.device_id && p.batch_id === batch.batch_id,
+      );
+      if (!duplicate) published.push(batch);
+      return { duplicate };
+    },
     verifier: tokens.verifier,
     now: () => clock.nowMs,
   });
   await app.ready();
-  return { app, upstream, tokens, logs, clock };
+  return { app, upstream, tokens, logs, clock, published };
 }

@@ -1,0 +1,61 @@
+import type { EventData } from '@sts/events/event-catalogue';
+import type { Verdict } from '@sts/events/telemetry';
+import type { Totals, WindowRange } from './analytics-model';
+
+/** Reads of the rollups. `deviceId` null: the organization's devices that are not disabled or deleted. */
+export interface AnalyticsReader {
+  totals(orgId: string, range: WindowRange, deviceId: string | null): Promise<Totals>;
+  /** Totals per bucket, keyed by the bucket's start in epoch ms; buckets without telemetry absent. */
+  bucketTotals(orgId: string, range: WindowRange, deviceId: string | null): Promise<Map<number, Totals>>;
+}
+
+/** One analyzed address as stored. */
+export interface TelemetryRow {
+  orgId: string;
+  deviceId: string;
+  batchKey: string;
+  observedAt: Date;
+  host: string;
+  verdict: Verdict;
+  classificationMs: number;
+  receivedAt: Date;
+}
+
+export interface DeviceRef {
+  orgId: string;
+  deviceId: string;
+}
+
+export interface BlockCount extends DeviceRef {
+  blocked: number;
+}
+
+export type DeviceState = 'active' | 'disabled' | 'deleted';
+
+/** Writes and the reads ingestion needs. Every write may be repeated (at-least-once delivery). */
+export interface TelemetryStore {
+  /** Of these batch keys, those already stored (received since `since`). */
+  storedBatchKeys(keys: readonly string[], since: Date): Promise<Set<string>>;
+  /** Of these devices, the ids of those deleted. */
+  deletedDevices(devices: readonly DeviceRef[]): Promise<Set<string>>;
+  /** Stores rows in one atomic insert: all of them or none. */
+  insert(rows: readonly TelemetryRow[]): Promise<void>;
+  /** Blocked events per device observed in [since, until). */
+  blockedCounts(devices: readonly DeviceRef[], since: Date, until: Date): Promise<BlockCount[]>;
+  /** Of these devices, the ids of those with a threat detection recorded since `since`. */
+  recentlyDetected(devices: readonly DeviceRef[], since: Date): Promise<Set<string>>;
+  recordDetection(detection: BlockCount & { detectedAt: Date }): Promise<void>;
+  hostnames(devices: readonly DeviceRef[]): Promise<Map<string, string>>;
+}
+
+/** The analytics projection of the device lifecycle. */
+export interface DeviceStateStore {
+  /** Records a state as of `version` (event time in ms); an older version never overwrites a newer one. */
+  setState(device: DeviceRef, hostname: string, state: DeviceState, version: number): Promise<void>;
+  /** Removes every row of the device's telemetry, raw and rolled up. */
+  purge(device: DeviceRef): Promise<void>;
+}
+
+export interface ThreatPublisher {
+  publish(data: EventData<'threat.detected'>): Promise<void>;
+}

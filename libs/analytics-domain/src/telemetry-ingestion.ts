@@ -1,0 +1,148 @@
+import { telemetryMessageId, type TelemetryBatchMessage } from '@sts/events/telemetry';
+import type { DeviceRef, TelemetryRow, TelemetryStore, ThreatPublisher } from './analytics-ports';
+
+export interface ThreatRule {
+  /** Blocks from one device… */
+  threshold: number;
+  /** …within this many minutes emit `threat.detected`… */
+  windowMinutes: number;
+  /** …at most once per device in this many minutes. */
+  cooldownMinutes: number;
+}
+
+export const DEFAULT_THREAT_RULE: ThreatRule = { threshold: 5, windowMinutes: 10, cooldownMinutes: 60 };
+
+export interface IngestionSettings {
+  threatRule: ThreatRule;
+  /** How far back stored batch keys are looked up: at least as long as a batch may wait in the stream. */
+  ledgerLookbackMs: number;
+  /** Rows per insert at most (whole batches only, so that a batch is stored all at once or not at all). */
+  maxRowsPerInsert: number;
+}
+
+export interface IngestionOutcome {
+  batches: number;
+  stored: number;
+  /** Batches already stored (a redelivery after a crash, or an agent repeating a batch id). */
+  duplicates: number;
+  /** Batches of devices deleted meanwhile: dropped. */
+  ofDeletedDevices: number;
+  threats: number;
+}
+
+/**
+ * Stores telemetry batches exactly once although they arrive at least once: a batch is known by its
+ * device and batch id, every insert holds whole batches and records their keys atomically with the
+ * rows (the store's ledger), and batches whose key is stored already are skipped. Then checks the
+ * threat rule for the devices that reported blocks.
+ */
+export class TelemetryIngestion {
+  constructor(
+    private readonly store: TelemetryStore,
+    private readonly threats: ThreatPublisher,
+    private readonly settings: IngestionSettings,
+    private readonly clock: { now(): Date },
+  ) {}
+
+  async ingest(batches: readonly TelemetryBatchMessage[]): Promise<IngestionOutcome> {
+    const now = this.clock.now();
+    const outcome: IngestionOutcome = {
+      batches: batches.length,
+      stored: 0,
+      duplicates: 0,
+      ofDeletedDevices: 0,
+      threats: 0,
+    };
+    const unique = new Map<string, TelemetryBatchMessage>();
+    for (const batch of batches) {
+      const key = telemetryMessageId(batch.device_id, batch.batch_id);
+      if (unique.has(key)) outcome.duplicates++;
+      else unique.set(key, batch);
+    }
+    if (unique.size === 0) return outcome;
+
+    const since = new Date(now.getTime() - this.settings.ledgerLookbackMs);
+    const [stored, deleted] = await Promise.all([
+      this.store.storedBatchKeys([...unique.keys()], since),
+      this.store.deletedDevices(distinctDevices([...unique.values()])),
+    ]);
+
+    const fresh: [string, TelemetryBatchMessage][] = [];
+    for (const [key, batch] of unique) {
+      if (stored.has(key)) outcome.duplicates++;
+      else if (deleted.has(batch.device_id)) outcome.ofDeletedDevices++;
+      else fresh.push([key, batch]);
+    }
+
+    let rows: TelemetryRow[] = [];
+    for (const [key, batch] of fresh) {
+      if (rows.length > 0 && rows.length + batch.events.length > this.settings.maxRowsPerInsert) {
+        await this.store.insert(rows);
+        rows = [];
+      }
+      const receivedAt = new Date(batch.received_at);
+      for (const event of batch.events) {
+        rows.push({
+          orgId: batch.org_id,
+          deviceId: batch.device_id,
+          batchKey: key,
+          observedAt: new Date(event.observed_at),
+          host: event.host,
+          verdict: event.verdict,
+          classificationMs: event.classification_ms,
+          receivedAt,
+        });
+      }
+      outcome.stored++;
+    }
+    if (rows.length > 0) await this.store.insert(rows);
+
+    const blocking = distinctDevices(
+      fresh.map(([, batch]) => batch).filter((batch) => batch.events.some((e) => e.verdict === 'blocked')),
+    );
+    if (blocking.length > 0) outcome.threats = await this.detectThreats(blocking, now);
+    return outcome;
+  }
+
+  /**
+   * Devices with `threshold` blocks observed in the last `windowMinutes` and no detection in the last
+   * `cooldownMinutes`: publish, then record. A crash between the two publishes again at the next
+   * check; the publisher's message id (device and cooldown period) lets the stream drop the repeat.
+   */
+  private async detectThreats(devices: DeviceRef[], now: Date): Promise<number> {
+    const rule = this.settings.threatRule;
+    const since = new Date(now.getTime() - rule.windowMinutes * 60_000);
+    // Events observed a little ahead of the server's clock still count.
+    const until = new Date(now.getTime() + 5 * 60_000);
+    const counts = (await this.store.blockedCounts(devices, since, until)).filter(
+      (count) => count.blocked >= rule.threshold,
+    );
+    if (counts.length === 0) return 0;
+    const cooled = await this.store.recentlyDetected(
+      counts,
+      new Date(now.getTime() - rule.cooldownMinutes * 60_000),
+    );
+    const due = counts.filter((count) => !cooled.has(count.deviceId));
+    if (due.length === 0) return 0;
+    const hostnames = await this.store.hostnames(due);
+    for (const count of due) {
+      await this.threats.publish({
+        org_id: count.orgId,
+        device_id: count.deviceId,
+        hostname: hostnames.get(count.deviceId) ?? '',
+        dangerous_blocks: count.blocked,
+        window_minutes: rule.windowMinutes,
+        detected_at: now.toISOString(),
+      });
+      await this.store.recordDetection({ ...count, detectedAt: now });
+    }
+    return due.length;
+  }
+}
+
+function distinctDevices(batches: readonly TelemetryBatchMessage[]): DeviceRef[] {
+  const devices = new Map<string, DeviceRef>();
+  for (const batch of batches)
+    devices.set(batch.device_id, { orgId: batch.org_id, deviceId: batch.device_id });
+  return [...devices.values()];
+}

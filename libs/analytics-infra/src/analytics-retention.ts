@@ -1,0 +1,54 @@
+import type { ClickHouseClient } from '@sts/clickhouse/clickhouse-client';
+import { identifier, inList, integerLiteral, sql } from '@sts/clickhouse/sql-escape';
+import type { Logger } from '@sts/logger/create-logger';
+
+/** A table partitioned by UTC day (`toYYYYMMDD`) or month (`toYYYYMM`), and how many days it keeps. */
+export interface PartitionRetention {
+  table: string;
+  partitionedBy: 'day' | 'month';
+  days: number;
+}
+
+/**
+ * Drops whole partitions older than each table's retention: no `TTL` (ClickHouse 18.16 has none for
+ * rows of this kind), no mutations, no rewritten parts. A month partition goes once its last day is
+ * older than the retention.
+ */
+export async function dropExpiredPartitions(
+  client: ClickHouseClient,
+  database: string,
+  tables: readonly PartitionRetention[],
+  now: Date,
+  logger: Logger,
+): Promise<number> {
+  const result = await client.query({
+    query: sql`SELECT DISTINCT table, partition FROM system.parts
+               WHERE database = ${database} AND active AND table IN ${inList(tables.map((t) => t.table))}`
+      .text,
+    format: 'JSONEachRow',
+  });
+  const parts = await result.json<{ table: string; partition: string }>();
+  let dropped = 0;
+  for (const { table, partition } of parts) {
+    const rule = tables.find((t) => t.table === table);
+    if (!rule || !/^\d{6}(\d{2})?$/.test(partition)) continue;
+    const cutoff = new Date(now.getTime() - rule.days * 86_400_000);
+    if (partitionEnd(partition, rule.partitionedBy) > cutoff) continue;
+    await client.command({
+      // The partition key is a number (toYYYYMMDD, toYYYYMM): 18.16 refuses it as a string.
+      query: sql`ALTER TABLE ${identifier(table)} DROP PARTITION ${integerLiteral(Number(partition))}`.text,
+    });
+    dropped++;
+    logger.info({ table, partition }, 'dropped an expired partition');
+  }
+  return dropped;
+}
+
+/** The instant a partition's last day ends (UTC). */
+function partitionEnd(partition: string, by: 'day' | 'month'): Date {
+  const year = Number(partition.slice(0, 4));
+  const month = Number(partition.slice(4, 6)) - 1;
+  return by === 'day'
+    ? new Date(Date.UTC(year, month, Number(partition.slice(6, 8)) + 1))
+    : new Date(Date.UTC(year, month + 1, 1));
+}

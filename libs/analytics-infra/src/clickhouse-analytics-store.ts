@@ -1,0 +1,234 @@
+import type { Totals, WindowRange } from '@sts/analytics-domain/analytics-model';
+import type {
+  AnalyticsReader,
+  BlockCount,
+  DeviceRef,
+  DeviceState,
+  DeviceStateStore,
+  TelemetryRow,
+  TelemetryStore,
+} from '@sts/analytics-domain/analytics-ports';
+import { insertJsonEachRow, type ClickHouseClient } from '@sts/clickhouse/clickhouse-client';
+import {
+  dateLiteral,
+  dateTimeInputValue,
+  identifier,
+  inList,
+  sql,
+  type SqlFragment,
+} from '@sts/clickhouse/sql-escape';
+import { DEVICE_TELEMETRY_TABLES } from './analytics-migrations';
+
+interface TotalsRow {
+  bucket?: string | number;
+  total_analyzed: string | number;
+  dangerous_blocks: string | number;
+  risky_warnings: string | number;
+  classification_ms_sum: string | number;
+}
+
+const TELEMETRY_COLUMNS = [
+  'org_id',
+  'device_id',
+  'batch_key',
+  'observed_at',
+  'host',
+  'verdict',
+  'classification_ms',
+  'received_at',
+] as const;
+
+/** Analytics over ClickHouse (tables of analytics-migrations.ts). Every value enters SQL through sql-escape. */
+export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore, DeviceStateStore {
+  constructor(private readonly client: ClickHouseClient) {}
+
+  // Reads of the rollups.
+
+  async totals(orgId: string, range: WindowRange, deviceId: string | null): Promise<Totals> {
+    const rows = await this.rows<TotalsRow>(
+      sql`SELECT ${sums()} FROM ${rollup(range)} WHERE ${this.scope(orgId, range, deviceId)}`,
+    );
+    return rows[0]
+      ? toTotals(rows[0])
+      : { totalAnalyzed: 0, dangerousBlocks: 0, riskyWarnings: 0, classificationMsSum: 0 };
+  }
+
+  async bucketTotals(
+    orgId: string,
+    range: WindowRange,
+    deviceId: string | null,
+  ): Promise<Map<number, Totals>> {
+    const bucket = range.granularity === 'hour' ? sql`toUInt32(hour)` : sql`toString(day)`;
+    const rows = await this.rows<TotalsRow>(
+      sql`SELECT ${bucket} AS bucket, ${sums()} FROM ${rollup(range)}
+          WHERE ${this.scope(orgId, range, deviceId)} GROUP BY bucket`,
+    );
+    const buckets = new Map<number, Totals>();
+    for (const row of rows) {
+      const start =
+        range.granularity === 'hour'
+          ? Number(row.bucket) * 1000
+          : Date.parse(`${String(row.bucket)}T00:00:00Z`);
+      buckets.set(start, toTotals(row));
+    }
+    return buckets;
+  }
+
+  /**
+   * The organization and the range; one device (unless deleted), or every device that is neither
+   * disabled nor deleted. The device states are read with `argMax`, not `FINAL`: the newest version
+   * wins whether or not the table has merged yet.
+   */
+  private scope(orgId: string, range: WindowRange, deviceId: string | null): SqlFragment {
+    const time =
+      range.granularity === 'hour'
+        ? sql`hour >= ${range.from} AND hour < ${range.to}`
+        : sql`day >= ${dateLiteral(range.from)} AND day < ${dateLiteral(range.to)}`;
+    const left = deviceId === null ? sql`current != 'active'` : sql`current = 'deleted'`;
+    const device = deviceId === null ? sql`` : sql`AND device_id = ${deviceId}`;
+    return sql`org_id = ${orgId} AND ${time} ${device}
+      AND device_id NOT IN (
+        SELECT device_id FROM (
+          SELECT device_id, argMax(state, version) AS current FROM device_states
+          WHERE org_id = ${orgId} GROUP BY device_id
+        ) WHERE ${left}
+      )`;
+  }
+
+  // Ingestion.
+
+  async storedBatchKeys(keys: readonly string[], since: Date): Promise<Set<string>> {
+    if (keys.length === 0) return new Set();
+    const rows = await this.rows<{ batch_key: string }>(
+      sql`SELECT DISTINCT batch_key FROM ingested_batches
+          WHERE received_day >= ${dateLiteral(since)} AND batch_key IN ${inList(keys)}`,
+    );
+    return new Set(rows.map((row) => row.batch_key));
+  }
+
+  async deletedDevices(devices: readonly DeviceRef[]): Promise<Set<string>> {
+    return this.devicesWhere(devices, sql`current = 'deleted'`);
+  }
+
+  async insert(rows: readonly TelemetryRow[]): Promise<void> {
+    await insertJsonEachRow(
+      this.client,
+      'telemetry_events',
+      TELEMETRY_COLUMNS,
+      rows.map((row) => ({
+        org_id: row.orgId,
+        device_id: row.deviceId,
+        batch_key: row.batchKey,
+        observed_at: dateTimeInputValue(row.observedAt),
+        host: row.host,
+        verdict: row.verdict,
+        classification_ms: row.classificationMs,
+        received_at: dateTimeInputValue(row.receivedAt),
+      })),
+    );
+  }
+
+  async blockedCounts(devices: readonly DeviceRef[], since: Date, until: Date): Promise<BlockCount[]> {
+    if (devices.length === 0) return [];
+    const rows = await this.rows<{ org_id: string; device_id: string; blocked: string | number }>(
+      sql`SELECT org_id, device_id, count() AS blocked FROM telemetry_events
+          WHERE (org_id, device_id) IN ${pairs(devices)}
+            AND observed_at >= ${since} AND observed_at < ${until} AND verdict = 'blocked'
+          GROUP BY org_id, device_id`,
+    );
+    return rows.map((row) => ({ orgId: row.org_id, deviceId: row.device_id, blocked: Number(row.blocked) }));
+  }
+
+  async recentlyDetected(devices: readonly DeviceRef[], since: Date): Promise<Set<string>> {
+    if (devices.length === 0) return new Set();
+    const rows = await this.rows<{ device_id: string }>(
+      sql`SELECT DISTINCT device_id FROM threat_detections
+          WHERE (org_id, device_id) IN ${pairs(devices)} AND detected_at >= ${since}`,
+    );
+    return new Set(rows.map((row) => row.device_id));
+  }
+
+  async recordDetection(detection: BlockCount & { detectedAt: Date }): Promise<void> {
+    await insertJsonEachRow(
+      this.client,
+      'threat_detections',
+      ['org_id', 'device_id', 'detected_at', 'dangerous_blocks'],
+      [
+        {
+          org_id: detection.orgId,
+          device_id: detection.deviceId,
+          detected_at: dateTimeInputValue(detection.detectedAt),
+          dangerous_blocks: detection.blocked,
+        },
+      ],
+    );
+  }
+
+  async hostnames(devices: readonly DeviceRef[]): Promise<Map<string, string>> {
+    if (devices.length === 0) return new Map();
+    const rows = await this.rows<{ device_id: string; hostname: string }>(
+      sql`SELECT device_id, argMax(hostname, version) AS hostname FROM device_states
+          WHERE (org_id, device_id) IN ${pairs(devices)} GROUP BY device_id`,
+    );
+    return new Map(rows.map((row) => [row.device_id, row.hostname]));
+  }
+
+  // Device lifecycle.
+
+  async setState(device: DeviceRef, hostname: string, state: DeviceState, version: number): Promise<void> {
+    await insertJsonEachRow(
+      this.client,
+      'device_states',
+      ['org_id', 'device_id', 'hostname', 'state', 'version'],
+      [{ org_id: device.orgId, device_id: device.deviceId, hostname, state, version }],
+    );
+  }
+
+  /** An asynchronous mutation per table: queries leave the device out at once (its state is `deleted`). */
+  async purge(device: DeviceRef): Promise<void> {
+    for (const table of DEVICE_TELEMETRY_TABLES) {
+      await this.client.command({
+        query: sql`ALTER TABLE ${identifier(table)} DELETE
+                   WHERE org_id = ${device.orgId} AND device_id = ${device.deviceId}`.text,
+      });
+    }
+  }
+
+  private async devicesWhere(devices: readonly DeviceRef[], condition: SqlFragment): Promise<Set<string>> {
+    if (devices.length === 0) return new Set();
+    const rows = await this.rows<{ device_id: string }>(
+      sql`SELECT device_id FROM (
+            SELECT device_id, argMax(state, version) AS current FROM device_states
+            WHERE (org_id, device_id) IN ${pairs(devices)} GROUP BY device_id
+          ) WHERE ${condition}`,
+    );
+    return new Set(rows.map((row) => row.device_id));
+  }
+
+  private async rows<Row>(query: SqlFragment): Promise<Row[]> {
+    const result = await this.client.query({ query: query.text, format: 'JSONEachRow' });
+    return result.json<Row>();
+  }
+}
+
+function rollup(range: WindowRange): SqlFragment {
+  return range.granularity === 'hour' ? identifier('telemetry_hourly') : identifier('telemetry_daily');
+}
+
+function sums(): SqlFragment {
+  return sql`sum(total_analyzed) AS total_analyzed, sum(dangerous_blocks) AS dangerous_blocks,
+    sum(risky_warnings) AS risky_warnings, sum(classification_ms_sum) AS classification_ms_sum`;
+}
+
+function pairs(devices: readonly DeviceRef[]): SqlFragment {
+  return inList(devices.map((device) => sql`(${device.orgId}, ${device.deviceId})`));
+}
+
+function toTotals(row: TotalsRow): Totals {
+  return {
+    totalAnalyzed: Number(row.total_analyzed),
+    dangerousBlocks: Number(row.dangerous_blocks),
+    riskyWarnings: Number(row.risky_warnings),
+    classificationMsSum: Number(row.classification_ms_sum),
+  };
+}

@@ -1,0 +1,39 @@
+import type { DeviceStateStore } from '@sts/analytics-domain/analytics-ports';
+import type { ConsumedEvent } from '@sts/nats/event-consumer';
+
+export const DEVICE_EVENT_TYPES = [
+  'device.enrolled',
+  'device.disabled',
+  'device.enabled',
+  'device.deleted',
+] as const;
+
+/**
+ * Keeps analytics' projection of the device lifecycle: the state as of the event's time (a late,
+ * older event never wins), and a deleted device's telemetry purged. Idempotent.
+ */
+export function deviceLifecycleHandler(
+  store: DeviceStateStore,
+): (event: ConsumedEvent<(typeof DEVICE_EVENT_TYPES)[number]>) => Promise<string> {
+  return async (event) => {
+    const device = { orgId: event.data.org_id, deviceId: event.data.device_id };
+    const version = Date.parse(event.occurred_at);
+    switch (event.type) {
+      case 'device.enrolled':
+        // Enrolling again keeps the device's status (a disabled device stays disabled).
+        if (event.data.re_enrolled) return 'unchanged';
+        await store.setState(device, event.data.hostname, 'active', version);
+        return 'active';
+      case 'device.enabled':
+        await store.setState(device, event.data.hostname, 'active', version);
+        return 'active';
+      case 'device.disabled':
+        await store.setState(device, event.data.hostname, 'disabled', version);
+        return 'disabled';
+      case 'device.deleted':
+        await store.setState(device, event.data.hostname, 'deleted', version);
+        await store.purge(device);
+        return 'purged';
+    }
+  };
+}

@@ -1,0 +1,121 @@
+import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
+import { TelemetryIngestion, type IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
+import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
+import { runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
+import { telemetryBatchMessageSchema, allTelemetrySubject, telemetryStreamName } from '@sts/events/telemetry';
+import { registerService } from '@sts/grpc/grpc-server';
+import type { Logger } from '@sts/logger/create-logger';
+import { startBatchConsumer } from '@sts/nats/batch-consumer';
+import { createEventPublisher } from '@sts/nats/event-publisher';
+import { ensureEventsStream, ensureTelemetryStream } from '@sts/nats/event-stream';
+import { AnalyticsServiceService } from '@sts/proto/gen/analytics/v1/analytics';
+import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
+import type { AnalyticsConfig } from './analytics-config';
+import { analyticsGrpcHandlers } from './analytics-grpc-handlers';
+import { ANALYTICS_MIGRATIONS } from './analytics-migrations';
+import { dropExpiredPartitions, type PartitionRetention } from './analytics-retention';
+import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
+import { DEVICE_EVENT_TYPES, deviceLifecycleHandler } from './device-lifecycle-handler';
+import { threatPublisher } from './threat-publisher';
+
+export type { RunningService } from '@sts/service-host/service-host';
+
+/** Durable consumer of the telemetry stream; every analytics process shares it (and so the work). */
+export const TELEMETRY_CONSUMER = 'analytics-telemetry';
+
+export interface AnalyticsServiceOptions {
+  /** Called after each batch is stored, before it is acknowledged (tests use it to crash at that point). */
+  afterIngest?: (outcome: IngestionOutcome) => void;
+}
+
+/**
+ * Analytics: consumes telemetry batches into ClickHouse (raw rows and rollups, exactly once), keeps
+ * the device lifecycle from device events, detects threats, and answers summaries and series.
+ */
+export async function startAnalyticsService(
+  config: AnalyticsConfig,
+  logger: Logger,
+  options: AnalyticsServiceOptions = {},
+): Promise<RunningService> {
+  const connection = { url: config.CLICKHOUSE_URL, logger };
+  await runClickHouseMigrations({
+    connection,
+    database: config.CLICKHOUSE_DATABASE,
+    migrations: ANALYTICS_MIGRATIONS,
+    logger,
+  });
+  const retained: PartitionRetention[] = [
+    { table: 'telemetry_events', partitionedBy: 'day', days: config.TELEMETRY_RAW_RETENTION_DAYS },
+    { table: 'ingested_batches', partitionedBy: 'day', days: config.TELEMETRY_RAW_RETENTION_DAYS },
+    { table: 'telemetry_hourly', partitionedBy: 'day', days: config.TELEMETRY_HOURLY_RETENTION_DAYS },
+    { table: 'telemetry_daily', partitionedBy: 'month', days: config.TELEMETRY_DAILY_RETENTION_DAYS },
+  ];
+  const clock = { now: () => new Date() };
+
+  return runServiceHost({ name: 'analytics', config, logger }, async (host) => {
+    const client = createClickHouseClient({ ...connection, database: config.CLICKHOUSE_DATABASE });
+    host.onShutdown('clickhouse', () => client.close());
+    const store = new ClickHouseAnalyticsStore(client);
+
+    await host.consume({ eventTypes: DEVICE_EVENT_TYPES, handle: deviceLifecycleHandler(store) });
+
+    const { js, jsm } = host.nats;
+    await ensureEventsStream(jsm, config.NATS_NAMESPACE);
+    const ingestion = new TelemetryIngestion(
+      store,
+      threatPublisher(createEventPublisher(js, config.NATS_NAMESPACE), config.THREAT_COOLDOWN_MINUTES),
+      {
+        threatRule: {
+          threshold: config.THREAT_BLOCK_THRESHOLD,
+          windowMinutes: config.THREAT_WINDOW_MINUTES,
+          cooldownMinutes: config.THREAT_COOLDOWN_MINUTES,
+        },
+        // Longer than a batch can wait in the stream (its max age is 7 days).
+        ledgerLookbackMs: 8 * 86_400_000,
+        maxRowsPerInsert: 200_000,
+      },
+      clock,
+    );
+    const telemetry = await startBatchConsumer({
+      js,
+      jsm,
+      stream: telemetryStreamName(config.NATS_NAMESPACE),
+      ensureStream: () =>
+        ensureTelemetryStream(jsm, config.NATS_NAMESPACE, { maxBytes: config.TELEMETRY_STREAM_MAX_BYTES }),
+      durableName: TELEMETRY_CONSUMER,
+      filterSubject: allTelemetrySubject(config.NATS_NAMESPACE),
+      decode: (msg) => {
+        const parsed = telemetryBatchMessageSchema.safeParse(msg.json());
+        if (!parsed.success) throw new Error('not a telemetry batch');
+        return parsed.data;
+      },
+      handleBatch: async (batch) => {
+        const outcome = await ingestion.ingest(batch.map((item) => item.value));
+        logger.debug(outcome, 'telemetry stored');
+        options.afterIngest?.(outcome);
+      },
+      logger,
+      maxBatchMessages: config.TELEMETRY_BATCH_MESSAGES,
+      maxWaitMs: config.TELEMETRY_BATCH_WAIT_MS,
+    });
+    host.onShutdown('telemetry consumer', () => telemetry.stop());
+
+    const applyRetention = () =>
+      dropExpiredPartitions(client, config.CLICKHOUSE_DATABASE, retained, clock.now(), logger).catch(
+        (error: unknown) => logger.warn({ err: error }, 'telemetry retention failed; will retry'),
+      );
+    void applyRetention();
+    const retention = setInterval(() => void applyRetention(), 60 * 60_000);
+    retention.unref();
+    host.onShutdown('telemetry retention', () => clearInterval(retention));
+
+    return [
+      registerService(
+        'analytics.v1.AnalyticsService',
+        AnalyticsServiceService,
+        analyticsGrpcHandlers(new AnalyticsService(store, clock)),
+        logger,
+      ),
+    ];
+  });
+}

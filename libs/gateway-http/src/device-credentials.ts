@@ -1,0 +1,99 @@
+import { createHash } from 'node:crypto';
+import type { NatsConnection, Subscription } from '@nats-io/nats-core';
+import { AppError } from '@sts/errors/app-error';
+import { EVENT_CATALOGUE } from '@sts/events/event-catalogue';
+import { eventEnvelopeSchema } from '@sts/events/event-envelope';
+import { eventSubject } from '@sts/events/subjects';
+import type { Logger } from '@sts/logger/create-logger';
+import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
+import { TtlCache } from './ttl-cache';
+import type { UpstreamClients } from './upstream-clients';
+
+export interface AuthenticatedDevice {
+  deviceId: string;
+  orgId: string;
+}
+
+interface CachedDevice extends AuthenticatedDevice {
+  disabled: boolean;
+}
+
+const deviceGroup = (deviceId: string) => `device:${deviceId}`;
+
+/**
+ * Who a device token belongs to, without a database round trip per telemetry batch: answers of the
+ * enrollment service are kept for the TTL, keyed by the token's SHA-256 (the token itself is not
+ * kept), and device events (disabled, enabled, deleted, enrolled again) evict them at once.
+ * Unknown tokens are not remembered: each costs a call, which the caller's limits bound.
+ */
+export class DeviceCredentials {
+  private readonly cache: TtlCache<CachedDevice>;
+
+  constructor(
+    private readonly clients: Pick<UpstreamClients, 'enrollment'>,
+    ttlMs: number,
+  ) {
+    this.cache = new TtlCache(ttlMs, {
+      maxEntries: 100_000,
+      groupsOf: (_key, device) => [deviceGroup(device.deviceId)],
+    });
+  }
+
+  /** The device of the token; DEVICE_TOKEN_INVALID (401) or DEVICE_DISABLED (403) otherwise. */
+  async authenticate(token: string | undefined, requestId: string): Promise<AuthenticatedDevice> {
+    if (!token) throw new AppError('DEVICE_TOKEN_INVALID', 'X-Device-Token header is missing');
+    const key = createHash('sha256').update(token).digest('base64');
+    const device = await this.cache.getOrLoad(key, async () => {
+      const found = await this.clients.enrollment.authenticateDevice({ deviceToken: token }, { requestId });
+      return {
+        deviceId: found.deviceId,
+        orgId: found.orgId,
+        disabled: found.status === DeviceStatus.DEVICE_STATUS_DISABLED,
+      };
+    });
+    if (device.disabled)
+      throw new AppError('DEVICE_DISABLED', 'This device is disabled; its telemetry is refused');
+    return { deviceId: device.deviceId, orgId: device.orgId };
+  }
+
+  deviceChanged(deviceId: string): void {
+    this.cache.deleteGroup(deviceGroup(deviceId));
+  }
+}
+
+const DEVICE_EVENTS = ['device.enrolled', 'device.disabled', 'device.enabled', 'device.deleted'] as const;
+
+/**
+ * Listens (plain NATS, like the membership evictions) to device events and evicts the device's
+ * cached credential: a disabled or deleted device is refused from the next batch on.
+ */
+export function subscribeToDeviceChanges(
+  nc: NatsConnection,
+  namespace: string,
+  credentials: DeviceCredentials,
+  logger: Logger,
+): Subscription[] {
+  return DEVICE_EVENTS.map((type) =>
+    nc.subscribe(eventSubject(namespace, type), {
+      callback: (error, message) => {
+        if (error) {
+          logger.warn({ err: error, type }, 'device event subscription failed');
+          return;
+        }
+        let payload: unknown;
+        try {
+          payload = message.json();
+        } catch {
+          payload = undefined;
+        }
+        const envelope = eventEnvelopeSchema.safeParse(payload);
+        const data = envelope.success ? EVENT_CATALOGUE[type].safeParse(envelope.data.data) : null;
+        if (!data?.success) {
+          logger.warn({ type }, 'ignored a malformed device event');
+          return;
+        }
+        credentials.deviceChanged(data.data.device_id);
+      },
+    }),
+  );
+}

@@ -1,0 +1,42 @@
+import type { JetStreamClient } from '@nats-io/jetstream';
+import { AppError } from '@sts/errors/app-error';
+import {
+  telemetryMessageId,
+  telemetryStreamName,
+  telemetrySubject,
+  type TelemetryBatchMessage,
+} from '@sts/events/telemetry';
+
+/** Where accepted telemetry goes. Resolves once the batch is durable; `duplicate` when it was already. */
+export type TelemetrySink = (batch: TelemetryBatchMessage) => Promise<{ duplicate: boolean }>;
+
+/**
+ * Publishes a batch to the telemetry stream and waits for JetStream's acknowledgement, never for
+ * ClickHouse. When NATS cannot take it (unreachable, stream full) the batch is refused with
+ * SERVICE_UNAVAILABLE (503), so the agent keeps it and sends it again later.
+ */
+export function jetStreamTelemetrySink(
+  js: JetStreamClient,
+  namespace: string,
+  timeoutMs: number,
+): TelemetrySink {
+  const stream = telemetryStreamName(namespace);
+  return async (batch) => {
+    try {
+      const ack = await js.publish(telemetrySubject(namespace, batch.org_id), JSON.stringify(batch), {
+        msgID: telemetryMessageId(batch.device_id, batch.batch_id),
+        expect: { streamName: stream },
+        timeout: timeoutMs,
+      });
+      return { duplicate: ack.duplicate };
+    } catch (error) {
+      throw new AppError(
+        'SERVICE_UNAVAILABLE',
+        'Telemetry cannot be accepted right now; send it again later',
+        {
+          cause: error,
+        },
+      );
+    }
+  };
+}
