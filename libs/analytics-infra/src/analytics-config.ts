@@ -24,6 +24,11 @@ export const analyticsEnvSchema = z.object({
   TELEMETRY_BATCH_MESSAGES: positiveInt.default(200),
   /** How long the first batch waits for more before the insert. */
   TELEMETRY_BATCH_WAIT_MS: positiveInt.default(200),
+  /**
+   * A batch pulled but not acknowledged in this time goes to another process (the holder is kept
+   * alive while it works, so this is how long a crashed process's batches wait).
+   */
+  TELEMETRY_ACK_WAIT_MS: z.coerce.number().int().min(1_000).max(600_000).default(60_000),
   /** Bytes the telemetry stream may hold before the gateway is refused (503); -1: no limit. */
   TELEMETRY_STREAM_MAX_BYTES: z.coerce.number().int().min(-1).default(-1),
   THREAT_BLOCK_THRESHOLD: positiveInt.default(5),

@@ -97,6 +97,7 @@ export async function startAnalyticsService(
       logger,
       maxBatchMessages: config.TELEMETRY_BATCH_MESSAGES,
       maxWaitMs: config.TELEMETRY_BATCH_WAIT_MS,
+      ackWaitMs: config.TELEMETRY_ACK_WAIT_MS,
     });
     host.onShutdown('telemetry consumer', () => telemetry.stop());
 
