@@ -150,11 +150,13 @@ start identity apps/identity/src/main.ts GRPC_PORT=50051 NATS_URL="$(nats_url id
 start notification apps/notification/src/main.ts GRPC_PORT=50052 NATS_URL="$(nats_url notification)"
 start billing apps/billing/src/main.ts GRPC_PORT=50053 NATS_URL="$(nats_url billing)"
 start enrollment apps/enrollment/src/main.ts GRPC_PORT=50054 NATS_URL="$(nats_url enrollment)"
+start analytics apps/analytics/src/main.ts GRPC_PORT=50055 NATS_URL="$(nats_url analytics)"
 $START_DEV_IDP && wait_for_port dev-idp "$DEV_IDP_PORT"
 wait_for_port identity 50051
 wait_for_port notification 50052
 wait_for_port billing 50053
 wait_for_port enrollment 50054
+wait_for_port analytics 50055
 start gateway apps/gateway/src/main.ts NATS_URL="$(nats_url gateway)"
 wait_for_port gateway "$PORT"
 
@@ -180,6 +182,13 @@ if $START_DEV_IDP; then
     KEY=\$(curl -s -X POST -H "Authorization: Bearer \$TOKEN" http://localhost:$PORT/api/enrollment-key | node -pe 'JSON.parse(require("fs").readFileSync(0)).key')
     CODE=\$(curl -s -X POST -H "Authorization: Bearer \$TOKEN" -H 'content-type: application/json' -d '{"count":1}' http://localhost:$PORT/api/enrollment-codes | node -pe 'JSON.parse(require("fs").readFileSync(0)).codes[0].code')
     npm run agent -- enroll --server http://localhost:$PORT --key \$KEY --code \$CODE --config .dev/agent.json
+
+  Report what it analyzed (JSON lines), then read the figures:
+    npm run agent -- simulate --events 500 --config .dev/agent.json
+    curl -s -H "Authorization: Bearer \$TOKEN" 'http://localhost:$PORT/api/analytics/summary?window=24h'
+
+  Fill the organization with demo traffic (devices enrolled for you, days of history):
+    npm run demo -- --token \$TOKEN --devices 20 --days 7
 INFO
 fi
 cat <<INFO

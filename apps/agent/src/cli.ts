@@ -1,6 +1,7 @@
 import { rmdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import agentPackage from '../package.json';
 import {
@@ -25,6 +26,9 @@ import {
   type EnrollFailureKind,
 } from './enroll-client';
 import { MachineIdError, readHostFacts, readMachineId, type HostFacts } from './machine-identity';
+import { openInput, readJsonLines, runReport, type ReportRun } from './report-command';
+import { seededRandom, simulatedEvents } from './simulated-traffic';
+import { TelemetrySpool } from './telemetry-spool';
 
 export const AGENT_VERSION: string = agentPackage.version;
 
@@ -45,6 +49,7 @@ export const EXIT = {
   NETWORK: 16,
   TIMEOUT: 17,
   BAD_RESPONSE: 18,
+  DEVICE_REFUSED: 19,
 } as const;
 
 export const EXIT_CODE_BY_FAILURE: Record<EnrollFailureKind, number> = {
@@ -74,7 +79,8 @@ const EXIT_CODES_HELP = `Exit codes:
   15  server error (5xx)
   16  network error (connection refused, DNS, TLS, connection reset)
   17  timed out waiting for the server
-  18  unexpected or malformed answer from the server`;
+  18  unexpected or malformed answer from the server
+  19  the server refuses this device's telemetry (token unknown: enroll again; device disabled)`;
 
 const CONFIG_HELP = `Config file (--config PATH or STS_AGENT_CONFIG): by default
 $XDG_CONFIG_HOME/sts-agent/agent.json, else ~/.config/sts-agent/agent.json;
@@ -87,6 +93,10 @@ Usage:
       Enroll this device with a one-time enrollment code and the organization's enrollment key.
   agent status [--config PATH] [--json]
       Show what this device is enrolled as.
+  agent report [--input FILE|-] [options]
+      Send analyzed addresses (JSON lines) to the service, through an on-disk spool.
+  agent simulate [--events N] [--hours H] [options]
+      Generate realistic traffic for this device and send it like report.
   agent help [COMMAND]      (or: agent COMMAND --help)
   agent --version
 
@@ -145,6 +155,44 @@ Exit codes:
    5  the config file cannot be read or is not an enrollment
 `;
 
+export const REPORT_USAGE = `Usage:
+  agent report [--input FILE|-] [--config PATH] [--batch-size N] [--spool DIR]
+               [--spool-max-mb N] [--max-retry SECONDS] [--timeout SECONDS]
+
+Queues the events of FILE (- for standard input) in the spool, then sends every spooled batch to
+POST <server>/api/device/telemetry, oldest first. Without --input, only sends what the spool holds.
+One JSON object per line:
+  {"url": "https://example.com/x", "verdict": "allowed|blocked|warned",
+   "classification_ms": 12.5, "observed_at": "2026-11-25T10:00:00Z"}
+classification_ms and observed_at are optional (0 and now). Invalid lines are skipped and counted.
+
+Unreachable server, 429 or 5xx: retried with backoff (honouring Retry-After) for --max-retry
+seconds; what is left stays in the spool for the next run. Batches the server refuses (400, 413)
+are set aside in <spool>/rejected. When the spool is full, the oldest batches are dropped.
+
+Options:
+  --input FILE        events to queue first (- reads standard input)
+  --config PATH       the enrollment to use (STS_AGENT_CONFIG)
+  --batch-size N      events per batch (default 1000, at most 5000)
+  --spool DIR         spool directory (default: "spool" beside the config file)
+  --spool-max-mb N    spool size limit (default 64)
+  --max-retry SECONDS how long to keep retrying (default 60)
+  --timeout SECONDS   how long to wait for each answer (default 15)
+  -h, --help          show this help
+
+${EXIT_CODES_HELP}
+`;
+
+export const SIMULATE_USAGE = `Usage:
+  agent simulate [--events N] [--hours H] [--seed N] [report options]
+
+Generates N events (default 500) spread over the last H hours (default 24, at most 720) as a browser
+extension would report them (mostly allowed, some warned, about 1% blocked) and sends them like
+"agent report". Takes report's options except --input.
+
+${EXIT_CODES_HELP}
+`;
+
 export interface CliIo {
   out(line: string): void;
   err(line: string): void;
@@ -160,6 +208,8 @@ export interface AgentDeps {
   homedir: string;
   cwd: string;
   now: () => Date;
+  sleep: (ms: number) => Promise<void>;
+  stdin: Readable;
 }
 
 export function defaultAgentDeps(env: Record<string, string | undefined>): AgentDeps {
@@ -172,6 +222,8 @@ export function defaultAgentDeps(env: Record<string, string | undefined>): Agent
     homedir: env['HOME'] ?? os.homedir(),
     cwd: process.cwd(),
     now: () => new Date(),
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    stdin: process.stdin,
   };
 }
 
@@ -184,7 +236,12 @@ class UsageError extends Error {
   }
 }
 
-const COMMANDS: Record<string, string> = { enroll: ENROLL_USAGE, status: STATUS_USAGE };
+const COMMANDS: Record<string, string> = {
+  enroll: ENROLL_USAGE,
+  status: STATUS_USAGE,
+  report: REPORT_USAGE,
+  simulate: SIMULATE_USAGE,
+};
 
 /** Runs the agent CLI; resolves with the process exit code. Never throws. */
 export async function runCli(
@@ -214,6 +271,10 @@ export async function runCli(
         return await enroll(rest, env, io, machine);
       case 'status':
         return await status(rest, env, io, machine);
+      case 'report':
+        return await report(rest, env, io, machine, 'report');
+      case 'simulate':
+        return await report(rest, env, io, machine, 'simulate');
       default:
         throw new UsageError(
           command.startsWith('-') ? `unknown option "${command}"` : `unknown command "${command}"`,
@@ -528,6 +589,115 @@ async function status(
   io.out(`  enrolled at:   ${config.enrolled_at}`);
   io.out(`  config:        ${configPath}`);
   return EXIT.OK;
+}
+
+const REPORT_OPTIONS: OptionSpec = {
+  help: { type: 'boolean', short: 'h' },
+  config: { type: 'string' },
+  'batch-size': { type: 'string' },
+  spool: { type: 'string' },
+  'spool-max-mb': { type: 'string' },
+  'max-retry': { type: 'string' },
+  timeout: { type: 'string' },
+};
+
+async function report(
+  args: readonly string[],
+  env: Record<string, string | undefined>,
+  io: CliIo,
+  machine: AgentDeps,
+  mode: 'report' | 'simulate',
+): Promise<number> {
+  const usage = mode === 'report' ? REPORT_USAGE : SIMULATE_USAGE;
+  const values = parseCommand(
+    args,
+    usage,
+    mode === 'report'
+      ? { ...REPORT_OPTIONS, input: { type: 'string' } }
+      : {
+          ...REPORT_OPTIONS,
+          events: { type: 'string' },
+          hours: { type: 'string' },
+          seed: { type: 'string' },
+        },
+  );
+  if (values['help']) {
+    io.out(usage);
+    return EXIT.OK;
+  }
+  const number = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = stringOption(values, name);
+    if (raw === undefined) return fallback;
+    const parsed = Number(raw);
+    if (!Number.isFinite(parsed) || parsed < min || parsed > max) {
+      throw new UsageError(`--${name} must be a number from ${min} to ${max}`, usage);
+    }
+    return parsed;
+  };
+  const batchSize = Math.floor(number('batch-size', 1000, 1, 5000));
+  const spoolMaxMb = number('spool-max-mb', 64, 1, 100_000);
+  const maxRetrySeconds = number('max-retry', 60, 0, 7 * 86_400);
+  const timeoutMs = number('timeout', DEFAULT_TIMEOUT_MS / 1000, 1, 600) * 1000;
+
+  const configPath = resolveConfigPath(values, env, machine);
+  let stored: StoredConfig | undefined;
+  try {
+    stored = await readAgentConfig(configPath);
+  } catch (error) {
+    if (!(error instanceof AgentConfigError)) throw error;
+    io.err(`agent: ${error.message}`);
+    return EXIT.LOCAL;
+  }
+  if (!stored) {
+    io.err(`agent: not enrolled (no config file at ${configPath}). See "agent enroll --help".`);
+    return EXIT.NOT_ENROLLED;
+  }
+  const spoolDirectory = stringOption(values, 'spool') ?? path.join(path.dirname(configPath), 'spool');
+  const spool = new TelemetrySpool(path.resolve(machine.cwd, spoolDirectory), spoolMaxMb * 1024 * 1024);
+
+  let input: ReportRun['input'];
+  if (mode === 'report') {
+    const file = stringOption(values, 'input');
+    if (file !== undefined)
+      input = readJsonLines(openInput(path.resolve(machine.cwd, file), machine.stdin), machine.now);
+  } else {
+    const count = Math.floor(number('events', 500, 1, 10_000_000));
+    const hours = number('hours', 24, 1, 720);
+    const to = machine.now();
+    const from = new Date(to.getTime() - hours * 3_600_000);
+    const random = seededRandom(Math.floor(number('seed', Math.floor(Math.random() * 2 ** 31), 0, 2 ** 32)));
+    const events = simulatedEvents(count, from, to, random);
+    input = (async function* () {
+      yield* events;
+    })();
+  }
+
+  const result = await runReport({
+    server: new URL(stored.config.server),
+    deviceToken: stored.config.device_token,
+    spool,
+    ...(input ? { input } : {}),
+    batchSize,
+    maxRetrySeconds,
+    timeoutMs,
+    io,
+    fetch: machine.fetch,
+    now: machine.now,
+    sleep: machine.sleep,
+  });
+  switch (result.kind) {
+    case 'done':
+      io.out(
+        `done: ${result.events} events in ${result.sent} batches sent${result.rejected ? `; ${result.rejected} batches refused by the server` : ''}`,
+      );
+      return result.rejected > 0 ? EXIT.REQUEST_REJECTED : EXIT.OK;
+    case 'refused':
+      io.err(`agent: the server refuses this device's telemetry (HTTP ${result.status}: ${result.message})`);
+      return EXIT.DEVICE_REFUSED;
+    case 'unreachable':
+      io.err(`agent: ${result.message}; ${result.kept} batches kept in the spool for the next run`);
+      return EXIT.NETWORK;
+  }
 }
 
 type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>;

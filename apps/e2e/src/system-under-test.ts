@@ -9,6 +9,9 @@ import { billingEnvSchema } from '@sts/billing-infra/billing-config';
 import { enrollmentEnvSchema } from '@sts/enrollment-infra/enrollment-config';
 import { startEnrollmentService } from '@sts/enrollment-infra/start-enrollment-service';
 import { startBillingService } from '@sts/billing-infra/start-billing-service';
+import { analyticsEnvSchema } from '@sts/analytics-infra/analytics-config';
+import { startAnalyticsService } from '@sts/analytics-infra/start-analytics-service';
+import { testClickHouseDatabase } from '@sts/testing/clickhouse';
 import { notificationEnvSchema } from '@sts/notification-infra/notification-config';
 import { startNotificationService } from '@sts/notification-infra/start-notification-service';
 import { createLogger } from '@sts/logger/create-logger';
@@ -31,7 +34,9 @@ export interface ApiResponse<Body = unknown> {
 export interface SystemUnderTest {
   gateway: RunningGateway;
   /** host:port of the services' gRPC servers, for checks no public route offers. */
-  grpcAddresses: Record<'identity' | 'notification' | 'billing' | 'enrollment', string>;
+  grpcAddresses: Record<'identity' | 'notification' | 'billing' | 'enrollment' | 'analytics', string>;
+  /** The ClickHouse database of the analytics service (a client on it, for checks). */
+  clickhouse: ReturnType<typeof testClickHouseDatabase>;
   /** The SERVICE_AUTH_KEY the services were started with, and credentials made with it. */
   serviceAuth: ReturnType<typeof testServiceAuth>;
   idp: DevOidcProvider;
@@ -95,6 +100,18 @@ export async function startSystem(
     lifecycle.add('billing', () => billing.stop());
     const enrollment = await startEnrollmentService(loadConfig(enrollmentEnvSchema, shared), logger);
     lifecycle.add('enrollment', () => enrollment.stop());
+    const clickhouse = testClickHouseDatabase('e2e');
+    lifecycle.add('clickhouse database', () => clickhouse.drop());
+    const analytics = await startAnalyticsService(
+      loadConfig(analyticsEnvSchema, {
+        ...shared,
+        CLICKHOUSE_URL: clickhouse.url,
+        CLICKHOUSE_DATABASE: clickhouse.name,
+        TELEMETRY_BATCH_WAIT_MS: '20',
+      }),
+      logger,
+    );
+    lifecycle.add('analytics', () => analytics.stop());
 
     const gateway = await startGateway(
       loadConfig(gatewayEnvSchema, {
@@ -106,6 +123,7 @@ export async function startSystem(
         NOTIFICATION_GRPC_ADDRESS: `127.0.0.1:${notification.grpcPort}`,
         BILLING_GRPC_ADDRESS: `127.0.0.1:${billing.grpcPort}`,
         ENROLLMENT_GRPC_ADDRESS: `127.0.0.1:${enrollment.grpcPort}`,
+        ANALYTICS_GRPC_ADDRESS: `127.0.0.1:${analytics.grpcPort}`,
         RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: '1000',
         ENROLL_FAILURES_PER_MINUTE: '1000',
         // Invitees join at their login, in identity; the event that evicts the inviting organization's
@@ -125,7 +143,9 @@ export async function startSystem(
         notification: `127.0.0.1:${notification.grpcPort}`,
         billing: `127.0.0.1:${billing.grpcPort}`,
         enrollment: `127.0.0.1:${enrollment.grpcPort}`,
+        analytics: `127.0.0.1:${analytics.grpcPort}`,
       },
+      clickhouse,
       serviceAuth,
       idp,
       mail,

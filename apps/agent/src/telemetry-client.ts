@@ -1,0 +1,67 @@
+import { describeFetchError, parseProblem, parseRetryAfter } from './enroll-client';
+import type { ReportedEvent } from './telemetry-spool';
+
+export const TELEMETRY_PATH = '/api/device/telemetry';
+
+/** What became of one batch, and what to do next. */
+export type SendOutcome =
+  | { kind: 'accepted'; duplicate: boolean }
+  /** The server refuses this batch for good (400, 413): set it aside, go on. */
+  | { kind: 'rejected'; message: string }
+  /** The device may not report (401 unknown token, 403 disabled): stop, keep the spool. */
+  | { kind: 'refused'; status: number; message: string }
+  /** Try again later (network, 429, 5xx), after `retryAfterSeconds` when the server said. */
+  | { kind: 'retry'; message: string; retryAfterSeconds?: number };
+
+export async function sendBatch(options: {
+  server: URL;
+  deviceToken: string;
+  batch: { batch_id: string; events: ReportedEvent[] };
+  fetch: typeof fetch;
+  timeoutMs: number;
+  now: Date;
+}): Promise<SendOutcome> {
+  const url = new URL(TELEMETRY_PATH, options.server).toString();
+  let response: Response;
+  let text: string;
+  try {
+    response = await options.fetch(url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, application/problem+json',
+        'x-device-token': options.deviceToken,
+      },
+      body: JSON.stringify(options.batch),
+      // A redirect would carry the device token elsewhere.
+      redirect: 'manual',
+      signal: AbortSignal.timeout(options.timeoutMs),
+    });
+    text = await response.text();
+  } catch (error) {
+    return { kind: 'retry', message: describeFetchError(error, options.server, options.timeoutMs).message };
+  }
+  const { status } = response;
+  if (status === 202) {
+    const duplicate = (() => {
+      try {
+        return (JSON.parse(text) as { duplicate?: unknown }).duplicate === true;
+      } catch {
+        return false;
+      }
+    })();
+    return { kind: 'accepted', duplicate };
+  }
+  const problem = parseProblem({ headers: response.headers, body: text });
+  const detail = problem.detail ?? problem.title ?? `HTTP ${status}`;
+  if (status === 401 || status === 403) return { kind: 'refused', status, message: detail };
+  if (status === 429 || status >= 500) {
+    const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'), options.now);
+    return {
+      kind: 'retry',
+      message: `the server answered ${status} (${detail})`,
+      ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+    };
+  }
+  return { kind: 'rejected', message: `HTTP ${status}: ${detail}` };
+}
