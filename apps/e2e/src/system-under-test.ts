@@ -91,6 +91,7 @@ export async function startSystem(
       SMTP_URL: mail.url,
       PUBLIC_APP_URL: 'https://dashboard.e2e.test',
       ENROLLMENT_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+      LAST_SEEN_FLUSH_MS: '50',
     };
     const identity = await startIdentityService(loadConfig(identityEnvSchema, shared), logger);
     lifecycle.add('identity', () => identity.stop());

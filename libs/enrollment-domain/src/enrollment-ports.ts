@@ -77,6 +77,13 @@ export interface ConsumeCodeInput {
   event: OutboxEvent;
 }
 
+/** A device was heard from (a telemetry batch accepted) at `at`. */
+export interface DeviceSighting {
+  orgId: string;
+  deviceId: string;
+  at: Date;
+}
+
 export interface EnrollmentRepositories {
   findKey(orgId: string): Promise<StoredEnrollmentKey | null>;
   /** Creates the organization's key or replaces the current one. */
@@ -109,6 +116,11 @@ export interface EnrollmentRepositories {
   /** Ordered by (enrolledAt, id); returns up to `page.limit + 1` rows. */
   listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<ListedDevice[]>;
   findDeviceByTokenHash(tokenHash: string): Promise<DeviceIdentity | null>;
+  /**
+   * Moves each device's `last_seen_at` forward to `at` (never back), in one statement; devices
+   * deleted meanwhile are skipped. Returns how many devices moved.
+   */
+  markSeen(sightings: readonly DeviceSighting[]): Promise<number>;
 
   /** Writes an event to the outbox of this transaction. */
   emit<Type extends EventType>(type: Type, data: EventData<Type>): Promise<void>;

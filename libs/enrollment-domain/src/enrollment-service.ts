@@ -20,6 +20,7 @@ import {
   type Clock,
   type CodeOutcome,
   type CodeState,
+  type DeviceSighting,
   type DeviceWrite,
   type EnrollmentRepositories,
   type EnrollmentStore,
@@ -327,6 +328,20 @@ export class EnrollmentService {
         at: this.clock.now().toISOString(),
       });
     });
+  }
+
+  /**
+   * Devices were heard from: `last_seen_at` follows, the latest sighting per device, in one write.
+   * Called by the telemetry consumer with everything it took since its last call.
+   */
+  async recordSightings(sightings: readonly DeviceSighting[]): Promise<number> {
+    const latest = new Map<string, DeviceSighting>();
+    for (const sighting of sightings) {
+      const known = latest.get(sighting.deviceId);
+      if (!known || known.at < sighting.at) latest.set(sighting.deviceId, sighting);
+    }
+    if (latest.size === 0) return 0;
+    return this.store.read((repos) => repos.markSeen([...latest.values()]));
   }
 
   /** Who a device token belongs to. Disabled devices are reported as such; the caller decides. */

@@ -8,6 +8,8 @@ export const enrollmentEnvSchema = z.object({
   ...sealingEnv,
   ...grpcServerEnv,
   GRPC_PORT: grpcServerEnv.GRPC_PORT.default(50054),
+  /** How long telemetry sightings gather before one write moves the devices' last_seen_at. */
+  LAST_SEEN_FLUSH_MS: z.coerce.number().int().min(10).max(60_000).default(10_000),
   /**
    * 32-byte key (base64) the enrollment service alone holds. Keys derived from it (HKDF) encrypt
    * enrollment keys at rest and key the HMAC of enrollment codes. Losing it makes stored keys

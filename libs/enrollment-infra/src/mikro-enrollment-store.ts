@@ -19,6 +19,7 @@ import {
   type CodeOutcome,
   type CodeState,
   type ConsumeCodeInput,
+  type DeviceSighting,
   type EnrollmentRepositories,
   type EnrollmentStore,
   type EnrollmentTarget,
@@ -321,6 +322,19 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
       [tokenHash],
     );
     return row ? { deviceId: row.id, orgId: row.org_id, status: row.status } : null;
+  }
+
+  async markSeen(sightings: readonly DeviceSighting[]): Promise<number> {
+    const valid = sightings.filter((s) => isUuid(s.orgId) && isUuid(s.deviceId));
+    if (valid.length === 0) return 0;
+    // Raw: one statement for many devices (an update from a VALUES list), so last_seen_at costs one
+    // write per flush of the telemetry consumer, not one per batch.
+    return this.sql.run(
+      `update enrollment.devices d set last_seen_at = v.at
+       from (values ${valid.map(() => '(?::uuid, ?::uuid, ?::timestamptz)').join(', ')}) as v(org_id, id, at)
+       where d.id = v.id and d.org_id = v.org_id and d.last_seen_at < v.at`,
+      valid.flatMap((s) => [s.orgId, s.deviceId, s.at]),
+    );
   }
 
   async emit<Type extends EventType>(type: Type, data: EventData<Type>): Promise<void> {

@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { deriveEnrollmentKeyring } from '@sts/enrollment-domain/enrollment-secrets';
 import { EnrollmentService } from '@sts/enrollment-domain/enrollment-service';
+import { allTelemetrySubject, TELEMETRY_HEADERS, telemetryStreamName } from '@sts/events/telemetry';
 import { registerService } from '@sts/grpc/grpc-server';
+import { startBatchConsumer } from '@sts/nats/batch-consumer';
+import { ensureTelemetryStream } from '@sts/nats/event-stream';
 import type { Logger } from '@sts/logger/create-logger';
 import { EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
@@ -39,6 +42,31 @@ export function startEnrollmentService(config: EnrollmentConfig, logger: Logger)
         { now: () => new Date() },
         { newId: () => randomUUID() },
       );
+      // last_seen_at follows telemetry: sightings read from the batch headers, written at most once per flush.
+      const { js, jsm } = host.nats;
+      const sightings = await startBatchConsumer({
+        js,
+        jsm,
+        stream: telemetryStreamName(config.NATS_NAMESPACE),
+        ensureStream: () => ensureTelemetryStream(jsm, config.NATS_NAMESPACE),
+        durableName: 'enrollment-last-seen',
+        filterSubject: allTelemetrySubject(config.NATS_NAMESPACE),
+        decode: (msg) => {
+          const orgId = msg.headers?.get(TELEMETRY_HEADERS.orgId) ?? '';
+          const deviceId = msg.headers?.get(TELEMETRY_HEADERS.deviceId) ?? '';
+          const at = Number(msg.headers?.get(TELEMETRY_HEADERS.receivedAt));
+          if (!orgId || !deviceId || !Number.isSafeInteger(at))
+            throw new Error('telemetry batch without sender headers');
+          return { orgId, deviceId, at: new Date(at) };
+        },
+        handleBatch: async (batch) => {
+          await service.recordSightings(batch.map((item) => item.value));
+        },
+        logger,
+        maxBatchMessages: 5_000,
+        maxWaitMs: config.LAST_SEEN_FLUSH_MS,
+      });
+      host.onShutdown('last-seen consumer', () => sightings.stop());
       return [
         registerService(
           'enrollment.v1.EnrollmentService',

@@ -42,6 +42,17 @@ export function telemetryMessageId(deviceId: string, batchId: string): string {
   return `${deviceId}:${batchId}`;
 }
 
+/**
+ * Headers of a batch message, so that a consumer that needs only who sent it and when (enrollment's
+ * `last_seen_at`) does not parse the body.
+ */
+export const TELEMETRY_HEADERS = {
+  orgId: 'Sts-Org-Id',
+  deviceId: 'Sts-Device-Id',
+  /** Epoch milliseconds, as `received_at`. */
+  receivedAt: 'Sts-Received-At',
+} as const;
+
 /** One analyzed address. Only the host is kept of the URL (docs/decisions.md, "Telemetry"). */
 export const telemetryEventSchema = z.object({
   /** Epoch milliseconds. */

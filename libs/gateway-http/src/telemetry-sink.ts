@@ -1,6 +1,8 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { AppError } from '@sts/errors/app-error';
+import { headers } from '@nats-io/nats-core';
 import {
+  TELEMETRY_HEADERS,
   telemetryMessageId,
   telemetryStreamName,
   telemetrySubject,
@@ -23,7 +25,12 @@ export function jetStreamTelemetrySink(
   const stream = telemetryStreamName(namespace);
   return async (batch) => {
     try {
+      const meta = headers();
+      meta.set(TELEMETRY_HEADERS.orgId, batch.org_id);
+      meta.set(TELEMETRY_HEADERS.deviceId, batch.device_id);
+      meta.set(TELEMETRY_HEADERS.receivedAt, String(batch.received_at));
       const ack = await js.publish(telemetrySubject(namespace, batch.org_id), JSON.stringify(batch), {
+        headers: meta,
         msgID: telemetryMessageId(batch.device_id, batch.batch_id),
         expect: { streamName: stream },
         timeout: timeoutMs,

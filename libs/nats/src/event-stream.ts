@@ -67,7 +67,8 @@ export function telemetryStreamConfig(
     // analytics service's ledger catches later ones.
     duplicate_window: nanos(10 * 60 * 1000),
     max_msgs: -1,
-    max_bytes: options.maxBytes ?? -1,
+    // Left as it is on an existing stream unless given (the analytics service owns this setting).
+    ...(options.maxBytes === undefined ? {} : { max_bytes: options.maxBytes }),
     max_msg_size: -1,
     max_msgs_per_subject: -1,
     max_consumers: -1,
@@ -113,7 +114,7 @@ async function ensureStream(
     description: config.description,
     discard: config.discard,
     max_age: config.max_age,
-    max_bytes: config.max_bytes,
+    ...(config.max_bytes === undefined ? {} : { max_bytes: config.max_bytes }),
     duplicate_window: config.duplicate_window,
     num_replicas: config.num_replicas,
   });

@@ -313,6 +313,17 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
       return row ? { deviceId: row.id, orgId: row.orgId, status: row.status } : null;
     },
 
+    markSeen: async (sightings) => {
+      let moved = 0;
+      for (const sighting of sightings) {
+        const row = s().devices.get(sighting.deviceId);
+        if (!row || row.orgId !== sighting.orgId || row.lastSeenAt >= sighting.at) continue;
+        row.lastSeenAt = new Date(sighting.at);
+        moved++;
+      }
+      return moved;
+    },
+
     emit: async <Type extends EventType>(type: Type, data: EventData<Type>) => {
       // The outbox validates against the event catalogue before writing, so must we.
       s().events.push({ type, data: copy(parseEventData(type, data)) });
