@@ -56,7 +56,7 @@ export interface SystemUnderTest {
  * NATS namespace, a local OpenID provider (JWKS over HTTP) and an SMTP sink. Nothing is mocked.
  */
 export async function startSystem(
-  options: { gatewayEnv?: Record<string, string> } = {},
+  options: { gatewayEnv?: Record<string, string>; analyticsEnv?: Record<string, string> } = {},
 ): Promise<SystemUnderTest> {
   const lifecycle = new Lifecycle();
   const logger = createLogger('e2e', process.env.E2E_LOG_LEVEL ?? 'silent');
@@ -109,6 +109,7 @@ export async function startSystem(
         CLICKHOUSE_URL: clickhouse.url,
         CLICKHOUSE_DATABASE: clickhouse.name,
         TELEMETRY_BATCH_WAIT_MS: '20',
+        ...options.analyticsEnv,
       }),
       logger,
     );
