@@ -18,11 +18,15 @@ export interface SpooledBatch {
 
 /**
  * Batches waiting to be sent, one file each, on disk: they survive the server being unreachable and
- * the agent restarting. Files are named by creation time so they go out oldest first. Bounded: when a
+ * the agent restarting. Files are named by creation time (and order within a millisecond) so they go
+ * out oldest first. Bounded: when a
  * new batch would pass `maxBytes`, the oldest batches are dropped (and counted) to make room, so a
  * device offline for long keeps its most recent activity.
  */
 export class TelemetrySpool {
+  /** Orders batches written within one millisecond. */
+  private sequence = 0;
+
   constructor(
     readonly directory: string,
     private readonly maxBytes: number,
@@ -34,7 +38,7 @@ export class TelemetrySpool {
     const batchId = randomUUID();
     const body = JSON.stringify({ batch_id: batchId, events });
     const droppedEvents = await this.makeRoom(Buffer.byteLength(body));
-    const name = `${String(now.getTime()).padStart(15, '0')}-${batchId}.json`;
+    const name = `${String(now.getTime()).padStart(15, '0')}-${String(this.sequence++ % 1_000_000).padStart(6, '0')}-${batchId}.json`;
     const temporary = path.join(this.directory, `.${name}.tmp`);
     await writeFile(temporary, body, { mode: 0o600 });
     await rename(temporary, path.join(this.directory, name));
@@ -80,7 +84,7 @@ export class TelemetrySpool {
 
   private async names(): Promise<string[]> {
     try {
-      return (await readdir(this.directory)).filter((name) => /^\d{15}-.+\.json$/.test(name)).sort();
+      return (await readdir(this.directory)).filter((name) => /^\d{15}-\d{6}-.+\.json$/.test(name)).sort();
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw error;

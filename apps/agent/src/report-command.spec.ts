@@ -1,0 +1,144 @@
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { readJsonLines, runReport } from './report-command';
+import { TelemetrySpool, type ReportedEvent } from './telemetry-spool';
+
+const NOW = new Date('2026-11-25T10:00:00Z');
+const event = (i: number): ReportedEvent => ({
+  observed_at: NOW.toISOString(),
+  url: `https://e${i}.example/`,
+  verdict: 'allowed',
+  classification_ms: 1,
+});
+
+async function* items(events: ReportedEvent[]) {
+  yield* events;
+}
+
+describe('agent report', () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'agent-report-'));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  function answers(...statuses: (number | [number, Record<string, string>])[]) {
+    const sent: { batch_id: string; events: unknown[] }[] = [];
+    const fetchFn = (async (_url: string, init: RequestInit) => {
+      const next = statuses.shift() ?? 202;
+      const [status, headers] = Array.isArray(next) ? next : [next, {}];
+      sent.push(JSON.parse(String(init.body)) as { batch_id: string; events: unknown[] });
+      const body =
+        status === 202 ? '{"duplicate":false}' : JSON.stringify({ code: 'X', detail: `status ${status}` });
+      return new Response(body, { status, headers });
+    }) as unknown as typeof fetch;
+    return { sent, fetchFn };
+  }
+
+  function run(spool: TelemetrySpool, fetchFn: typeof fetch, input?: ReportedEvent[], maxRetrySeconds = 60) {
+    const out: string[] = [];
+    const slept: number[] = [];
+    let clock = NOW.getTime();
+    return {
+      out,
+      slept,
+      result: runReport({
+        server: new URL('http://127.0.0.1:1'),
+        deviceToken: 'sts_dt_x',
+        spool,
+        ...(input ? { input: items(input) } : {}),
+        batchSize: 2,
+        maxRetrySeconds,
+        timeoutMs: 1_000,
+        io: { out: (line) => out.push(line), err: (line) => out.push(line) },
+        fetch: fetchFn,
+        now: () => new Date(clock),
+        sleep: async (ms) => {
+          slept.push(ms);
+          clock += ms;
+        },
+      }),
+    };
+  }
+
+  it('sends spooled batches oldest first and empties the spool', async () => {
+    const spool = new TelemetrySpool(join(dir, 'spool'), 1 << 20);
+    const { sent, fetchFn } = answers();
+    const { result } = run(spool, fetchFn, [event(1), event(2), event(3)]);
+    expect(await result).toEqual({ kind: 'done', sent: 2, events: 3, rejected: 0 });
+    expect(sent.map((batch) => batch.events.length)).toEqual([2, 1]);
+    expect(await spool.count()).toBe(0);
+  });
+
+  it('waits as Retry-After says, and keeps the spool when the server stays away', async () => {
+    const spool = new TelemetrySpool(join(dir, 'spool'), 1 << 20);
+    const { fetchFn } = answers([503, { 'retry-after': '7' }], 202, 202);
+    const first = run(spool, fetchFn, [event(1), event(2), event(3)]);
+    expect((await first.result).kind).toBe('done');
+    expect(first.slept).toEqual([7_000]);
+
+    const down = answers(...Array.from({ length: 20 }, () => 503));
+    const second = run(spool, down.fetchFn, [event(4)], 10);
+    expect(await second.result).toMatchObject({ kind: 'unreachable', kept: 1 });
+    expect(second.slept).toEqual([1_000, 2_000, 4_000]);
+    expect(await spool.count()).toBe(1);
+  });
+
+  it('sets refused batches aside and stops on 401/403', async () => {
+    const spool = new TelemetrySpool(join(dir, 'spool'), 1 << 20);
+    const { fetchFn } = answers(400, 202);
+    expect(await run(spool, fetchFn, [event(1), event(2), event(3)]).result).toEqual({
+      kind: 'done',
+      sent: 1,
+      events: 1,
+      rejected: 1,
+    });
+    expect(await readdir(join(dir, 'spool', 'rejected'))).toHaveLength(1);
+    const refused = answers(403);
+    expect(await run(spool, refused.fetchFn, [event(9)]).result).toMatchObject({
+      kind: 'refused',
+      status: 403,
+    });
+    expect(await spool.count()).toBe(1);
+  });
+
+  it('bounds the spool by dropping the oldest batches', async () => {
+    const spool = new TelemetrySpool(join(dir, 'spool'), 600);
+    let dropped = 0;
+    for (let i = 0; i < 5; i++) {
+      dropped += (await spool.add([event(i), event(i + 100)], new Date(NOW.getTime() + i))).droppedEvents;
+    }
+    const left: string[] = [];
+    for await (const batch of spool.batches()) left.push(batch.events[0]!.url);
+    expect(left.length).toBeLessThan(5);
+    expect(dropped).toBe((5 - left.length) * 2);
+    expect(left.at(-1)).toBe('https://e4.example/');
+  });
+
+  it('reads JSON lines, defaulting time and latency and naming bad lines', async () => {
+    const lines = [
+      '{"url":"https://a.example/","verdict":"blocked","classification_ms":3,"observed_at":"2026-11-25T09:00:00Z"}',
+      '',
+      '{"url":"https://b.example/","verdict":"warned"}',
+      '{"url":"https://c.example/","verdict":"maybe"}',
+      'nope',
+    ];
+    const read = [];
+    for await (const item of readJsonLines(Readable.from(lines.join('\n')), () => NOW)) read.push(item);
+    expect(read).toEqual([
+      {
+        url: 'https://a.example/',
+        verdict: 'blocked',
+        classification_ms: 3,
+        observed_at: '2026-11-25T09:00:00.000Z',
+      },
+      { url: 'https://b.example/', verdict: 'warned', classification_ms: 0, observed_at: NOW.toISOString() },
+      { invalid: expect.stringContaining('line 4') },
+      { invalid: 'line 5: not JSON' },
+    ]);
+  });
+});

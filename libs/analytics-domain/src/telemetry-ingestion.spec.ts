@@ -1,0 +1,144 @@
+import type { TelemetryBatchMessage } from '@sts/events/telemetry';
+import type { BlockCount, DeviceRef, TelemetryRow, TelemetryStore } from './analytics-ports';
+import { DEFAULT_THREAT_RULE, TelemetryIngestion } from './telemetry-ingestion';
+
+/** The store's contract in memory: rows, a ledger written with them, device states and detections. */
+class MemoryStore implements TelemetryStore {
+  inserts: TelemetryRow[][] = [];
+  deleted = new Set<string>();
+  detections: (BlockCount & { detectedAt: Date })[] = [];
+  get rows() {
+    return this.inserts.flat();
+  }
+  async storedBatchKeys(keys: readonly string[]) {
+    const stored = new Set(this.rows.map((row) => row.batchKey));
+    return new Set(keys.filter((key) => stored.has(key)));
+  }
+  async deletedDevices(devices: readonly DeviceRef[]) {
+    return new Set(devices.map((d) => d.deviceId).filter((id) => this.deleted.has(id)));
+  }
+  async insert(rows: readonly TelemetryRow[]) {
+    this.inserts.push([...rows]);
+  }
+  async blockedCounts(devices: readonly DeviceRef[], since: Date, until: Date) {
+    return devices
+      .map((device) => ({
+        ...device,
+        blocked: this.rows.filter(
+          (row) =>
+            row.deviceId === device.deviceId &&
+            row.verdict === 'blocked' &&
+            row.observedAt >= since &&
+            row.observedAt < until,
+        ).length,
+      }))
+      .filter((count) => count.blocked > 0);
+  }
+  async recentlyDetected(devices: readonly DeviceRef[], since: Date) {
+    return new Set(
+      this.detections
+        .filter((d) => d.detectedAt >= since && devices.some((x) => x.deviceId === d.deviceId))
+        .map((d) => d.deviceId),
+    );
+  }
+  async recordDetection(detection: BlockCount & { detectedAt: Date }) {
+    this.detections.push(detection);
+  }
+  async hostnames() {
+    return new Map([['d1', 'kiosk']]);
+  }
+}
+
+const NOW = new Date('2026-11-25T10:00:00Z');
+
+function batch(
+  deviceId: string,
+  batchId: string,
+  verdicts: ('allowed' | 'blocked')[],
+): TelemetryBatchMessage {
+  return {
+    org_id: 'o1',
+    device_id: deviceId,
+    batch_id: batchId,
+    received_at: NOW.getTime(),
+    events: verdicts.map((verdict) => ({
+      observed_at: NOW.getTime() - 60_000,
+      host: 'a.example',
+      verdict,
+      classification_ms: 5,
+    })),
+  };
+}
+
+function setUp(maxRowsPerInsert = 1_000) {
+  const store = new MemoryStore();
+  const published: unknown[] = [];
+  let now = NOW;
+  const ingestion = new TelemetryIngestion(
+    store,
+    { publish: async (data) => void published.push(data) },
+    { threatRule: DEFAULT_THREAT_RULE, ledgerLookbackMs: 86_400_000, maxRowsPerInsert },
+    { now: () => now },
+  );
+  return { store, published, ingestion, advance: (ms: number) => (now = new Date(now.getTime() + ms)) };
+}
+
+describe('TelemetryIngestion', () => {
+  it('stores each batch once: repeats in one pull and batches already in the ledger are skipped', async () => {
+    const { store, ingestion } = setUp();
+    const first = await ingestion.ingest([
+      batch('d1', 'a', ['allowed']),
+      batch('d1', 'a', ['allowed']),
+      batch('d2', 'a', ['allowed']),
+    ]);
+    expect(first).toMatchObject({ batches: 3, stored: 2, duplicates: 1 });
+    const again = await ingestion.ingest([batch('d1', 'a', ['allowed']), batch('d1', 'b', ['allowed'])]);
+    expect(again).toMatchObject({ stored: 1, duplicates: 1 });
+    expect(store.rows.map((row) => row.batchKey).sort()).toEqual(['d1:a', 'd1:b', 'd2:a']);
+  });
+
+  it('drops batches of deleted devices', async () => {
+    const { store, ingestion } = setUp();
+    store.deleted.add('gone');
+    const outcome = await ingestion.ingest([batch('gone', 'x', ['allowed']), batch('d1', 'y', ['allowed'])]);
+    expect(outcome).toMatchObject({ stored: 1, ofDeletedDevices: 1 });
+    expect(store.rows.every((row) => row.deviceId === 'd1')).toBe(true);
+  });
+
+  it('never splits a batch across inserts', async () => {
+    const { store, ingestion } = setUp(5);
+    await ingestion.ingest([
+      batch('d1', 'a', ['allowed', 'allowed', 'allowed']),
+      batch('d1', 'b', ['allowed', 'allowed', 'allowed']),
+      batch('d1', 'c', ['allowed']),
+    ]);
+    expect(store.inserts.map((rows) => [...new Set(rows.map((row) => row.batchKey))])).toEqual([
+      ['d1:a'],
+      ['d1:b', 'd1:c'],
+    ]);
+  });
+
+  it('publishes a threat at the threshold, once per cooldown', async () => {
+    const { ingestion, published, advance } = setUp();
+    await ingestion.ingest([batch('d1', 'a', ['blocked', 'blocked', 'blocked', 'blocked'])]);
+    expect(published).toEqual([]);
+    await ingestion.ingest([batch('d1', 'b', ['blocked'])]);
+    expect(published).toEqual([
+      expect.objectContaining({
+        device_id: 'd1',
+        hostname: 'kiosk',
+        dangerous_blocks: 5,
+        window_minutes: 10,
+      }),
+    ]);
+    advance(30 * 60_000);
+    await ingestion.ingest([
+      batch(
+        'd1',
+        'c',
+        Array.from({ length: 6 }, () => 'blocked' as const),
+      ),
+    ]);
+    expect(published).toHaveLength(1);
+  });
+});
