@@ -36,7 +36,7 @@ if (!token) {
   );
   process.exit(2);
 }
-const server = values.server!.replace(/\/+$/, '');
+const server = values.server.replace(/\/+$/, '');
 const devices = count('devices', values.devices, 1_000);
 // The service accepts events up to 30 days old.
 const days = count('days', values.days, 29);

@@ -31,7 +31,7 @@ describe('agent report', () => {
     const fetchFn = (async (_url: string, init: RequestInit) => {
       const next = statuses.shift() ?? 202;
       const [status, headers] = Array.isArray(next) ? next : [next, {}];
-      sent.push(JSON.parse(String(init.body)) as { batch_id: string; events: unknown[] });
+      sent.push(JSON.parse(init.body as string) as { batch_id: string; events: unknown[] });
       const body =
         status === 202 ? '{"duplicate":false}' : JSON.stringify({ code: 'X', detail: `status ${status}` });
       return new Response(body, { status, headers });

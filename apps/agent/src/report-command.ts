@@ -2,7 +2,7 @@ import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { sendBatch } from './telemetry-client';
-import { TelemetrySpool, type ReportedEvent } from './telemetry-spool';
+import type { ReportedEvent, TelemetrySpool } from './telemetry-spool';
 
 export interface ReportIo {
   out(line: string): void;

@@ -300,7 +300,7 @@ describe('enrollment service', () => {
     });
 
     it('checks the key before anything else', async () => {
-      const { key, codes } = await setUp();
+      const { codes } = await setUp();
       expect(await codeOf(service.enrollDevice(enrollment('', codes[0]!)))).toBe('ENROLLMENT_KEY_INVALID');
       expect(await codeOf(service.enrollDevice(enrollment('sts_ek_guess', codes[0]!)))).toBe(
         'ENROLLMENT_KEY_INVALID',
