@@ -285,7 +285,12 @@ export interface BenchSystem {
  */
 export async function startSystem(
   lifecycle: Lifecycle,
-  options: { enrollment?: boolean; gatewayEnv?: Record<string, string> } = {},
+  options: {
+    enrollment?: boolean;
+    /** Analytics processes to start (sharing one durable consumer), against `clickhouse`. */
+    analytics?: { processes: number; clickhouseUrl: string; database: string; env?: Record<string, string> };
+    gatewayEnv?: Record<string, string>;
+  } = {},
 ): Promise<BenchSystem> {
   const logger = createLogger('bench', 'silent');
   const database = await createTestDatabase('bench');
@@ -373,6 +378,23 @@ export async function startSystem(
       enrollmentPort,
     ]);
   }
+  let analyticsPort = 0;
+  for (let index = 0; index < (options.analytics?.processes ?? 0); index++) {
+    const port = await freePort();
+    analyticsPort ||= port;
+    backends.push([
+      startService(`analytics-${index + 1}`, 'apps/analytics/src/main.ts', {
+        ...shared,
+        GRPC_PORT: String(port),
+        CLICKHOUSE_URL: options.analytics!.clickhouseUrl,
+        CLICKHOUSE_DATABASE: options.analytics!.database,
+        ...options.analytics!.env,
+      }),
+      port,
+    ]);
+    // One at a time: each runs the ClickHouse migrations at start, and ClickHouse has no locks.
+    await waitUntil(backends.at(-1)![0], `gRPC port ${port}`, portOpen(port));
+  }
   const baseline = startService('baseline', 'bench/hello-fastify.ts', {
     NODE_ENV: 'production',
     PORT: String(baselinePort),
@@ -390,6 +412,7 @@ export async function startSystem(
     NOTIFICATION_GRPC_ADDRESS: `127.0.0.1:${notificationPort}`,
     BILLING_GRPC_ADDRESS: `127.0.0.1:${billingPort}`,
     ENROLLMENT_GRPC_ADDRESS: `127.0.0.1:${enrollmentPort}`,
+    ANALYTICS_GRPC_ADDRESS: `127.0.0.1:${analyticsPort || 1}`,
     ...options.gatewayEnv,
   });
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;

@@ -1,4 +1,4 @@
-import { AppError, invalidField } from '@sts/errors/app-error';
+import { invalidField } from '@sts/errors/app-error';
 import type { AsyncHandlers } from '@sts/grpc/service-types';
 import type { Role } from '@sts/vocabulary/roles';
 import type { Invite, Member, Organization, Principal } from '@sts/identity-domain/identity-model';
