@@ -18,6 +18,9 @@
  *   --batch N        BENCH_BATCH        events per batch (1000)
  *   --analytics N    BENCH_ANALYTICS    analytics processes sharing the consumer (1)
  *   --baseline N     BENCH_BASELINE     rows of the raw-insert baseline (1000000)
+ *   --rate N         BENCH_RATE         events/s offered as an open loop (batches at fixed intervals, latency from
+ *                                       each batch's due time); 0: as fast as the connections go (capacity) (0)
+ * The analytics processes take TELEMETRY_BATCH_MESSAGES and TELEMETRY_BATCH_WAIT_MS from the environment when set.
  * Exit code 0 when the measurement completed (whether or not the target is met), 1 on any error.
  */
 import { randomUUID } from 'node:crypto';
@@ -44,6 +47,7 @@ const options = parseOptions(
     batch: { variable: 'BENCH_BATCH', fallback: 1000, min: 1 },
     analytics: { variable: 'BENCH_ANALYTICS', fallback: 1, min: 1 },
     baseline: { variable: 'BENCH_BASELINE', fallback: 1_000_000, min: 100_000 },
+    rate: { variable: 'BENCH_RATE', fallback: 0, min: 0 },
   },
   {},
 );
@@ -74,7 +78,14 @@ runBenchmark(async (lifecycle) => {
       clickhouseUrl: clickhouse.url,
       database: clickhouse.name,
       // Threat checks run after every insert with blocks (1 event in 9 here): measured too.
-      env: {},
+      env: {
+        ...(process.env.TELEMETRY_BATCH_MESSAGES
+          ? { TELEMETRY_BATCH_MESSAGES: process.env.TELEMETRY_BATCH_MESSAGES }
+          : {}),
+        ...(process.env.TELEMETRY_BATCH_WAIT_MS
+          ? { TELEMETRY_BATCH_WAIT_MS: process.env.TELEMETRY_BATCH_WAIT_MS }
+          : {}),
+      },
     },
   });
   const admin = await system.idp.issueUserToken({ email: 'bench@ingestion.test', name: 'Bench' });
@@ -176,6 +187,8 @@ runBenchmark(async (lifecycle) => {
         throw new Error('batches still not queryable 2 minutes after the load');
     }
   })();
+  const intervalMs = options.rate > 0 ? (options.batch / options.rate) * 1000 : 0;
+  let nextIndex = 0;
   await Promise.all(
     Array.from({ length: options.connections }, async (_, worker) => {
       let device = worker % tokens.length;
@@ -183,7 +196,12 @@ runBenchmark(async (lifecycle) => {
         const batchId = randomUUID();
         const token = tokens[device]!;
         device = (device + options.connections) % tokens.length;
-        const began = performance.now();
+        // Open loop: each batch has a due time; late starts count against latency.
+        const due = intervalMs > 0 ? start + nextIndex++ * intervalMs : performance.now();
+        if (due >= deadline) break;
+        const wait = due - performance.now();
+        if (wait > 0) await sleep(wait);
+        const began = due;
         const response = await fetch(`${system.gatewayUrl}/api/device/telemetry`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'x-device-token': token },
