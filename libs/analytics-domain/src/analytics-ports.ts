@@ -9,16 +9,19 @@ export interface AnalyticsReader {
   bucketTotals(orgId: string, range: WindowRange, deviceId: string | null): Promise<Map<number, Totals>>;
 }
 
-/** One analyzed address as stored. */
+/**
+ * One analyzed address as stored: named as the raw table's columns, times in epoch seconds, so that
+ * ingestion builds each row once and the store hands it to ClickHouse as it is (bench/ingestion.bench.ts).
+ */
 export interface TelemetryRow {
-  orgId: string;
-  deviceId: string;
-  batchKey: string;
-  observedAt: Date;
+  org_id: string;
+  device_id: string;
+  batch_key: string;
+  observed_at: number;
   host: string;
   verdict: Verdict;
-  classificationMs: number;
-  receivedAt: Date;
+  classification_ms: number;
+  received_at: number;
 }
 
 export interface DeviceRef {

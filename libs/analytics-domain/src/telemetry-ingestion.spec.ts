@@ -11,7 +11,7 @@ class MemoryStore implements TelemetryStore {
     return this.inserts.flat();
   }
   async storedBatchKeys(keys: readonly string[]) {
-    const stored = new Set(this.rows.map((row) => row.batchKey));
+    const stored = new Set(this.rows.map((row) => row.batch_key));
     return new Set(keys.filter((key) => stored.has(key)));
   }
   async deletedDevices(devices: readonly DeviceRef[]) {
@@ -26,10 +26,10 @@ class MemoryStore implements TelemetryStore {
         ...device,
         blocked: this.rows.filter(
           (row) =>
-            row.deviceId === device.deviceId &&
+            row.device_id === device.deviceId &&
             row.verdict === 'blocked' &&
-            row.observedAt >= since &&
-            row.observedAt < until,
+            row.observed_at * 1000 >= since.getTime() &&
+            row.observed_at * 1000 < until.getTime(),
         ).length,
       }))
       .filter((count) => count.blocked > 0);
@@ -94,7 +94,7 @@ describe('TelemetryIngestion', () => {
     expect(first).toMatchObject({ batches: 3, stored: 2, duplicates: 1 });
     const again = await ingestion.ingest([batch('d1', 'a', ['allowed']), batch('d1', 'b', ['allowed'])]);
     expect(again).toMatchObject({ stored: 1, duplicates: 1 });
-    expect(store.rows.map((row) => row.batchKey).sort()).toEqual(['d1:a', 'd1:b', 'd2:a']);
+    expect(store.rows.map((row) => row.batch_key).sort()).toEqual(['d1:a', 'd1:b', 'd2:a']);
   });
 
   it('drops batches of deleted devices', async () => {
@@ -102,7 +102,7 @@ describe('TelemetryIngestion', () => {
     store.deleted.add('gone');
     const outcome = await ingestion.ingest([batch('gone', 'x', ['allowed']), batch('d1', 'y', ['allowed'])]);
     expect(outcome).toMatchObject({ stored: 1, ofDeletedDevices: 1 });
-    expect(store.rows.every((row) => row.deviceId === 'd1')).toBe(true);
+    expect(store.rows.every((row) => row.device_id === 'd1')).toBe(true);
   });
 
   it('never splits a batch across inserts', async () => {
@@ -112,7 +112,7 @@ describe('TelemetryIngestion', () => {
       batch('d1', 'b', ['allowed', 'allowed', 'allowed']),
       batch('d1', 'c', ['allowed']),
     ]);
-    expect(store.inserts.map((rows) => [...new Set(rows.map((row) => row.batchKey))])).toEqual([
+    expect(store.inserts.map((rows) => [...new Set(rows.map((row) => row.batch_key))])).toEqual([
       ['d1:a'],
       ['d1:b', 'd1:c'],
     ]);

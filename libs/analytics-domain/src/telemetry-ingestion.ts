@@ -80,17 +80,17 @@ export class TelemetryIngestion {
         await this.store.insert(rows);
         rows = [];
       }
-      const receivedAt = new Date(batch.received_at);
+      const receivedAt = Math.floor(batch.received_at / 1000);
       for (const event of batch.events) {
         rows.push({
-          orgId: batch.org_id,
-          deviceId: batch.device_id,
-          batchKey: key,
-          observedAt: new Date(event.observed_at),
+          org_id: batch.org_id,
+          device_id: batch.device_id,
+          batch_key: key,
+          observed_at: Math.floor(event.observed_at / 1000),
           host: event.host,
           verdict: event.verdict,
-          classificationMs: event.classification_ms,
-          receivedAt,
+          classification_ms: event.classification_ms,
+          received_at: receivedAt,
         });
       }
       outcome.stored++;

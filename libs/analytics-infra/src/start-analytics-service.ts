@@ -2,7 +2,7 @@ import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
 import { TelemetryIngestion, type IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
 import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import { runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
-import { telemetryBatchMessageSchema, allTelemetrySubject, telemetryStreamName } from '@sts/events/telemetry';
+import { allTelemetrySubject, parseTelemetryBatch, telemetryStreamName } from '@sts/events/telemetry';
 import { registerService } from '@sts/grpc/grpc-server';
 import type { Logger } from '@sts/logger/create-logger';
 import { startBatchConsumer } from '@sts/nats/batch-consumer';
@@ -84,11 +84,7 @@ export async function startAnalyticsService(
         ensureTelemetryStream(jsm, config.NATS_NAMESPACE, { maxBytes: config.TELEMETRY_STREAM_MAX_BYTES }),
       durableName: TELEMETRY_CONSUMER,
       filterSubject: allTelemetrySubject(config.NATS_NAMESPACE),
-      decode: (msg) => {
-        const parsed = telemetryBatchMessageSchema.safeParse(msg.json());
-        if (!parsed.success) throw new Error('not a telemetry batch');
-        return parsed.data;
-      },
+      decode: (msg) => parseTelemetryBatch(msg.json()),
       handleBatch: async (batch) => {
         const outcome = await ingestion.ingest(batch.map((item) => item.value));
         logger.debug(outcome, 'telemetry stored');
