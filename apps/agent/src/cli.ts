@@ -551,18 +551,12 @@ async function status(
     return EXIT.OK;
   }
   const configPath = resolveConfigPath(values, env, machine);
-  let stored: StoredConfig | undefined;
-  try {
-    stored = await readAgentConfig(configPath);
-  } catch (error) {
-    if (!(error instanceof AgentConfigError)) throw error;
-    io.err(`agent: ${error.message}`);
-    return EXIT.LOCAL;
-  }
-  if (!stored) {
-    if (values['json']) io.out(JSON.stringify({ enrolled: false, config_path: configPath }));
-    io.err(`agent: not enrolled (no config file at ${configPath}). See "agent enroll --help".`);
-    return EXIT.NOT_ENROLLED;
+  const stored = await readEnrollment(configPath, io);
+  if (typeof stored === 'number') {
+    if (stored === EXIT.NOT_ENROLLED && values['json']) {
+      io.out(JSON.stringify({ enrolled: false, config_path: configPath }));
+    }
+    return stored;
   }
   for (const warning of stored.warnings) io.err(`agent: warning: ${warning}`);
   const { config } = stored;
@@ -640,18 +634,8 @@ async function report(
   const timeoutMs = number('timeout', DEFAULT_TIMEOUT_MS / 1000, 1, 600) * 1000;
 
   const configPath = resolveConfigPath(values, env, machine);
-  let stored: StoredConfig | undefined;
-  try {
-    stored = await readAgentConfig(configPath);
-  } catch (error) {
-    if (!(error instanceof AgentConfigError)) throw error;
-    io.err(`agent: ${error.message}`);
-    return EXIT.LOCAL;
-  }
-  if (!stored) {
-    io.err(`agent: not enrolled (no config file at ${configPath}). See "agent enroll --help".`);
-    return EXIT.NOT_ENROLLED;
-  }
+  const stored = await readEnrollment(configPath, io);
+  if (typeof stored === 'number') return stored;
   const spoolDirectory = stringOption(values, 'spool') ?? path.join(path.dirname(configPath), 'spool');
   const spool = new TelemetrySpool(path.resolve(machine.cwd, spoolDirectory), spoolMaxMb * 1024 * 1024);
 
@@ -698,6 +682,23 @@ async function report(
       io.err(`agent: ${result.message}; ${result.kept} batches kept in the spool for the next run`);
       return EXIT.NETWORK;
   }
+}
+
+/** The enrollment in the config file, or the exit code (and message) when there is none or it is unreadable. */
+async function readEnrollment(configPath: string, io: CliIo): Promise<StoredConfig | number> {
+  let stored: StoredConfig | undefined;
+  try {
+    stored = await readAgentConfig(configPath);
+  } catch (error) {
+    if (!(error instanceof AgentConfigError)) throw error;
+    io.err(`agent: ${error.message}`);
+    return EXIT.LOCAL;
+  }
+  if (!stored) {
+    io.err(`agent: not enrolled (no config file at ${configPath}). See "agent enroll --help".`);
+    return EXIT.NOT_ENROLLED;
+  }
+  return stored;
 }
 
 type OptionSpec = Record<string, { type: 'string' | 'boolean'; short?: string }>;

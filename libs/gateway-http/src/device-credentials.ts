@@ -1,11 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { AppError } from '@sts/errors/app-error';
-import { EVENT_CATALOGUE } from '@sts/events/event-catalogue';
-import { eventEnvelopeSchema } from '@sts/events/event-envelope';
-import { eventSubject } from '@sts/events/subjects';
 import type { Logger } from '@sts/logger/create-logger';
 import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
+import { subscribeToEvents } from './event-subscriptions';
 import { TtlCache } from './ttl-cache';
 import type { UpstreamClients } from './upstream-clients';
 
@@ -61,39 +59,18 @@ export class DeviceCredentials {
   }
 }
 
-const DEVICE_EVENTS = ['device.enrolled', 'device.disabled', 'device.enabled', 'device.deleted'] as const;
-
-/**
- * Listens (plain NATS, like the membership evictions) to device events and evicts the device's
- * cached credential: a disabled or deleted device is refused from the next batch on.
- */
+/** Device events (disabled, enabled, deleted, enrolled again) evict the device's cached credential at once. */
 export function subscribeToDeviceChanges(
   nc: NatsConnection,
   namespace: string,
   credentials: DeviceCredentials,
   logger: Logger,
 ): Subscription[] {
-  return DEVICE_EVENTS.map((type) =>
-    nc.subscribe(eventSubject(namespace, type), {
-      callback: (error, message) => {
-        if (error) {
-          logger.warn({ err: error, type }, 'device event subscription failed');
-          return;
-        }
-        let payload: unknown;
-        try {
-          payload = message.json();
-        } catch {
-          payload = undefined;
-        }
-        const envelope = eventEnvelopeSchema.safeParse(payload);
-        const data = envelope.success ? EVENT_CATALOGUE[type].safeParse(envelope.data.data) : null;
-        if (!data?.success) {
-          logger.warn({ type }, 'ignored a malformed device event');
-          return;
-        }
-        credentials.deviceChanged(data.data.device_id);
-      },
-    }),
+  return subscribeToEvents(
+    nc,
+    namespace,
+    ['device.enrolled', 'device.disabled', 'device.enabled', 'device.deleted'] as const,
+    (_type, data) => credentials.deviceChanged(data.device_id),
+    logger,
   );
 }
