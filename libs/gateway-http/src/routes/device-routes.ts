@@ -1,13 +1,22 @@
+import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireCaller, requireRoles } from '../caller-context';
-import { DEVICE_STATUS_TO_PROTO, deviceToContract } from '../contract-mapping';
+import { DEVICE_STATUS_TO_PROTO, devicesToContractJson } from '../contract-mapping';
 import { devicePayload, errorResponses, idParam, pageQuery } from '../contract-schemas';
 import { setNextLink } from '../link-header';
 import type { UpstreamClients } from '../upstream-clients';
-import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
+import { DeviceStatus, type Device } from '@sts/proto/gen/enrollment/v1/enrollment';
 
 const deviceParams = z.object({ device_id: idParam });
+
+/**
+ * Sends a page of devices as JSON written by `devicesToContractJson`, past the schema serializer.
+ * The route's schema still documents the shape; unit tests hold the writer to it.
+ */
+function sendDevicePage(reply: FastifyReply, devices: readonly Device[]): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(devicesToContractJson(devices));
+}
 
 export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
   const security = [{ bearerAuth: [] }];
@@ -52,7 +61,7 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
         { requestId: request.id },
       );
       setNextLink(request, reply, nextCursor, request.query.limit);
-      return devices.map(deviceToContract);
+      return sendDevicePage(reply, devices);
     },
   );
 
