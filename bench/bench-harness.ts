@@ -607,6 +607,7 @@ export function pgPerOperation(before: PgCounters, after: PgCounters, operations
 export class DatabaseMonitor {
   /** Looked up in /proc once, with the first snapshot. */
   private natsServerPids: number[] | undefined;
+  private clickHousePids: number[] | undefined;
 
   private constructor(readonly client: Client) {}
 
@@ -630,6 +631,8 @@ export class DatabaseMonitor {
       ...services.map((service): [string, number[]] => [service.name, [service.pid]]),
       ['postgres backends', rows.map((row) => row.pid)],
       ['nats-server', (this.natsServerPids ??= pidsByCommand('nats-server'))],
+      // The kernel keeps 15 characters of a command's name.
+      ['clickhouse-server', (this.clickHousePids ??= pidsByCommand('clickhouse-serv'))],
     ]);
   }
 
@@ -939,6 +942,60 @@ export function expectStatus(
 ): void {
   if (response.status !== status)
     throw new Error(`${what}: expected ${status}, got ${response.status} ${JSON.stringify(response.body)}`);
+}
+
+/** An enrolled device, as the agent knows it. */
+export interface BenchDevice {
+  deviceId: string;
+  orgId: string;
+  token: string;
+}
+
+/**
+ * Enrolls `count` devices into the organization of the admin's token through the public API (an
+ * enrollment key, codes 100 per call, one enroll per device), named `<prefix>-<index>`.
+ */
+export async function enrollDevices(
+  gatewayUrl: string,
+  adminToken: string,
+  count: number,
+  prefix: string,
+): Promise<BenchDevice[]> {
+  const key = await call<{ key: string }>(gatewayUrl, 'POST', '/api/enrollment-key', adminToken);
+  if (!key.body.key) throw new Error(`enrollment key: got ${key.status} ${JSON.stringify(key.body)}`);
+  const devices: BenchDevice[] = [];
+  for (let offset = 0; offset < count; offset += 100) {
+    const codes = await call<{ codes: { code: string }[] }>(
+      gatewayUrl,
+      'POST',
+      '/api/enrollment-codes',
+      adminToken,
+      {
+        count: Math.min(100, count - offset),
+      },
+    );
+    expectStatus('enrollment codes', codes, 200);
+    await Promise.all(
+      codes.body.codes.map(async ({ code }, index) => {
+        const name = `${prefix}-${offset + index}`;
+        const enrolled = await call<{ device_token: string; device_id: string; org_id: string }>(
+          gatewayUrl,
+          'POST',
+          '/api/device/enroll',
+          undefined,
+          { code, machine_id: name, hostname: name, metadata: {} },
+          { 'x-enrollment-key': key.body.key },
+        );
+        expectStatus('enroll', enrolled, 200);
+        devices.push({
+          deviceId: enrolled.body.device_id,
+          orgId: enrolled.body.org_id,
+          token: enrolled.body.device_token,
+        });
+      }),
+    );
+  }
+  return devices;
 }
 
 export async function inBatches<T>(

@@ -28,8 +28,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import { testClickHouseDatabase } from '@sts/testing/clickhouse';
 import {
-  call,
-  expectStatus,
+  enrollDevices,
   machineDescription,
   parseOptions,
   percentile,
@@ -89,35 +88,10 @@ runBenchmark(async (lifecycle) => {
     },
   });
   const admin = await system.idp.issueUserToken({ email: 'bench@ingestion.test', name: 'Bench' });
-  const key = (await call<{ key: string }>(system.gatewayUrl, 'POST', '/api/enrollment-key', admin)).body.key;
-  const tokens: string[] = [];
+  const devices = await enrollDevices(system.gatewayUrl, admin, options.devices, 'bench');
+  const tokens = devices.map((device) => device.token);
   /** Device token → device id (the ledger names batches by device id). */
-  const deviceIds = new Map<string, string>();
-  for (let offset = 0; offset < options.devices; offset += 100) {
-    const codes = await call<{ codes: { code: string }[] }>(
-      system.gatewayUrl,
-      'POST',
-      '/api/enrollment-codes',
-      admin,
-      {
-        count: Math.min(100, options.devices - offset),
-      },
-    );
-    expectStatus('enrollment codes', codes, 200);
-    for (const [index, { code }] of codes.body.codes.entries()) {
-      const enrolled = await call<{ device_token: string; device_id: string }>(
-        system.gatewayUrl,
-        'POST',
-        '/api/device/enroll',
-        undefined,
-        { code, machine_id: `bench-${offset + index}`, hostname: `bench-${offset + index}`, metadata: {} },
-        { 'x-enrollment-key': key },
-      );
-      expectStatus('enroll', enrolled, 200);
-      tokens.push(enrolled.body.device_token);
-      deviceIds.set(enrolled.body.device_token, enrolled.body.device_id);
-    }
-  }
+  const deviceIds = new Map(devices.map((device) => [device.token, device.deviceId]));
   console.log(`enrolled ${tokens.length} devices`);
 
   // One events array, serialized once; each request wraps it with its own batch id.

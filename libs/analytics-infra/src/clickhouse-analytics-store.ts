@@ -45,9 +45,7 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
   // Reads of the rollups.
 
   async totals(orgId: string, range: WindowRange, deviceId: string | null): Promise<Totals> {
-    const rows = await this.rows<TotalsRow>(
-      sql`SELECT ${sums()} FROM ${rollup(range)} WHERE ${this.scope(orgId, range, deviceId)}`,
-    );
+    const rows = await this.rows<TotalsRow>(totalsQuery(orgId, range, deviceId));
     return rows[0]
       ? toTotals(rows[0])
       : { totalAnalyzed: 0, dangerousBlocks: 0, riskyWarnings: 0, classificationMsSum: 0 };
@@ -58,11 +56,7 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
     range: WindowRange,
     deviceId: string | null,
   ): Promise<Map<number, Totals>> {
-    const bucket = range.granularity === 'hour' ? sql`toUInt32(hour)` : sql`toString(day)`;
-    const rows = await this.rows<TotalsRow>(
-      sql`SELECT ${bucket} AS bucket, ${sums()} FROM ${rollup(range)}
-          WHERE ${this.scope(orgId, range, deviceId)} GROUP BY bucket`,
-    );
+    const rows = await this.rows<TotalsRow>(bucketTotalsQuery(orgId, range, deviceId));
     const buckets = new Map<number, Totals>();
     for (const row of rows) {
       const start =
@@ -72,27 +66,6 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
       buckets.set(start, toTotals(row));
     }
     return buckets;
-  }
-
-  /**
-   * The organization and the range; one device (unless deleted), or every device that is neither
-   * disabled nor deleted. The device states are read with `argMax`, not `FINAL`: the newest version
-   * wins whether or not the table has merged yet.
-   */
-  private scope(orgId: string, range: WindowRange, deviceId: string | null): SqlFragment {
-    const time =
-      range.granularity === 'hour'
-        ? sql`hour >= ${range.from} AND hour < ${range.to}`
-        : sql`day >= ${dateLiteral(range.from)} AND day < ${dateLiteral(range.to)}`;
-    const left = deviceId === null ? sql`current != 'active'` : sql`current = 'deleted'`;
-    const device = deviceId === null ? sql`` : sql`AND device_id = ${deviceId}`;
-    return sql`org_id = ${orgId} AND ${time} ${device}
-      AND device_id NOT IN (
-        SELECT device_id FROM (
-          SELECT device_id, argMax(state, version) AS current FROM device_states
-          WHERE org_id = ${orgId} GROUP BY device_id
-        ) WHERE ${left}
-      )`;
   }
 
   // Ingestion.
@@ -202,6 +175,39 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
     const result = await this.client.query({ query: query.text, format: 'JSONEachRow' });
     return result.json<Row>();
   }
+}
+
+/** The sums of a window (the summary's query); exported so that the query benchmark sends the same SQL. */
+export function totalsQuery(orgId: string, range: WindowRange, deviceId: string | null): SqlFragment {
+  return sql`SELECT ${sums()} FROM ${rollup(range)} WHERE ${scope(orgId, range, deviceId)}`;
+}
+
+/** The sums of each bucket of a window (the series' query). */
+export function bucketTotalsQuery(orgId: string, range: WindowRange, deviceId: string | null): SqlFragment {
+  const bucket = range.granularity === 'hour' ? sql`toUInt32(hour)` : sql`toString(day)`;
+  return sql`SELECT ${bucket} AS bucket, ${sums()} FROM ${rollup(range)}
+    WHERE ${scope(orgId, range, deviceId)} GROUP BY bucket`;
+}
+
+/**
+ * The organization and the range; one device (unless deleted), or every device that is neither
+ * disabled nor deleted. The device states are read with `argMax`, not `FINAL`: the newest version
+ * wins whether or not the table has merged yet.
+ */
+function scope(orgId: string, range: WindowRange, deviceId: string | null): SqlFragment {
+  const time =
+    range.granularity === 'hour'
+      ? sql`hour >= ${range.from} AND hour < ${range.to}`
+      : sql`day >= ${dateLiteral(range.from)} AND day < ${dateLiteral(range.to)}`;
+  const left = deviceId === null ? sql`current != 'active'` : sql`current = 'deleted'`;
+  const device = deviceId === null ? sql`` : sql`AND device_id = ${deviceId}`;
+  return sql`org_id = ${orgId} AND ${time} ${device}
+    AND device_id NOT IN (
+      SELECT device_id FROM (
+        SELECT device_id, argMax(state, version) AS current FROM device_states
+        WHERE org_id = ${orgId} GROUP BY device_id
+      ) WHERE ${left}
+    )`;
 }
 
 function rollup(range: WindowRange): SqlFragment {

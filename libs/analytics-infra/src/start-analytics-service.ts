@@ -5,6 +5,7 @@ import { runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
 import { allTelemetrySubject, parseTelemetryBatch, telemetryStreamName } from '@sts/events/telemetry';
 import { registerService } from '@sts/grpc/grpc-server';
 import type { Logger } from '@sts/logger/create-logger';
+import { CachedAnalyticsReader } from '@sts/analytics-domain/cached-analytics-reader';
 import { startBatchConsumer } from '@sts/nats/batch-consumer';
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { ensureEventsStream, ensureTelemetryStream } from '@sts/nats/event-stream';
@@ -57,7 +58,11 @@ export async function startAnalyticsService(
     host.onShutdown('clickhouse', () => client.close());
     const store = new ClickHouseAnalyticsStore(client);
 
-    await host.consume({ eventTypes: DEVICE_EVENT_TYPES, handle: deviceLifecycleHandler(store) });
+    const reader = new CachedAnalyticsReader(store, { freshMs: config.ANALYTICS_CACHE_FRESH_MS });
+    await host.consume({
+      eventTypes: DEVICE_EVENT_TYPES,
+      handle: deviceLifecycleHandler(store, (orgId) => reader.forget(orgId)),
+    });
 
     const { js, jsm } = host.nats;
     await ensureEventsStream(jsm, config.NATS_NAMESPACE);
@@ -83,7 +88,7 @@ export async function startAnalyticsService(
       ensureStream: () =>
         ensureTelemetryStream(jsm, config.NATS_NAMESPACE, { maxBytes: config.TELEMETRY_STREAM_MAX_BYTES }),
       durableName: TELEMETRY_CONSUMER,
-      filterSubject: allTelemetrySubject(config.NATS_NAMESPACE),
+      filterSubjects: [allTelemetrySubject(config.NATS_NAMESPACE)],
       decode: (msg) => parseTelemetryBatch(msg.json()),
       handleBatch: async (batch) => {
         const outcome = await ingestion.ingest(batch.map((item) => item.value));
@@ -110,7 +115,7 @@ export async function startAnalyticsService(
       registerService(
         'analytics.v1.AnalyticsService',
         AnalyticsServiceService,
-        analyticsGrpcHandlers(new AnalyticsService(store, clock)),
+        analyticsGrpcHandlers(new AnalyticsService(reader, clock)),
         logger,
       ),
     ];

@@ -32,14 +32,25 @@ export async function recordEventOnce(
   eventId: string,
   eventType: string,
 ): Promise<boolean> {
+  return (await recordEventsOnce(em, [{ id: eventId, type: eventType }])).has(eventId);
+}
+
+/**
+ * The batch form of `recordEventOnce`, in one statement: returns the ids seen for the first time (the
+ * caller applies their effects in the same transaction); the others were handled before.
+ */
+export async function recordEventsOnce(
+  em: EntityManager,
+  events: readonly { id: string; type: string }[],
+): Promise<Set<string>> {
+  if (events.length === 0) return new Set();
   const schema = em.config.get('schema');
-  const rows: unknown[] = await em
-    .getConnection()
-    .execute(
-      `insert into "${schema}"."processed_events" (event_id, event_type) values (?, ?) on conflict do nothing returning event_id`,
-      [eventId, eventType],
-      'all',
-      em.getTransactionContext(),
-    );
-  return rows.length === 1;
+  const rows: { event_id: string }[] = await em.getConnection().execute(
+    `insert into "${schema}"."processed_events" (event_id, event_type)
+       values ${events.map(() => '(?, ?)').join(', ')} on conflict do nothing returning event_id`,
+    events.flatMap((event) => [event.id, event.type]),
+    'all',
+    em.getTransactionContext(),
+  );
+  return new Set(rows.map((row) => row.event_id));
 }

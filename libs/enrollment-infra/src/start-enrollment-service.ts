@@ -50,7 +50,7 @@ export function startEnrollmentService(config: EnrollmentConfig, logger: Logger)
         stream: telemetryStreamName(config.NATS_NAMESPACE),
         ensureStream: () => ensureTelemetryStream(jsm, config.NATS_NAMESPACE),
         durableName: 'enrollment-last-seen',
-        filterSubject: allTelemetrySubject(config.NATS_NAMESPACE),
+        filterSubjects: [allTelemetrySubject(config.NATS_NAMESPACE)],
         decode: (msg) => {
           const orgId = msg.headers?.get(TELEMETRY_HEADERS.orgId) ?? '';
           const deviceId = msg.headers?.get(TELEMETRY_HEADERS.deviceId) ?? '';

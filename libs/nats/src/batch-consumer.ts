@@ -1,15 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  AckPolicy,
-  DeliverPolicy,
-  JetStreamApiError,
-  type ConsumerMessages,
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-} from '@nats-io/jetstream';
-import { ClosedConnectionError, DrainingConnectionError, nanos } from '@nats-io/nats-core';
+import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import { ClosedConnectionError, DrainingConnectionError } from '@nats-io/nats-core';
 import type { Logger } from '@sts/logger/create-logger';
+import { ensureDurableConsumer, type DurableConsumerSpec } from './durable-consumer';
 
 /** A message and what `decode` made of it. */
 export interface Decoded<T> {
@@ -17,34 +10,49 @@ export interface Decoded<T> {
   value: T;
 }
 
+/** Messages of a batch that failed, with why; the others succeeded. */
+export type BatchFailures = ReadonlyMap<JsMsg, unknown>;
+
 export interface BatchConsumerOptions<T> {
   js: JetStreamClient;
   jsm: JetStreamManager;
   stream: string;
-  /** Creates or updates the stream (called at start and when the stream vanished). */
+  /** Creates or updates the stream (called at start and when the stream or consumer vanished). */
   ensureStream: () => Promise<unknown>;
   /** Durable consumer name; processes sharing it share the work. */
   durableName: string;
-  filterSubject: string;
+  /** Subjects taken (one, or several on NATS 2.10 and later). */
+  filterSubjects: readonly string[];
+  /** For servers before 2.10 with several subjects: one covering them all (`decode` skips the rest). */
+  fallbackFilterSubject?: string;
+  /** Where a newly created consumer starts. Default every retained message. */
+  deliverPolicy?: 'all' | 'new';
   /**
-   * Turns a message into the handler's input. Throwing marks the message poison: it is terminated
-   * (never redelivered) and logged without its content.
+   * Turns a message into the handler's input; `undefined` skips it (acknowledged, not handled).
+   * Throwing marks the message poison: it is terminated (never redelivered) and logged without its content.
    */
-  decode: (msg: JsMsg) => T;
+  decode: (msg: JsMsg) => T | undefined;
   /**
-   * Handles a batch. Resolving acknowledges every message of it; throwing returns them all for
-   * redelivery after a delay that grows with their delivery count. Delivery is at least once: the
+   * Handles a batch. Resolving acknowledges every message of it except those in the failures it
+   * returns; throwing fails them all. A failed message comes back after a delay that grows with its
+   * deliveries, until `maxDeliver` or a permanent failure ends it. Delivery is at least once: the
    * handler must recognise what it already did.
    */
-  handleBatch: (batch: Decoded<T>[]) => Promise<void>;
+  handleBatch: (batch: Decoded<T>[]) => Promise<BatchFailures | void>;
+  /** Failures that no retry can fix: the message is terminated at once (and logged). */
+  isPermanentFailure?: (error: unknown) => boolean;
+  /** Log fields naming a message's content (never secrets), for failure lines. */
+  describe?: (value: T) => Record<string, unknown>;
   logger: Logger;
+  /** Deliveries before a failing message is given up (terminated, logged). Default -1: never. */
+  maxDeliver?: number;
   /** Messages per batch at most. Default 200. */
   maxBatchMessages?: number;
   /** How long the first message of a batch waits for more. Default 200 ms. */
   maxWaitMs?: number;
   /** The server redelivers a message not acknowledged in this time. Default 60 s (kept alive while handled). */
   ackWaitMs?: number;
-  /** Delay before a failed batch comes back: doubles per delivery, up to the maximum. */
+  /** Delay before a failed message comes back: doubles per delivery, up to the maximum. */
   retryDelay?: { initialMs?: number; maxMs?: number };
 }
 
@@ -53,15 +61,13 @@ export interface BatchConsumer {
   stop(): Promise<void>;
 }
 
-const CONSUMER_NOT_FOUND = 10014;
-const CONSUMER_NAME_EXISTS = 10013;
-const CONSUMER_ALREADY_EXISTS = 10148;
-
 /**
- * A durable pull consumer that hands messages to its handler in batches: as many as arrive within
- * `maxWaitMs` of the first, up to `maxBatchMessages`. Batches are handled one at a time per process;
- * several processes on the same durable split the stream between them. Nothing is given up: a batch
- * whose handler fails comes back until it succeeds (only undecodable messages are terminated).
+ * The one way this codebase consumes a JetStream stream: a durable pull consumer that hands messages
+ * to its handler in batches, as many as arrive within `maxWaitMs` of the first, up to
+ * `maxBatchMessages`. Batches are handled one at a time per process; several processes on the same
+ * durable split the stream between them. Acknowledges only what the handler finished; a poison
+ * message is terminated instead of blocking the rest. If the consumer or the stream disappears it is
+ * recreated; reconnects after a NATS restart are the client's.
  */
 export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): Promise<BatchConsumer> {
   const { js, jsm, stream, durableName } = options;
@@ -69,83 +75,121 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
   const maxBatch = options.maxBatchMessages ?? 200;
   const maxWaitMs = options.maxWaitMs ?? 200;
   const ackWaitMs = options.ackWaitMs ?? 60_000;
+  const maxDeliver = options.maxDeliver ?? -1;
   const retryInitialMs = options.retryDelay?.initialMs ?? 1_000;
   const retryMaxMs = options.retryDelay?.maxMs ?? 30_000;
+  const isPermanent = options.isPermanentFailure ?? (() => false);
+  const describe = options.describe ?? (() => ({}));
+  const spec: DurableConsumerSpec = {
+    stream,
+    durableName,
+    filterSubjects: options.filterSubjects,
+    fallbackFilterSubject: options.fallbackFilterSubject,
+    deliverPolicy: options.deliverPolicy,
+    ackWaitMs,
+    maxDeliver,
+    // Enough pulled-but-unacknowledged messages for every process's batch and the next one.
+    maxAckPending: Math.max(1_000, maxBatch * 8),
+  };
 
-  async function ensureConsumer(): Promise<void> {
+  async function ensureConsumer(reconcile: boolean): Promise<void> {
     await options.ensureStream();
-    const config = {
-      durable_name: durableName,
-      ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.All,
-      ack_wait: nanos(ackWaitMs),
-      max_deliver: -1,
-      // Enough pulled-but-unacknowledged messages for every process's batch and the next one.
-      max_ack_pending: Math.max(1_000, maxBatch * 8),
-      filter_subject: options.filterSubject,
-    };
-    try {
-      await jsm.consumers.info(stream, durableName);
-      await jsm.consumers.update(stream, durableName, {
-        ack_wait: config.ack_wait,
-        max_deliver: config.max_deliver,
-        max_ack_pending: config.max_ack_pending,
-      });
-    } catch (error) {
-      if (!(error instanceof JetStreamApiError && error.code === CONSUMER_NOT_FOUND)) throw error;
-      try {
-        await jsm.consumers.add(stream, config);
-      } catch (addError) {
-        const exists =
-          addError instanceof JetStreamApiError &&
-          (addError.code === CONSUMER_ALREADY_EXISTS || addError.code === CONSUMER_NAME_EXISTS);
-        if (!exists) throw addError;
-      }
-    }
+    await ensureDurableConsumer(jsm, spec, logger, reconcile);
   }
 
   function retryDelayMs(deliveryCount: number): number {
-    const exponential = retryInitialMs * 2 ** Math.min(Math.max(deliveryCount - 1, 0), 20);
+    const exponential = retryInitialMs * 2 ** Math.min(Math.max(deliveryCount - 1, 0), 30);
+    // ±20% jitter so that messages that failed together do not all come back together.
     return Math.round(Math.min(exponential, retryMaxMs) * (0.8 + Math.random() * 0.4));
+  }
+
+  /** Retries a failed message later, or ends it (permanent failure, or out of deliveries). */
+  function settleFailure(item: Decoded<T>, error: unknown, logRetry: boolean): void {
+    const { msg } = item;
+    const delivery = msg.info.deliveryCount;
+    const fields = { ...describe(item.value), subject: msg.subject, seq: msg.seq, delivery, err: error };
+    if (isPermanent(error)) {
+      logger.error(fields, 'unprocessable message terminated (it will not be redelivered)');
+      // No reason text: servers before 2.10 ignore a `+TERM` that carries one.
+      msg.term();
+    } else if (maxDeliver > 0 && delivery >= maxDeliver) {
+      logger.error(fields, `handler failed ${delivery} times; giving up on this message`);
+      msg.term();
+    } else {
+      const retryInMs = retryDelayMs(delivery);
+      if (logRetry) logger.warn({ ...fields, retry_in_ms: retryInMs }, 'handler failed; will retry');
+      msg.nak(retryInMs);
+    }
   }
 
   async function handle(messages: JsMsg[]): Promise<void> {
     const batch: Decoded<T>[] = [];
     for (const msg of messages) {
+      let value: T | undefined;
       try {
-        batch.push({ msg, value: options.decode(msg) });
+        value = options.decode(msg);
       } catch (error) {
         logger.error(
-          { seq: msg.seq, reason: error instanceof Error ? error.message : String(error) },
+          {
+            subject: msg.subject,
+            seq: msg.seq,
+            reason: error instanceof Error ? error.message : String(error),
+          },
           'undecodable message terminated (it will not be redelivered)',
         );
         msg.term();
+        continue;
       }
+      if (value === undefined) msg.ack();
+      else batch.push({ msg, value });
     }
     if (batch.length === 0) return;
+    // Tell the server we are still at it, so a slow batch is not redelivered meanwhile.
     const keepAlive = setInterval(
       () => batch.forEach(({ msg }) => msg.working()),
       Math.max(Math.floor(ackWaitMs / 3), 1_000),
     );
+    let failures: BatchFailures | void;
     try {
-      await options.handleBatch(batch);
+      failures = await options.handleBatch(batch);
     } catch (error) {
       const delivery = Math.max(...batch.map(({ msg }) => msg.info.deliveryCount));
-      const retryInMs = retryDelayMs(delivery);
-      logger.warn(
-        { err: error, messages: batch.length, delivery, retry_in_ms: retryInMs },
-        'batch failed; will retry',
-      );
-      batch.forEach(({ msg }) => msg.nak(retryInMs));
+      logger.warn({ err: error, messages: batch.length, delivery }, 'batch failed; will retry');
+      batch.forEach((item) => settleFailure(item, error, false));
       return;
     } finally {
       clearInterval(keepAlive);
     }
-    batch.forEach(({ msg }) => msg.ack());
-    logger.debug({ messages: batch.length }, 'batch handled');
+    for (const item of batch) {
+      if (failures?.has(item.msg)) settleFailure(item, failures.get(item.msg), true);
+      else item.msg.ack();
+    }
+    logger.debug({ messages: batch.length, failed: failures?.size ?? 0 }, 'batch handled');
   }
 
-  await ensureConsumer();
+  async function watchStatus(messages: ConsumerMessages): Promise<void> {
+    for await (const status of messages.status()) {
+      switch (status.type) {
+        case 'heartbeats_missed':
+          if (status.count >= 2)
+            logger.warn({ missed: status.count }, 'consumer heartbeats missed; re-checking');
+          break;
+        case 'consumer_deleted':
+        case 'consumer_not_found':
+        case 'stream_not_found':
+          logger.warn({ status: status.type }, 'consumer or stream disappeared; recreating');
+          break;
+        case 'exceeded_limits':
+          logger.warn({ description: status.description }, 'pull request exceeded server limits');
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  // Create the consumer before returning, so that a wrong configuration fails the start.
+  await ensureConsumer(true);
 
   let stopping = false;
   let current: ConsumerMessages | undefined;
@@ -153,7 +197,7 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
 
   async function run(): Promise<void> {
     let failures = 0;
-    let needsEnsure = false;
+    let consumerReady = true;
     while (!stopping) {
       let pending: JsMsg[] = [];
       let timer: NodeJS.Timeout | undefined;
@@ -168,20 +212,24 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
         return inFlight;
       };
       try {
-        if (needsEnsure) await ensureConsumer();
-        needsEnsure = true;
+        if (!consumerReady) await ensureConsumer(false);
+        consumerReady = false;
         const consumer = await js.consumers.get(stream, durableName);
         if (stopping) break;
+        // abort_on_missing_resource: end the iterator when the consumer vanishes, so we recreate it here.
         const messages = await consumer.consume({
           max_messages: maxBatch * 2,
           abort_on_missing_resource: true,
         });
         current = messages;
+        // close() takes effect (and its promise resolves) only as the iterator below runs.
         if (stopping) void messages.close();
-        logger.info('consuming batches');
+        void watchStatus(messages);
+        logger.info('consuming');
         for await (const msg of messages) {
           failures = 0;
           if (stopping) {
+            // Pulled but not handled: give it back now instead of after ack_wait.
             msg.nak();
             continue;
           }
@@ -196,11 +244,11 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
         await flush().catch(() => undefined);
         if (stopping) break;
         if (error instanceof ClosedConnectionError || error instanceof DrainingConnectionError) {
-          logger.warn('NATS connection closed; batch consumer stopped');
+          logger.warn('NATS connection closed; consumer stopped');
           break;
         }
         failures++;
-        logger.warn({ err: error, attempt: failures }, 'batch consumer interrupted; restarting');
+        logger.warn({ err: error, attempt: failures }, 'consumer interrupted; restarting');
       }
       if (stopping) break;
       const waitMs = Math.min(250 * 2 ** Math.min(failures, 6), 10_000);
@@ -216,9 +264,10 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
       stopped ??= (async () => {
         stopping = true;
         stopSignal.abort();
+        // Resolves once the loop has drained the iterator; awaiting `running` covers it.
         void current?.close();
         await running;
-        logger.info('batch consumer stopped');
+        logger.info('consumer stopped');
       })();
       return stopped;
     },

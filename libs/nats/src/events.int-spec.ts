@@ -170,8 +170,47 @@ describe('JetStream events', () => {
     expect(attempts.get(envelope.id)).toBe(2);
     await settled('flaky');
     expect(
-      lines.some((line) => line.msg === 'event handler failed; will retry' && line.event_id === envelope.id),
+      lines.some((line) => line.msg === 'handler failed; will retry' && line.event_id === envelope.id),
     ).toBe(true);
+  });
+
+  it('hands a batch handler many events at once and retries only the events it reports failed', async () => {
+    const batches: string[][] = [];
+    const envelopes = Array.from({ length: 30 }, (_, i) => orgCreated(`batched-${i}`));
+    const flaky = envelopes[7] as (typeof envelopes)[number];
+    const ids = new Set(envelopes.map((envelope) => envelope.id));
+    let flakyAttempts = 0;
+    // Published before the consumer starts, so that they are there to be taken together.
+    for (const envelope of envelopes) await publish(envelope);
+    const started = await startEventConsumer({
+      js: connection.js,
+      jsm: connection.jsm,
+      namespace,
+      durableName: 'batched',
+      eventTypes: ['org.created'],
+      logger,
+      maxWaitMs: 500, // all 30 in the first batch, however the pulls arrive
+      retryDelay: { initialMs: 100, maxMs: 1_000 },
+      handleBatch: async (events) => {
+        const ours = events.filter((event) => ids.has(event.id));
+        if (ours.length > 0) batches.push(ours.map((event) => event.id));
+        return events.map((event) => {
+          if (event.id !== flaky.id) return { outcome: 'applied' };
+          flakyAttempts++;
+          return flakyAttempts === 1 ? { error: new Error('this one is not ready') } : { outcome: 'applied' };
+        });
+      },
+    });
+    consumers.push(started);
+
+    await eventually(() => flakyAttempts === 2 || undefined);
+    await settled('batched');
+    expect(batches[0]?.length).toBe(30);
+    // Only the failed event came back, on its own.
+    expect(batches.slice(1)).toEqual([[flaky.id]]);
+    expect(
+      lines.filter((line) => line.msg === 'handler failed; will retry' && line.consumer === 'batched'),
+    ).toEqual([expect.objectContaining({ event_id: flaky.id, delivery: 1, level: 40 })]);
   });
 
   it('gives up on an event after maxDeliver failed deliveries', async () => {
@@ -253,7 +292,8 @@ describe('JetStream events', () => {
     expect(info.num_redelivered).toBe(0);
     const terminated = lines.filter(
       (line) =>
-        line.consumer === 'strict' && line.msg === 'invalid event terminated (it will not be redelivered)',
+        line.consumer === 'strict' &&
+        line.msg === 'undecodable message terminated (it will not be redelivered)',
     );
     expect(terminated).toHaveLength(3);
     expect(terminated.every((line) => line.level === 50)).toBe(true);

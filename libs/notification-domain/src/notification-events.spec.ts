@@ -2,7 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { sealSecret } from '@sts/crypto/secrets';
 import { SEALING_CONTEXTS, type DomainEvent } from '@sts/events/event-catalogue';
 import { newEnvelope } from '@sts/events/event-envelope';
-import { NotificationEventHandler, toNotificationEvent, type NotificationEvent } from './notification-events';
+import {
+  NotificationEventHandler,
+  toNotificationEvent,
+  type FeedEvent,
+  type NotificationEvent,
+} from './notification-events';
 import { InMemoryNotificationStore, ManualClock, RecordingMailer } from './test/in-memory-notification-store';
 
 const key = randomBytes(32);
@@ -115,6 +120,47 @@ describe('notification event handling', () => {
         createdAt: clock.now(),
       },
     ]);
+  });
+
+  it('writes a batch of feed events in one transaction, each once, and reports each outcome in order', async () => {
+    const earlier = deviceEnrolled('web-00');
+    await handler.handle(earlier);
+    const batch = [deviceEnrolled('web-01'), memberJoined(), deviceDisabled('web-02'), earlier];
+    const before = store.transactions;
+
+    const results = await handler.handleFeedBatch(batch);
+
+    expect(store.transactions - before).toBe(1);
+    expect(results).toEqual([
+      { outcome: 'applied' },
+      { outcome: 'applied' },
+      { outcome: 'applied' },
+      { outcome: 'duplicate' },
+    ]);
+    expect(store.state.feed.map((item) => [item.id, item.type])).toEqual([
+      [earlier.id, 'device.enrolled'],
+      [batch[0]?.id, 'device.enrolled'],
+      [batch[1]?.id, 'member.joined'],
+      [batch[2]?.id, 'device.disabled'],
+    ]);
+    // A redelivered batch changes nothing.
+    expect(await handler.handleFeedBatch(batch)).toEqual(batch.map(() => ({ outcome: 'duplicate' })));
+    expect(store.state.feed).toHaveLength(4);
+  });
+
+  it('when a batch cannot be written, writes each event alone, so that only the failing one is retried', async () => {
+    const batch = [deviceEnrolled('web-01'), deviceEnrolled('poison'), memberJoined()];
+    store.refuseFeedItem = (item) => item.id === batch[1]?.id;
+
+    const results = await handler.handleFeedBatch(batch);
+
+    expect(results[0]).toEqual({ outcome: 'applied' });
+    expect(results[1]).toEqual({ error: new Error('feed item refused') });
+    expect(results[2]).toEqual({ outcome: 'applied' });
+    expect(store.state.feed.map((item) => item.id)).toEqual([batch[0]?.id, batch[2]?.id]);
+    // The failed event's ledger entry was rolled back with its item: its redelivery applies it.
+    store.refuseFeedItem = () => false;
+    expect(await handler.handleFeedBatch([batch[1] as FeedEvent])).toEqual([{ outcome: 'applied' }]);
   });
 
   it('e-mails an invitation once per event id, with the opened token, and logs no secret', async () => {

@@ -7,6 +7,7 @@ import {
   type EventType,
 } from '@sts/events/event-catalogue';
 import type { EventEnvelope } from '@sts/events/event-envelope';
+import type { EventResult } from '@sts/events/event-result';
 import { deviceDisabledMessage, threatDetectedMessage, deviceEnrolledMessage } from './device-messages';
 import { renderEnrollmentCodeEmail } from './enrollment-code-email';
 import { renderInviteEmail } from './invite-email';
@@ -18,24 +19,33 @@ import {
 } from './notification-model';
 import type { Clock, Mailer, NotificationStore } from './notification-ports';
 
+/** The event types that become feed items: taken in batches, many items per transaction. */
+export const FEED_EVENT_TYPES = [
+  'member.joined',
+  'device.enrolled',
+  'device.disabled',
+  'threat.detected',
+] as const satisfies readonly EventType[];
+
+/** The event types that send an e-mail: one at a time, on a consumer of their own, so an SMTP outage never holds up the feed. */
+export const EMAIL_EVENT_TYPES = [
+  'invite.created',
+  'enrollment_code.email_requested',
+] as const satisfies readonly EventType[];
+
 /**
  * The event types the notifier subscribes to. Each one has a case in `NotificationEventHandler.handle`.
  * `device.enabled` and `device.deleted` are not among them: the feed's types (contract section 6)
  * have no item for them and they send no e-mail.
  */
-export const NOTIFICATION_EVENT_TYPES = [
-  'member.joined',
-  'invite.created',
-  'device.enrolled',
-  'device.disabled',
-  'enrollment_code.email_requested',
-  'threat.detected',
-] as const satisfies readonly EventType[];
+export const NOTIFICATION_EVENT_TYPES = [...FEED_EVENT_TYPES, ...EMAIL_EVENT_TYPES] as const;
 
 export type NotificationEventType = (typeof NOTIFICATION_EVENT_TYPES)[number];
 
 /** A discriminated union: narrowing on `type` narrows `data`. */
 export type NotificationEvent = { [Type in NotificationEventType]: DomainEvent<Type> }[NotificationEventType];
+
+export type FeedEvent = Extract<NotificationEvent, { type: (typeof FEED_EVENT_TYPES)[number] }>;
 
 export type EventOutcome = 'applied' | 'duplicate';
 
@@ -54,6 +64,20 @@ export function toNotificationEvent(envelope: EventEnvelope): NotificationEvent 
     type: envelope.type,
     data: parseEventData(envelope.type, envelope.data),
   } as NotificationEvent;
+}
+
+/** The feed item an event becomes. Exhaustive over the feed's event types. */
+function feedItemOf(event: FeedEvent): { type: NotificationType; message: string } {
+  switch (event.type) {
+    case 'member.joined':
+      return { type: 'member.joined', message: memberJoinedMessage(event.data) };
+    case 'device.enrolled':
+      return { type: 'device.enrolled', message: deviceEnrolledMessage(event.data) };
+    case 'device.disabled':
+      return { type: 'device.disabled', message: deviceDisabledMessage(event.data) };
+    case 'threat.detected':
+      return { type: 'threat.alert', message: threatDetectedMessage(event.data) };
+  }
 }
 
 export interface NotificationEventSettings {
@@ -78,17 +102,16 @@ export class NotificationEventHandler {
     private readonly settings: NotificationEventSettings,
   ) {}
 
-  handle(event: NotificationEvent): Promise<EventOutcome> {
+  async handle(event: NotificationEvent): Promise<EventOutcome> {
     // Exhaustive: adding a type to NOTIFICATION_EVENT_TYPES without a case here does not compile.
     switch (event.type) {
       case 'member.joined':
-        return this.addFeedItem(event, 'member.joined', memberJoinedMessage(event.data));
       case 'device.enrolled':
-        return this.addFeedItem(event, 'device.enrolled', deviceEnrolledMessage(event.data));
       case 'device.disabled':
-        return this.addFeedItem(event, 'device.disabled', deviceDisabledMessage(event.data));
-      case 'threat.detected':
-        return this.addFeedItem(event, 'threat.alert', threatDetectedMessage(event.data));
+      case 'threat.detected': {
+        const [outcome] = await this.addFeedItems([event]);
+        return outcome as EventOutcome;
+      }
       case 'invite.created':
         return this.sendEmail(event, 'invite', () =>
           renderInviteEmail({
@@ -128,25 +151,45 @@ export class NotificationEventHandler {
     }
   }
 
-  /** One feed item of the event's organization, once per event id. */
-  private addFeedItem(
-    event: NotificationEvent,
-    type: NotificationType,
-    message: string,
-  ): Promise<EventOutcome> {
+  /**
+   * Feed events of a batch, in one transaction; if that fails, each in a transaction of its own, so
+   * that one event that cannot be written does not hold back the others. One result per event, in order.
+   */
+  async handleFeedBatch(events: readonly FeedEvent[]): Promise<EventResult[]> {
+    try {
+      return (await this.addFeedItems(events)).map((outcome) => ({ outcome }));
+    } catch {
+      const results: EventResult[] = [];
+      for (const event of events) {
+        try {
+          const [outcome] = await this.addFeedItems([event]);
+          results.push({ outcome });
+        } catch (error) {
+          results.push({ error });
+        }
+      }
+      return results;
+    }
+  }
+
+  /** One feed item per event, in the event's organization, once per event id. */
+  private addFeedItems(events: readonly FeedEvent[]): Promise<EventOutcome[]> {
     return this.store.transaction(async (repos) => {
-      if (!(await repos.recordEventOnce(event.id, event.type))) return 'duplicate';
+      const firstSeen = await repos.recordEventsOnce(
+        events.map((event) => ({ id: event.id, type: event.type })),
+      );
       // The feed item takes the event's id (one item per event) and the time it enters the feed,
       // not the time of the event: read-all marks what was in the feed when the user pressed it,
       // so an event that arrives late must not be hidden by an earlier read-all.
-      await repos.insertFeedItem({
-        id: event.id,
-        orgId: event.data.org_id,
-        type,
-        message,
-        createdAt: this.clock.now(),
-      });
-      return 'applied';
+      const createdAt = this.clock.now();
+      const items = events
+        .filter((event) => firstSeen.has(event.id))
+        .map((event) => {
+          const { type, message } = feedItemOf(event);
+          return { id: event.id, orgId: event.data.org_id, type, message, createdAt };
+        });
+      await repos.insertFeedItems(items);
+      return events.map((event) => (firstSeen.has(event.id) ? 'applied' : 'duplicate'));
     });
   }
 
@@ -169,7 +212,8 @@ export class NotificationEventHandler {
     render: () => OutgoingEmail,
   ): Promise<EventOutcome> {
     return this.store.transaction(async (repos) => {
-      if (!(await repos.recordEventOnce(event.id, event.type))) return 'duplicate';
+      if (!(await repos.recordEventsOnce([{ id: event.id, type: event.type }])).has(event.id))
+        return 'duplicate';
       const email = render();
       await this.mailer.send(email);
       await repos.insertEmailLog({

@@ -11,13 +11,13 @@ export interface FeedQuery {
 /** Repositories bound to one unit of work (a transaction or a plain read). */
 export interface NotificationRepositories {
   /**
-   * Records an event id in the ledger of handled events; true the first time, false after. Call it in
-   * the same transaction as the effect of the event, so the effect happens once.
+   * Records event ids in the ledger of handled events and returns those recorded for the first time.
+   * Call it in the same transaction as the effects, so each effect happens once.
    */
-  recordEventOnce(eventId: string, eventType: string): Promise<boolean>;
+  recordEventsOnce(events: readonly { id: string; type: string }[]): Promise<Set<string>>;
 
-  /** Inserts a feed item; an item with the same id already present is left as it is. */
-  insertFeedItem(item: FeedItem): Promise<void>;
+  /** Inserts feed items; an item with the same id already present is left as it is. */
+  insertFeedItems(items: readonly FeedItem[]): Promise<void>;
   /** The organization's feed as `userId` sees it, newest first (created_at, then id, descending). */
   listFeed(orgId: string, userId: string, query: FeedQuery): Promise<Notification[]>;
   countUnread(orgId: string, userId: string): Promise<number>;

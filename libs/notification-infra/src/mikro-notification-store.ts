@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import { recordEventOnce } from '@sts/db/processed-events';
+import { recordEventsOnce } from '@sts/db/processed-events';
 import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
 import { isUuid } from '@sts/vocabulary/identifiers';
 import type {
@@ -56,12 +56,18 @@ class NotificationRepositoriesSql implements NotificationRepositories {
     this.sql = sqlRunner(em);
   }
 
-  recordEventOnce(eventId: string, eventType: string): Promise<boolean> {
-    return recordEventOnce(this.em, eventId, eventType);
+  recordEventsOnce(events: readonly { id: string; type: string }[]): Promise<Set<string>> {
+    return recordEventsOnce(this.em, events);
   }
 
-  async insertFeedItem(item: FeedItem): Promise<void> {
-    await this.em.createQueryBuilder(FeedItemEntity).insert(item).onConflict('id').ignore().execute();
+  async insertFeedItems(items: readonly FeedItem[]): Promise<void> {
+    if (items.length === 0) return;
+    await this.em
+      .createQueryBuilder(FeedItemEntity)
+      .insert([...items])
+      .onConflict('id')
+      .ignore()
+      .execute();
   }
 
   async listFeed(orgId: string, userId: string, query: FeedQuery): Promise<Notification[]> {

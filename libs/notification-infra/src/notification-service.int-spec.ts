@@ -18,7 +18,11 @@ import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-n
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { startSmtpSink, type ReceivedMail, type SmtpSink } from '@sts/testing/smtp-sink';
 import { notificationEnvSchema } from './notification-config';
-import { startNotificationService, type RunningService } from './start-notification-service';
+import {
+  NOTIFICATION_EMAIL_CONSUMER,
+  startNotificationService,
+  type RunningService,
+} from './start-notification-service';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const sealingKey = randomBytes(32);
@@ -490,7 +494,7 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       const toAttacker = (mail: ReceivedMail) => mail.envelope.to.includes('attacker@evil.test');
       // Proved from the consumer's state: the replay was delivered and terminated (acked), not left to retry.
       await eventually(async () => {
-        const info = await nats.jsm.consumers.info(eventsStreamName(namespace), 'notification');
+        const info = await nats.jsm.consumers.info(eventsStreamName(namespace), NOTIFICATION_EMAIL_CONSUMER);
         const stored = await nats.jsm.streams.getMessage(eventsStreamName(namespace), {
           last_by_subj: eventSubject(namespace, 'enrollment_code.email_requested'),
         });
@@ -603,7 +607,7 @@ describe('notification service when SMTP is down', () => {
 
     // The first deliveries fail, are rolled back and nak'd: the server delivers them again.
     await eventually(async () => {
-      const info = await nats.jsm.consumers.info(eventsStreamName(namespace), 'notification');
+      const info = await nats.jsm.consumers.info(eventsStreamName(namespace), NOTIFICATION_EMAIL_CONSUMER);
       return info.num_redelivered >= 2 ? true : undefined;
     });
     expect((await db.query('select 1 from notification.processed_events')).rowCount).toBe(0);

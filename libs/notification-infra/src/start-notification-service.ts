@@ -1,7 +1,8 @@
 import { registerService } from '@sts/grpc/grpc-server';
 import type { Logger } from '@sts/logger/create-logger';
 import {
-  NOTIFICATION_EVENT_TYPES,
+  EMAIL_EVENT_TYPES,
+  FEED_EVENT_TYPES,
   NotificationEventHandler,
 } from '@sts/notification-domain/notification-events';
 import { NotificationService } from '@sts/notification-domain/notification-service';
@@ -16,8 +17,9 @@ import { createSmtpMailer } from './smtp-mailer';
 
 export type { RunningService } from '@sts/service-host/service-host';
 
-/** Durable JetStream consumer of this service. */
+/** Durable JetStream consumers of this service: the feed's (named after the service) and the e-mail's. */
 export const NOTIFICATION_CONSUMER = 'notification';
+export const NOTIFICATION_EMAIL_CONSUMER = 'notification-email';
 
 /**
  * Notification: the feed (items from events, per-user read state) and outgoing e-mail (invitations,
@@ -49,8 +51,15 @@ export function startNotificationService(
         publicAppUrl: config.PUBLIC_APP_URL,
         publicApiUrl: config.PUBLIC_API_URL,
       });
+      // Feed items in batches (a roll-out of 1,000 enrollments/s keeps up); e-mails one at a time on a
+      // consumer of their own, so that an SMTP outage never holds up the feed.
       await host.consume({
-        eventTypes: NOTIFICATION_EVENT_TYPES,
+        eventTypes: FEED_EVENT_TYPES,
+        handleBatch: (batch) => events.handleFeedBatch(batch),
+      });
+      await host.consume({
+        durableName: NOTIFICATION_EMAIL_CONSUMER,
+        eventTypes: EMAIL_EVENT_TYPES,
         handle: (event) => events.handle(event),
         // Retries back off to 5 minutes apart: 100 deliveries ride out an SMTP outage of about 8 hours
         // before an e-mail (invitation, enrollment code) is given up (and logged).

@@ -7,7 +7,7 @@ import { startGrpcServer, type ServiceRegistration } from '@sts/grpc/grpc-server
 import { ServiceTokenVerifier } from '@sts/grpc/service-token';
 import type { ServiceName } from '@sts/vocabulary/services';
 import type { Logger } from '@sts/logger/create-logger';
-import { startEventConsumer, type EventConsumerOptions } from '@sts/nats/event-consumer';
+import { startEventConsumer, type EventConsumerSettings, type EventHandler } from '@sts/nats/event-consumer';
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { ensureEventsStream } from '@sts/nats/event-stream';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
@@ -54,8 +54,9 @@ export interface ServiceHost<Orm extends ServiceOrm | null = ServiceOrm> {
   wakeOutbox(): void;
   /** Starts the service's durable consumer (named after the service unless told otherwise). */
   consume<Type extends EventType>(
-    options: Pick<EventConsumerOptions<Type>, 'eventTypes' | 'handle'> &
-      Partial<Pick<EventConsumerOptions<Type>, 'durableName' | 'maxDeliver' | 'retryDelay'>>,
+    options: EventHandler<Type> &
+      Pick<EventConsumerSettings<Type>, 'eventTypes'> &
+      Partial<Pick<EventConsumerSettings<Type>, 'durableName' | 'maxDeliver' | 'retryDelay'>>,
   ): Promise<void>;
   /** Registers something to close at shutdown (before the connections above it). */
   onShutdown(name: string, close: () => unknown): void;
@@ -129,12 +130,12 @@ export async function runServiceHost(
       consume: async (consumer) => {
         consumesEvents = true;
         const running = await startEventConsumer({
+          ...consumer,
           js: nats.js,
           jsm: nats.jsm,
           namespace: config.NATS_NAMESPACE,
           durableName: consumer.durableName ?? options.name,
           logger,
-          ...consumer,
         });
         lifecycle.add(`event consumer ${consumer.durableName ?? options.name}`, () => running.stop());
       },

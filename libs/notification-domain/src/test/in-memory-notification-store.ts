@@ -20,8 +20,13 @@ interface State {
 /** The ports in memory, with the same rules as the PostgreSQL repositories; transactions roll back on throw. */
 export class InMemoryNotificationStore implements NotificationStore {
   state: State = { processed: new Map(), feed: [], reads: new Set(), watermarks: new Map(), emailLog: [] };
+  /** Transactions begun, to tell one write per batch from one per event. */
+  transactions = 0;
+  /** A feed item this picks cannot be written (as a constraint the database enforces would refuse it). */
+  refuseFeedItem: (item: FeedItem) => boolean = () => false;
 
   async transaction<T>(work: (repositories: NotificationRepositories) => Promise<T>): Promise<T> {
+    this.transactions++;
     const snapshot = structuredClone(this.state);
     try {
       return await work(this.repositories());
@@ -54,13 +59,20 @@ export class InMemoryNotificationStore implements NotificationStore {
       b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
 
     return {
-      recordEventOnce: (eventId, eventType) => {
-        if (this.state.processed.has(eventId)) return Promise.resolve(false);
-        this.state.processed.set(eventId, eventType);
-        return Promise.resolve(true);
+      recordEventsOnce: (events) => {
+        const recorded = new Set<string>();
+        for (const { id, type } of events) {
+          if (this.state.processed.has(id)) continue;
+          this.state.processed.set(id, type);
+          recorded.add(id);
+        }
+        return Promise.resolve(recorded);
       },
-      insertFeedItem: (item) => {
-        if (!this.state.feed.some((existing) => existing.id === item.id)) this.state.feed.push(item);
+      insertFeedItems: (items) => {
+        if (items.some(this.refuseFeedItem)) return Promise.reject(new Error('feed item refused'));
+        for (const item of items) {
+          if (!this.state.feed.some((existing) => existing.id === item.id)) this.state.feed.push(item);
+        }
         return Promise.resolve();
       },
       listFeed: (orgId: string, userId: string, query: FeedQuery) =>
