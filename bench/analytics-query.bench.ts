@@ -5,8 +5,9 @@
  * the last 30 days (generated inside ClickHouse into the raw table, so the rollups are filled by their
  * materialized views exactly as ingestion fills them). Then, as open loops at a fixed rate:
  * - `GET /api/analytics/summary` and `GET /api/analytics/series` through the gateway (JWT of an
- *   ORG_ADMIN, gRPC to analytics, rollup query in ClickHouse), each a mix of both windows, every metric,
- *   organization-wide and scoped to a device;
+ *   ORG_ADMIN; the gateway's answer cache, `ANALYTICS_CACHE_TTL_MS`, as configured, else gRPC to analytics
+ *   and the rollup query in ClickHouse), each a mix of both windows, every metric, organization-wide and
+ *   scoped to a device;
  * - the baseline, in the same run: the very SQL the analytics service sends for the same requests
  *   (`totalsQuery`, `bucketTotalsQuery`), posted straight to ClickHouse's HTTP interface.
  * Reports p50 and p99 (latency from each request's due time), the ratio of the REST p99 to the
@@ -45,8 +46,10 @@ import {
   rotate,
   runBenchmark,
   runOpenLoad,
+  slowRequestsDuringGc,
   startSystem,
   table,
+  withGcPauses,
   type CpuColumn,
 } from './bench-harness';
 
@@ -253,7 +256,12 @@ runBenchmark(async (lifecycle) => {
         });
       if (options.warmup > 0) await load(options.warmup);
       const before = await monitor.snapshot();
-      const result = await load(options.duration);
+      // Which processes were collecting garbage while the slow requests waited.
+      const { result, pauses } = await withGcPauses(
+        ['gateway', 'analytics-1'].map((name) => system.service(name)),
+        () => load(options.duration),
+      );
+      pauses.set('load generator', result.generatorGcPauses);
       const cpu = cpuWindow(before, await monitor.snapshot());
       const figures = {
         p50: percentile(result.latenciesMs, 50),
@@ -264,7 +272,9 @@ runBenchmark(async (lifecycle) => {
       cpuColumns.get(scenario.name)!.runs.push({ ...cpu, opsPerSecond: figures.rps });
       console.log(
         `round ${round + 1}/${options.rounds}  ${scenario.name.padEnd(26)} ${figures.rps.toFixed(0).padStart(5)} req/s  ` +
-          `p50 ${figures.p50.toFixed(1).padStart(6)} ms  p99 ${figures.p99.toFixed(1).padStart(6)} ms`,
+          `p50 ${figures.p50.toFixed(1).padStart(6)} ms  p99 ${figures.p99.toFixed(1).padStart(6)} ms; ` +
+          `≥ 50 ms by second due: ${result.slowBySecond.join(' ')}; load generator's longest stall ${result.generatorStallMs.toFixed(0)} ms` +
+          `\n    ${slowRequestsDuringGc(result.slowRequests, pauses)}`,
       );
     }
   }

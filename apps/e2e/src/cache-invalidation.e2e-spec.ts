@@ -19,6 +19,7 @@ describe('gateway caches are invalidated by membership events', () => {
         CALLER_CACHE_TTL_MS: '60000',
         LICENSE_CACHE_TTL_MS: '60000',
         MEMBER_LIST_CACHE_TTL_MS: '60000',
+        ANALYTICS_CACHE_TTL_MS: '60000',
       },
     });
   });
@@ -68,5 +69,72 @@ describe('gateway caches are invalidated by membership events', () => {
     // The removed member no longer acts in the organization (they fall back to a personal one).
     const after = await system.api<{ org: { name: string } }>('GET', '/api/session', { token: newcomer });
     expect(after.body.org.name).toBe("New's organization");
+  });
+
+  it('drops cached analytics when a device is disabled or enabled, with a 60 s cache', async () => {
+    const admin = await system.tokenFor('figures@cache.test', { name: 'Figures' });
+    const key = (await system.api<{ key: string }>('POST', '/api/enrollment-key', { token: admin })).body.key;
+    const enroll = async (name: string) => {
+      const codes = await system.api<{ codes: { code: string }[] }>('POST', '/api/enrollment-codes', {
+        token: admin,
+        body: { count: 1 },
+      });
+      return (
+        await system.api<{ device_id: string; org_id: string; device_token: string }>(
+          'POST',
+          '/api/device/enroll',
+          {
+            headers: { 'x-enrollment-key': key },
+            body: { code: codes.body.codes[0]!.code, machine_id: name, hostname: name, metadata: {} },
+          },
+        )
+      ).body;
+    };
+    const report = (deviceToken: string, events: number) =>
+      system.api('POST', '/api/device/telemetry', {
+        headers: { 'x-device-token': deviceToken },
+        body: {
+          batch_id: `b-${deviceToken.slice(-8)}`,
+          events: Array.from({ length: events }, () => ({
+            observed_at: new Date(Date.now() - 60_000).toISOString(),
+            url: 'https://example.com/',
+            verdict: 'allowed',
+            classification_ms: 10,
+          })),
+        },
+      });
+    const kept = await enroll('kept');
+    const toggled = await enroll('toggled');
+    expect((await report(kept.device_token, 2)).status).toBe(202);
+    expect((await report(toggled.device_token, 3)).status).toBe(202);
+    // Stored (read in ClickHouse, not through the API, so that nothing is cached before).
+    await eventually(async () => {
+      const result = await system.clickhouse.client.query({
+        query: `SELECT count() AS n FROM telemetry_events WHERE org_id = '${kept.org_id}'`,
+        format: 'JSONEachRow',
+      });
+      return Number((await result.json<{ n: string }>())[0]?.n) === 5 || undefined;
+    });
+    const total = async () =>
+      (
+        await system.api<{ total_analyzed: number }>('GET', '/api/analytics/summary?window=24h', {
+          token: admin,
+        })
+      ).body.total_analyzed;
+    expect(await total()).toBe(5);
+
+    const disabledAt = Date.now();
+    expect(
+      (await system.api('POST', `/api/devices/${toggled.device_id}/disable`, { token: admin })).status,
+    ).toBe(204);
+    await eventually(async () => (await total()) === 2 || undefined, 5_000);
+    expect(Date.now() - disabledAt).toBeLessThan(3_000);
+
+    const enabledAt = Date.now();
+    expect(
+      (await system.api('POST', `/api/devices/${toggled.device_id}/enable`, { token: admin })).status,
+    ).toBe(204);
+    await eventually(async () => (await total()) === 5 || undefined, 5_000);
+    expect(Date.now() - enabledAt).toBeLessThan(3_000);
   });
 });

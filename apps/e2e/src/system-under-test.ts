@@ -132,6 +132,8 @@ export async function startSystem(
         // member pages arrives a few milliseconds later, and these suites look at once. The eviction
         // itself is tested in cache-invalidation.e2e-spec.ts.
         MEMBER_LIST_CACHE_TTL_MS: '0',
+        // Likewise analytics answers: these suites read figures the moment ClickHouse has them.
+        ANALYTICS_CACHE_TTL_MS: '0',
         ...options.gatewayEnv,
       }),
       logger,

@@ -31,11 +31,6 @@ export const analyticsEnvSchema = z.object({
   TELEMETRY_ACK_WAIT_MS: z.coerce.number().int().min(1_000).max(600_000).default(60_000),
   /** Bytes the telemetry stream may hold before the gateway is refused (503); -1: no limit. */
   TELEMETRY_STREAM_MAX_BYTES: z.coerce.number().int().min(-1).default(-1),
-  /**
-   * How long a summary or series answer is reused before ClickHouse is asked again (device changes
-   * apply at once; new telemetry shows within this). 0: every request queries ClickHouse.
-   */
-  ANALYTICS_CACHE_FRESH_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
   THREAT_BLOCK_THRESHOLD: positiveInt.default(5),
   THREAT_WINDOW_MINUTES: positiveInt.default(10),
   THREAT_COOLDOWN_MINUTES: positiveInt.default(60),

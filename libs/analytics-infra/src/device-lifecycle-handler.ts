@@ -10,20 +10,12 @@ export const DEVICE_EVENT_TYPES = [
 
 /**
  * Keeps analytics' projection of the device lifecycle: the state as of the event's time (a late,
- * older event never wins), and a deleted device's telemetry purged. Idempotent. `changed` hears of
- * each organization whose figures changed (to drop remembered answers).
+ * older event never wins), and a deleted device's telemetry purged. Idempotent.
  */
 export function deviceLifecycleHandler(
   store: DeviceStateStore,
-  changed: (orgId: string) => void = () => undefined,
 ): (event: ConsumedEvent<(typeof DEVICE_EVENT_TYPES)[number]>) => Promise<string> {
   return async (event) => {
-    const outcome = await apply(event);
-    if (outcome !== 'unchanged') changed(event.data.org_id);
-    return outcome;
-  };
-
-  async function apply(event: ConsumedEvent<(typeof DEVICE_EVENT_TYPES)[number]>): Promise<string> {
     const device = { orgId: event.data.org_id, deviceId: event.data.device_id };
     const version = Date.parse(event.occurred_at);
     switch (event.type) {
@@ -43,5 +35,5 @@ export function deviceLifecycleHandler(
         await store.purge(device);
         return 'purged';
     }
-  }
+  };
 }

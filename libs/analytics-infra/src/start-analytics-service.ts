@@ -5,7 +5,6 @@ import { runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
 import { allTelemetrySubject, parseTelemetryBatch, telemetryStreamName } from '@sts/events/telemetry';
 import { registerService } from '@sts/grpc/grpc-server';
 import type { Logger } from '@sts/logger/create-logger';
-import { CachedAnalyticsReader } from '@sts/analytics-domain/cached-analytics-reader';
 import { startBatchConsumer } from '@sts/nats/batch-consumer';
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { ensureEventsStream, ensureTelemetryStream } from '@sts/nats/event-stream';
@@ -58,11 +57,7 @@ export async function startAnalyticsService(
     host.onShutdown('clickhouse', () => client.close());
     const store = new ClickHouseAnalyticsStore(client);
 
-    const reader = new CachedAnalyticsReader(store, { freshMs: config.ANALYTICS_CACHE_FRESH_MS });
-    await host.consume({
-      eventTypes: DEVICE_EVENT_TYPES,
-      handle: deviceLifecycleHandler(store, (orgId) => reader.forget(orgId)),
-    });
+    await host.consume({ eventTypes: DEVICE_EVENT_TYPES, handle: deviceLifecycleHandler(store) });
 
     const { js, jsm } = host.nats;
     await ensureEventsStream(jsm, config.NATS_NAMESPACE);
@@ -115,7 +110,7 @@ export async function startAnalyticsService(
       registerService(
         'analytics.v1.AnalyticsService',
         AnalyticsServiceService,
-        analyticsGrpcHandlers(new AnalyticsService(reader, clock)),
+        analyticsGrpcHandlers(new AnalyticsService(store, clock)),
         logger,
       ),
     ];

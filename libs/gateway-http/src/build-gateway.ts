@@ -168,7 +168,7 @@ export async function buildGateway({
     await authenticated.register(notificationRoutes, { clients });
     await authenticated.register(enrollmentRoutes, { clients });
     await authenticated.register(deviceRoutes, { clients });
-    await authenticated.register(analyticsRoutes, { clients });
+    await authenticated.register(analyticsRoutes, { clients, caches });
   });
 
   return app;

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { AppError } from '@sts/errors/app-error';
+import type { GatewayCaches } from './gateway-caches';
 import type { Logger } from '@sts/logger/create-logger';
 import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { subscribeToEvents } from './event-subscriptions';
@@ -59,18 +60,29 @@ export class DeviceCredentials {
   }
 }
 
-/** Device events (disabled, enabled, deleted, enrolled again) evict the device's cached credential at once. */
+/**
+ * Device events (disabled, enabled, deleted, enrolled again) evict the device's cached credential and
+ * its organization's cached analytics at once. The analytics answers are evicted a second time a moment
+ * later: the analytics service applies the same event to ClickHouse shortly after this gateway hears
+ * it, and a request in between would otherwise cache the state before the change for a whole TTL.
+ */
 export function subscribeToDeviceChanges(
   nc: NatsConnection,
   namespace: string,
   credentials: DeviceCredentials,
+  caches: Pick<GatewayCaches, 'devicesChanged'>,
   logger: Logger,
+  settleMs = 1_000,
 ): Subscription[] {
   return subscribeToEvents(
     nc,
     namespace,
     ['device.enrolled', 'device.disabled', 'device.enabled', 'device.deleted'] as const,
-    (_type, data) => credentials.deviceChanged(data.device_id),
+    (_type, data) => {
+      credentials.deviceChanged(data.device_id);
+      caches.devicesChanged(data.org_id);
+      setTimeout(() => caches.devicesChanged(data.org_id), settleMs).unref();
+    },
     logger,
   );
 }

@@ -27,7 +27,12 @@ const page = (email: string) => ({
 });
 
 describe('GatewayCaches', () => {
-  const ttl = { CALLER_CACHE_TTL_MS: 60_000, LICENSE_CACHE_TTL_MS: 60_000, MEMBER_LIST_CACHE_TTL_MS: 60_000 };
+  const ttl = {
+    CALLER_CACHE_TTL_MS: 60_000,
+    LICENSE_CACHE_TTL_MS: 60_000,
+    MEMBER_LIST_CACHE_TTL_MS: 60_000,
+    ANALYTICS_CACHE_TTL_MS: 60_000,
+  };
 
   it("evicts a user's callers in every organization, or every caller of an organization", () => {
     const caches = new GatewayCaches(ttl);
@@ -63,6 +68,22 @@ describe('GatewayCaches', () => {
     await caches.memberPage('acme', {}, load);
     await caches.memberPage('acme', { limit: 1, cursor: 'c' }, load);
     expect(load).toHaveBeenCalledTimes(5);
+  });
+
+  it("reuses an organization's analytics answers per query, and a device change evicts only that organization's", async () => {
+    const caches = new GatewayCaches(ttl);
+    let loads = 0;
+    const load = jest.fn(async () => ({ total_analyzed: ++loads }));
+    expect(await caches.analyticsAnswer('acme', 'summary|24h|', load)).toEqual({ total_analyzed: 1 });
+    expect(await caches.analyticsAnswer('acme', 'summary|24h|', load)).toEqual({ total_analyzed: 1 });
+    await caches.analyticsAnswer('acme', 'summary|30d|', load);
+    await caches.analyticsAnswer('beta', 'summary|24h|', load);
+    expect(load).toHaveBeenCalledTimes(3);
+
+    caches.devicesChanged('acme');
+    expect(await caches.analyticsAnswer('acme', 'summary|24h|', load)).toEqual({ total_analyzed: 4 });
+    await caches.analyticsAnswer('beta', 'summary|24h|', load);
+    expect(load).toHaveBeenCalledTimes(4);
   });
 
   it('does not keep a member page loaded before a membership change that happened while it was in flight', async () => {

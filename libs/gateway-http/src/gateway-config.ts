@@ -41,6 +41,11 @@ export const gatewayEnvSchema = z.object({
   CALLER_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   /** How long an organization's license is reused for GET /api/session. 0 disables the cache. */
   LICENSE_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
+  /**
+   * How long an answer of GET /api/analytics/summary or /series is reused for the same organization and
+   * query. Device events evict the organization's answers. 0 disables the cache.
+   */
+  ANALYTICS_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
   /** How long a page of GET /api/members is reused. Membership events evict it sooner. 0 disables. */
   MEMBER_LIST_CACHE_TTL_MS: z.coerce.number().int().min(0).max(60_000).default(5_000),
   /**

@@ -29,6 +29,7 @@ describe('membership invalidation over a real NATS server', () => {
       CALLER_CACHE_TTL_MS: 0,
       LICENSE_CACHE_TTL_MS: 0,
       MEMBER_LIST_CACHE_TTL_MS: 0,
+      ANALYTICS_CACHE_TTL_MS: 0,
     });
     const evicted: string[] = [];
     caches.membershipChanged = (orgId, userId) => void evicted.push(`${orgId}/${userId}`);

@@ -50,6 +50,7 @@ describe('membership invalidation', () => {
         CALLER_CACHE_TTL_MS: 0,
         LICENSE_CACHE_TTL_MS: 0,
         MEMBER_LIST_CACHE_TTL_MS: 0,
+        ANALYTICS_CACHE_TTL_MS: 0,
       });
       const evicted = jest.spyOn(caches, 'membershipChanged');
       const logger = { warn: jest.fn() } as unknown as Logger;

@@ -34,7 +34,13 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       subscriptions.forEach((subscription) => subscription.unsubscribe()),
     );
     const credentials = new DeviceCredentials(clients, config.DEVICE_CACHE_TTL_MS);
-    const deviceSubscriptions = subscribeToDeviceChanges(nats.nc, config.NATS_NAMESPACE, credentials, logger);
+    const deviceSubscriptions = subscribeToDeviceChanges(
+      nats.nc,
+      config.NATS_NAMESPACE,
+      credentials,
+      caches,
+      logger,
+    );
     lifecycle.add('device subscriptions', () =>
       deviceSubscriptions.forEach((subscription) => subscription.unsubscribe()),
     );

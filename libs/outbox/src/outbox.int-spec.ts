@@ -130,7 +130,12 @@ describe('transactional outbox', () => {
           stored.push((envelope.data as { org_id: string }).org_id + ':' + envelope.id);
         },
         logger,
-        { maxAttempts: 3, brokerAnswers: () => nats.jsm.getAccountInfo().then(() => true) },
+        {
+          maxAttempts: 3,
+          brokerAnswers: () => nats.jsm.getAccountInfo().then(() => true),
+          // As the service host wires it: an event the server would refuse is caught before sending.
+          maxPayloadBytes: nats.nc.info?.max_payload,
+        },
       );
       await relay.drain(); // rows of earlier tests
 

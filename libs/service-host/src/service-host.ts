@@ -115,6 +115,7 @@ export async function runServiceHost(
       await ensureEventsStream(nats.jsm, config.NATS_NAMESPACE);
       relay = new OutboxRelay(orm, createEventPublisher(nats.js, config.NATS_NAMESPACE), logger, {
         brokerAnswers: () => nats.jsm.getAccountInfo().then(() => true),
+        maxPayloadBytes: nats.nc.info?.max_payload,
       });
       relay.start();
       lifecycle.add('outbox relay', () => relay?.stop());

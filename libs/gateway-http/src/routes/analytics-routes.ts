@@ -4,6 +4,7 @@ import { Metric, Window } from '@sts/proto/gen/analytics/v1/analytics';
 import { required } from '../upstream-answer';
 import { requireCaller, requireRoles } from '../caller-context';
 import { errorResponses } from '../contract-schemas';
+import type { GatewayCaches } from '../gateway-caches';
 import type { UpstreamClients } from '../upstream-clients';
 
 const WINDOWS = { '24h': Window.WINDOW_24H, '30d': Window.WINDOW_30D } as const;
@@ -38,10 +39,10 @@ const seriesPayload = z
   .meta({ id: 'TimeSeries' });
 
 /** GET /api/analytics/summary and /series: the organization's figures (disabled devices left out), or one device's. */
-export const analyticsRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (
-  app,
-  { clients },
-) => {
+export const analyticsRoutes: FastifyPluginAsyncZod<{
+  clients: UpstreamClients;
+  caches: GatewayCaches;
+}> = async (app, { clients, caches }) => {
   const security = [{ bearerAuth: [] }];
 
   app.get(
@@ -57,21 +58,21 @@ export const analyticsRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }
       },
     },
     async (request) => {
-      const { summary } = await clients.analytics.getSummary(
-        {
-          orgId: requireCaller(request).org.id,
-          window: WINDOWS[request.query.window],
-          deviceId: request.query.device_id ?? '',
-        },
-        { requestId: request.id },
-      );
-      const totals = required(summary, 'analytics summary');
-      return {
-        total_analyzed: totals.totalAnalyzed,
-        dangerous_blocks: totals.dangerousBlocks,
-        risky_warnings: totals.riskyWarnings,
-        avg_classification_ms: totals.avgClassificationMs,
-      };
+      const orgId = requireCaller(request).org.id;
+      const { window, device_id: deviceId = '' } = request.query;
+      return caches.analyticsAnswer(orgId, `summary|${window}|${deviceId}`, async () => {
+        const { summary } = await clients.analytics.getSummary(
+          { orgId, window: WINDOWS[window], deviceId },
+          { requestId: request.id },
+        );
+        const totals = required(summary, 'analytics summary');
+        return {
+          total_analyzed: totals.totalAnalyzed,
+          dangerous_blocks: totals.dangerousBlocks,
+          risky_warnings: totals.riskyWarnings,
+          avg_classification_ms: totals.avgClassificationMs,
+        };
+      });
     },
   );
 
@@ -90,23 +91,22 @@ export const analyticsRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }
       },
     },
     async (request) => {
-      const { buckets } = await clients.analytics.getSeries(
-        {
-          orgId: requireCaller(request).org.id,
-          metric: METRICS[request.query.metric],
-          window: WINDOWS[request.query.window],
-          deviceId: request.query.device_id ?? '',
-        },
-        { requestId: request.id },
-      );
-      return {
-        metric: request.query.metric,
-        window: request.query.window,
-        data: buckets.map((bucket) => ({
-          timestamp: required(bucket.start, 'bucket start').toISOString(),
-          value: bucket.value,
-        })),
-      };
+      const orgId = requireCaller(request).org.id;
+      const { metric, window, device_id: deviceId = '' } = request.query;
+      return caches.analyticsAnswer(orgId, `series|${metric}|${window}|${deviceId}`, async () => {
+        const { buckets } = await clients.analytics.getSeries(
+          { orgId, metric: METRICS[metric], window: WINDOWS[window], deviceId },
+          { requestId: request.id },
+        );
+        return {
+          metric,
+          window,
+          data: buckets.map((bucket) => ({
+            timestamp: required(bucket.start, 'bucket start').toISOString(),
+            value: bucket.value,
+          })),
+        };
+      });
     },
   );
 };

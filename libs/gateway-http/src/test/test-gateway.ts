@@ -46,6 +46,7 @@ export async function startTestGateway(
       CALLER_CACHE_TTL_MS: 0,
       LICENSE_CACHE_TTL_MS: 0,
       MEMBER_LIST_CACHE_TTL_MS: 0,
+      ANALYTICS_CACHE_TTL_MS: 0,
       ...caches,
     }),
     logger,
