@@ -9,6 +9,20 @@ export interface PartitionRetention {
   days: number;
 }
 
+/** What each table of analytics-migrations.ts keeps: raw rows and their ledger shortest, daily rollups longest. */
+export function retentionOf(config: {
+  TELEMETRY_RAW_RETENTION_DAYS: number;
+  TELEMETRY_HOURLY_RETENTION_DAYS: number;
+  TELEMETRY_DAILY_RETENTION_DAYS: number;
+}): PartitionRetention[] {
+  return [
+    { table: 'telemetry_events', partitionedBy: 'day', days: config.TELEMETRY_RAW_RETENTION_DAYS },
+    { table: 'ingested_batches', partitionedBy: 'day', days: config.TELEMETRY_RAW_RETENTION_DAYS },
+    { table: 'telemetry_hourly', partitionedBy: 'day', days: config.TELEMETRY_HOURLY_RETENTION_DAYS },
+    { table: 'telemetry_daily', partitionedBy: 'month', days: config.TELEMETRY_DAILY_RETENTION_DAYS },
+  ];
+}
+
 /**
  * Drops whole partitions older than each table's retention: no `TTL` (ClickHouse 18.16 has none for
  * rows of this kind), no mutations, no rewritten parts. A month partition goes once its last day is

@@ -13,7 +13,7 @@ import { runServiceHost, type RunningService } from '@sts/service-host/service-h
 import type { AnalyticsConfig } from './analytics-config';
 import { analyticsGrpcHandlers } from './analytics-grpc-handlers';
 import { ANALYTICS_MIGRATIONS } from './analytics-migrations';
-import { dropExpiredPartitions, type PartitionRetention } from './analytics-retention';
+import { dropExpiredPartitions, retentionOf } from './analytics-retention';
 import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
 import { DEVICE_EVENT_TYPES, deviceLifecycleHandler } from './device-lifecycle-handler';
 import { threatPublisher } from './threat-publisher';
@@ -44,12 +44,7 @@ export async function startAnalyticsService(
     migrations: ANALYTICS_MIGRATIONS,
     logger,
   });
-  const retained: PartitionRetention[] = [
-    { table: 'telemetry_events', partitionedBy: 'day', days: config.TELEMETRY_RAW_RETENTION_DAYS },
-    { table: 'ingested_batches', partitionedBy: 'day', days: config.TELEMETRY_RAW_RETENTION_DAYS },
-    { table: 'telemetry_hourly', partitionedBy: 'day', days: config.TELEMETRY_HOURLY_RETENTION_DAYS },
-    { table: 'telemetry_daily', partitionedBy: 'month', days: config.TELEMETRY_DAILY_RETENTION_DAYS },
-  ];
+  const retained = retentionOf(config);
   const clock = { now: () => new Date() };
 
   return runServiceHost({ name: 'analytics', config, logger }, async (host) => {
