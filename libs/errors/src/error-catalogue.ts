@@ -71,6 +71,21 @@ export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
     grpcStatus: GrpcStatus.NOT_FOUND,
     title: 'Notification not found',
   },
+  ALERT_ENDPOINT_NOT_FOUND: {
+    httpStatus: 404,
+    grpcStatus: GrpcStatus.NOT_FOUND,
+    title: 'Alert endpoint not found',
+  },
+  ALERT_ENDPOINT_DUPLICATE: {
+    httpStatus: 400,
+    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
+    title: 'The organization already has an alert endpoint with this URL',
+  },
+  ALERT_ENDPOINT_LIMIT: {
+    httpStatus: 400,
+    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
+    title: 'The organization has as many alert endpoints as it may have',
+  },
   ENROLLMENT_KEY_NOT_FOUND: {
     httpStatus: 404,
     grpcStatus: GrpcStatus.NOT_FOUND,

@@ -24,6 +24,10 @@ export const ERROR_CODES = [
   'INVITE_TOKEN_INVALID',
   // Notifications
   'NOTIFICATION_NOT_FOUND',
+  // Alert endpoints
+  'ALERT_ENDPOINT_NOT_FOUND',
+  'ALERT_ENDPOINT_DUPLICATE',
+  'ALERT_ENDPOINT_LIMIT',
   // Enrollment and devices
   'ENROLLMENT_KEY_NOT_FOUND',
   'ENROLLMENT_KEY_REQUIRED',

@@ -11,6 +11,7 @@ import type { EventResult } from '@sts/events/event-result';
 import { deviceDisabledMessage, threatDetectedMessage, deviceEnrolledMessage } from './device-messages';
 import { renderEnrollmentCodeEmail } from './enrollment-code-email';
 import { renderInviteEmail } from './invite-email';
+import { threatDeliveries } from './alert-service';
 import {
   memberJoinedMessage,
   type EmailTemplate,
@@ -100,6 +101,8 @@ export class NotificationEventHandler {
     private readonly mailer: Mailer,
     private readonly clock: Clock,
     private readonly settings: NotificationEventSettings,
+    /** Called after a commit that scheduled alert deliveries. */
+    private readonly wakeDeliveries: () => void = () => undefined,
   ) {}
 
   async handle(event: NotificationEvent): Promise<EventOutcome> {
@@ -172,9 +175,13 @@ export class NotificationEventHandler {
     }
   }
 
-  /** One feed item per event, in the event's organization, once per event id. */
-  private addFeedItems(events: readonly FeedEvent[]): Promise<EventOutcome[]> {
-    return this.store.transaction(async (repos) => {
+  /**
+   * One feed item per event, in the event's organization, once per event id; a threat detection also
+   * schedules one alert delivery per endpoint of its organization, in the same transaction.
+   */
+  private async addFeedItems(events: readonly FeedEvent[]): Promise<EventOutcome[]> {
+    let scheduled = 0;
+    const outcomes = await this.store.transaction(async (repos) => {
       const firstSeen = await repos.recordEventsOnce(
         events.map((event) => ({ id: event.id, type: event.type })),
       );
@@ -189,8 +196,17 @@ export class NotificationEventHandler {
           return { id: event.id, orgId: event.data.org_id, type, message, createdAt };
         });
       await repos.insertFeedItems(items);
-      return events.map((event) => (firstSeen.has(event.id) ? 'applied' : 'duplicate'));
+      for (const event of events) {
+        if (event.type !== 'threat.detected' || !firstSeen.has(event.id)) continue;
+        const endpoints = await repos.listAlertEndpoints(event.data.org_id);
+        const deliveries = threatDeliveries(event, endpoints, this.settings, createdAt);
+        await repos.insertAlertDeliveries(deliveries);
+        scheduled += deliveries.length;
+      }
+      return events.map((event): EventOutcome => (firstSeen.has(event.id) ? 'applied' : 'duplicate'));
     });
+    if (scheduled > 0) this.wakeDeliveries();
+    return outcomes;
   }
 
   /**

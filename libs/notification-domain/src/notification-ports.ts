@@ -1,5 +1,7 @@
+import type { AlertDelivery, AlertEndpoint, AlertEndpointWithSecret } from './alert-model';
 import type { EmailLogEntry, FeedItem, Notification, OutgoingEmail } from './notification-model';
 import type { KeysetPosition } from '@sts/pagination/keyset-cursor';
+import type { AttemptResult } from './alert-delivery-policy';
 
 export interface FeedQuery {
   limit: number;
@@ -32,6 +34,47 @@ export interface NotificationRepositories {
   markAllReadUntil(orgId: string, userId: string, at: Date): Promise<number>;
 
   insertEmailLog(entry: EmailLogEntry): Promise<void>;
+
+  /** The organization's alert endpoints, oldest first, with their sealed secrets. */
+  listAlertEndpoints(orgId: string): Promise<AlertEndpointWithSecret[]>;
+  /** Inserts an endpoint; false when the organization already has one with this URL. */
+  insertAlertEndpoint(endpoint: AlertEndpointWithSecret): Promise<boolean>;
+  /** Scoped by organization: an id of another organization is simply not found (false). */
+  deleteAlertEndpoint(orgId: string, endpointId: string): Promise<boolean>;
+  insertAlertDeliveries(deliveries: readonly AlertDelivery[]): Promise<void>;
+  /** An endpoint's deliveries, newest first; null when the endpoint is not the organization's. */
+  listAlertDeliveries(orgId: string, endpointId: string, limit: number): Promise<AlertDelivery[] | null>;
+}
+
+/** A delivery claimed by the worker for one attempt, with what the attempt needs. */
+export interface ClaimedDelivery {
+  delivery: AlertDelivery;
+  endpoint: Pick<AlertEndpointWithSecret, 'id' | 'orgId' | 'url' | 'secretSealed'>;
+}
+
+/** What an attempt leaves behind on its delivery. */
+export interface AttemptRecord {
+  status: AlertDelivery['status'];
+  nextAttemptAt: Date | null;
+  at: Date;
+  responseCode: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+/**
+ * The durable schedule of deliveries. A claim leases due deliveries to one worker (other processes
+ * skip them) until the lease ends; recording the attempt releases it. A worker that dies mid-attempt
+ * leaves the lease to run out, and the delivery is claimed again.
+ */
+export interface AlertDeliveryQueue {
+  claimDue(now: Date, limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
+  recordAttempt(deliveryId: string, record: AttemptRecord): Promise<void>;
+}
+
+/** Sends one signed message; resolves with what happened (it never throws for the receiver's doing). */
+export interface AlertSender {
+  send(request: { url: string; headers: Record<string, string>; body: string }): Promise<AttemptResult>;
 }
 
 export interface NotificationStore {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { raw, type EntityManager, type MikroORM } from '@mikro-orm/postgresql';
 import { recordEventsOnce } from '@sts/db/processed-events';
 import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
 import { isUuid } from '@sts/vocabulary/identifiers';
@@ -9,12 +9,21 @@ import type {
   Notification,
   NotificationType,
 } from '@sts/notification-domain/notification-model';
+import type { AlertDelivery, AlertEndpointWithSecret } from '@sts/notification-domain/alert-model';
 import type {
+  AlertDeliveryQueue,
+  AttemptRecord,
+  ClaimedDelivery,
   FeedQuery,
   NotificationRepositories,
   NotificationStore,
 } from '@sts/notification-domain/notification-ports';
-import { EmailLogEntity, FeedItemEntity } from './notification-entities';
+import {
+  AlertDeliveryEntity,
+  AlertEndpointEntity,
+  EmailLogEntity,
+  FeedItemEntity,
+} from './notification-entities';
 
 interface NotificationViewRow {
   id: string;
@@ -151,6 +160,163 @@ class NotificationRepositoriesSql implements NotificationRepositories {
   async insertEmailLog(entry: EmailLogEntry): Promise<void> {
     await this.em.insert(EmailLogEntity, { id: randomUUID(), ...entry });
   }
+
+  async listAlertEndpoints(orgId: string): Promise<AlertEndpointWithSecret[]> {
+    const rows = await this.em.find(
+      AlertEndpointEntity,
+      { orgId },
+      { orderBy: { createdAt: 'asc', id: 'asc' }, disableIdentityMap: true },
+    );
+    return rows.map((row) => ({ ...row }));
+  }
+
+  async insertAlertEndpoint(endpoint: AlertEndpointWithSecret): Promise<boolean> {
+    const inserted = await this.em
+      .createQueryBuilder(AlertEndpointEntity)
+      .insert(endpoint)
+      .onConflict(['orgId', 'url'])
+      .ignore()
+      .execute('run');
+    return inserted.affectedRows === 1;
+  }
+
+  async deleteAlertEndpoint(orgId: string, endpointId: string): Promise<boolean> {
+    if (!isUuid(endpointId)) return false;
+    return (await this.em.nativeDelete(AlertEndpointEntity, { id: endpointId, orgId })) === 1;
+  }
+
+  async insertAlertDeliveries(deliveries: readonly AlertDelivery[]): Promise<void> {
+    if (deliveries.length === 0) return;
+    await this.em.insertMany(AlertDeliveryEntity, [...deliveries]);
+  }
+
+  async listAlertDeliveries(
+    orgId: string,
+    endpointId: string,
+    limit: number,
+  ): Promise<AlertDelivery[] | null> {
+    if (!isUuid(endpointId)) return null;
+    const endpoint = await this.em.findOne(
+      AlertEndpointEntity,
+      { id: endpointId, orgId },
+      { disableIdentityMap: true },
+    );
+    if (!endpoint) return null;
+    const rows = await this.em.find(
+      AlertDeliveryEntity,
+      { endpointId, orgId },
+      { orderBy: { createdAt: 'desc', id: 'desc' }, limit, disableIdentityMap: true },
+    );
+    return rows.map(toAlertDelivery);
+  }
+}
+
+function toAlertDelivery(row: AlertDelivery & { lockedUntil?: Date | null }): AlertDelivery {
+  return {
+    id: row.id,
+    orgId: row.orgId,
+    endpointId: row.endpointId,
+    eventType: row.eventType,
+    body: row.body,
+    status: row.status,
+    attempts: row.attempts,
+    nextAttemptAt: row.nextAttemptAt,
+    createdAt: row.createdAt,
+    lastAttemptAt: row.lastAttemptAt,
+    lastResponseCode: row.lastResponseCode,
+    lastError: row.lastError,
+    lastDurationMs: row.lastDurationMs,
+  };
+}
+
+/** How many attempts one endpoint may have in flight at once, so that a slow receiver keeps the others' slots free. */
+const IN_FLIGHT_PER_ENDPOINT = 4;
+
+/**
+ * The durable schedule of alert deliveries over PostgreSQL. Raw SQL: the claim needs `FOR UPDATE SKIP
+ * LOCKED` and a per-endpoint bound in one statement, which the ORM does not express.
+ */
+export class PostgresAlertDeliveryQueue implements AlertDeliveryQueue {
+  constructor(private readonly orm: MikroORM) {}
+
+  async claimDue(now: Date, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+    const sql = sqlRunner(this.orm.em.fork());
+    const rows = await sql.all<ClaimedRow>(
+      `with due as (
+         select d.id from notification.alert_deliveries d
+         where d.status = 'pending' and d.next_attempt_at <= ?
+           and (d.locked_until is null or d.locked_until <= ?)
+           and (select count(*) from notification.alert_deliveries busy
+                where busy.endpoint_id = d.endpoint_id and busy.locked_until > ?) < ?
+         order by d.next_attempt_at
+         limit ?
+         for update of d skip locked
+       )
+       update notification.alert_deliveries d set locked_until = ?
+       from due, notification.alert_endpoints e
+       where d.id = due.id and e.id = d.endpoint_id
+       returning d.*, e.url as endpoint_url, e.secret_sealed as endpoint_secret_sealed`,
+      [now, now, now, IN_FLIGHT_PER_ENDPOINT, limit, new Date(now.getTime() + leaseMs)],
+    );
+    return rows.map((row) => ({
+      delivery: {
+        id: row.id,
+        orgId: row.org_id,
+        endpointId: row.endpoint_id,
+        eventType: row.event_type,
+        body: row.body,
+        status: row.status,
+        attempts: row.attempts,
+        nextAttemptAt: row.next_attempt_at ? new Date(row.next_attempt_at) : null,
+        createdAt: new Date(row.created_at),
+        lastAttemptAt: row.last_attempt_at ? new Date(row.last_attempt_at) : null,
+        lastResponseCode: row.last_response_code,
+        lastError: row.last_error,
+        lastDurationMs: row.last_duration_ms,
+      },
+      endpoint: {
+        id: row.endpoint_id,
+        orgId: row.org_id,
+        url: row.endpoint_url,
+        secretSealed: row.endpoint_secret_sealed,
+      },
+    }));
+  }
+
+  async recordAttempt(deliveryId: string, record: AttemptRecord): Promise<void> {
+    await this.orm.em.fork().nativeUpdate(
+      AlertDeliveryEntity,
+      { id: deliveryId },
+      {
+        status: record.status,
+        attempts: raw('attempts + 1'),
+        nextAttemptAt: record.nextAttemptAt,
+        lockedUntil: null,
+        lastAttemptAt: record.at,
+        lastResponseCode: record.responseCode,
+        lastError: record.error,
+        lastDurationMs: Math.round(record.durationMs),
+      },
+    );
+  }
+}
+
+interface ClaimedRow {
+  id: string;
+  org_id: string;
+  endpoint_id: string;
+  event_type: AlertDelivery['eventType'];
+  body: string;
+  status: AlertDelivery['status'];
+  attempts: number;
+  next_attempt_at: string | null;
+  created_at: string;
+  last_attempt_at: string | null;
+  last_response_code: number | null;
+  last_error: string | null;
+  last_duration_ms: number | null;
+  endpoint_url: string;
+  endpoint_secret_sealed: string;
 }
 
 function toNotification(row: NotificationViewRow): Notification {

@@ -23,6 +23,14 @@ export const notificationEnvSchema = z.object({
    * in enrollment e-mails. Same rules as PUBLIC_APP_URL (http or https).
    */
   PUBLIC_API_URL: publicUrlEnv.PUBLIC_APP_URL.unwrap().default('http://localhost:8080'),
+  /** Let alert deliveries reach private, loopback and link-local addresses (tests, on-premises receivers). */
+  ALERT_ALLOW_PRIVATE_NETWORKS: z.stringbool().default(false),
+  /** One delivery attempt (DNS, connection, TLS, answer) at most. */
+  ALERT_ATTEMPT_TIMEOUT_MS: z.coerce.number().int().min(500).max(60_000).default(10_000),
+  /** Delivery attempts in flight at most, per process. */
+  ALERT_DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(32),
+  /** A PEM file of certificate authorities trusted besides the public ones (receivers with a private CA). */
+  ALERT_EXTRA_CA_FILE: z.string().min(1).optional(),
 });
 
 export type NotificationConfig = z.infer<typeof notificationEnvSchema>;

@@ -1,4 +1,5 @@
 import { EntitySchema } from '@mikro-orm/postgresql';
+import type { AlertDelivery, AlertEndpointWithSecret } from '@sts/notification-domain/alert-model';
 import type { EmailTemplate, NotificationType } from '@sts/notification-domain/notification-model';
 
 /** Row shapes of the notification schema, mapped by MikroORM. */
@@ -81,9 +82,47 @@ export const EmailLogEntity = new EntitySchema<EmailLogRow>({
   },
 });
 
+/** An organization's alert destination; the secret sealed. */
+export const AlertEndpointEntity = new EntitySchema<AlertEndpointWithSecret>({
+  name: 'AlertEndpoint',
+  tableName: 'alert_endpoints',
+  properties: {
+    id: { type: 'uuid', primary: true },
+    orgId: { type: 'text', fieldName: 'org_id' },
+    url: { type: 'text' },
+    description: { type: 'text', nullable: true },
+    secretSealed: { type: 'text', fieldName: 'secret_sealed' },
+    createdAt: { type: 'datetime', fieldName: 'created_at' },
+  },
+});
+
+/** One message to one endpoint, and how its attempts went. */
+export const AlertDeliveryEntity = new EntitySchema<AlertDelivery & { lockedUntil?: Date | null }>({
+  name: 'AlertDelivery',
+  tableName: 'alert_deliveries',
+  properties: {
+    id: { type: 'uuid', primary: true },
+    orgId: { type: 'text', fieldName: 'org_id' },
+    endpointId: { type: 'uuid', fieldName: 'endpoint_id' },
+    eventType: { type: 'text', fieldName: 'event_type' },
+    body: { type: 'text' },
+    status: { type: 'text' },
+    attempts: { type: 'integer' },
+    nextAttemptAt: { type: 'datetime', fieldName: 'next_attempt_at', nullable: true },
+    lockedUntil: { type: 'datetime', fieldName: 'locked_until', nullable: true },
+    createdAt: { type: 'datetime', fieldName: 'created_at' },
+    lastAttemptAt: { type: 'datetime', fieldName: 'last_attempt_at', nullable: true },
+    lastResponseCode: { type: 'integer', fieldName: 'last_response_code', nullable: true },
+    lastError: { type: 'text', fieldName: 'last_error', nullable: true },
+    lastDurationMs: { type: 'integer', fieldName: 'last_duration_ms', nullable: true },
+  },
+});
+
 export const NOTIFICATION_ENTITIES = [
   FeedItemEntity,
   NotificationReadEntity,
   ReadWatermarkEntity,
   EmailLogEntity,
+  AlertEndpointEntity,
+  AlertDeliveryEntity,
 ];

@@ -3,6 +3,7 @@ import { AppError } from '@sts/errors/app-error';
 import { encodeCursor } from '@sts/pagination/keyset-cursor';
 import { Metadata } from '@grpc/grpc-js';
 import { isReadBy, type FeedItem } from '@sts/notification-domain/notification-model';
+import { AlertService } from '@sts/notification-domain/alert-service';
 import { NotificationService } from '@sts/notification-domain/notification-service';
 import {
   InMemoryNotificationStore,
@@ -15,7 +16,10 @@ import { notificationGrpcHandlers } from './notification-grpc-handlers';
  * the domain service and the in-memory store.
  */
 function feedOver(store: InMemoryNotificationStore, clock: ManualClock) {
-  const handlers = notificationGrpcHandlers(new NotificationService(store, clock));
+  const handlers = notificationGrpcHandlers(
+    new NotificationService(store, clock),
+    new AlertService(store, clock, { sealingKey: Buffer.alloc(32), publicAppUrl: 'https://app.example' }),
+  );
   const context = { metadata: new Metadata(), requestId: 'test' };
   return {
     list: (input: { orgId: string; userId: string; limit?: number; cursor?: string; unreadOnly?: boolean }) =>

@@ -5,9 +5,18 @@ import { isUuid } from '@sts/vocabulary/identifiers';
 import type { Notification } from '@sts/notification-domain/notification-model';
 import type { NotificationService } from '@sts/notification-domain/notification-service';
 import type {
+  AlertDelivery as ProtoAlertDelivery,
+  AlertEndpoint as ProtoAlertEndpoint,
   NotificationServiceService,
   Notification as ProtoNotification,
 } from '@sts/proto/gen/notification/v1/notification';
+import {
+  validAlertDescription,
+  validAlertUrl,
+  type AlertDelivery,
+  type AlertEndpoint,
+} from '@sts/notification-domain/alert-model';
+import type { AlertService } from '@sts/notification-domain/alert-service';
 
 function toProto(notification: Notification): ProtoNotification {
   return {
@@ -36,6 +45,7 @@ function scopeOf(request: { orgId: string; userId: string }): { orgId: string; u
  */
 export function notificationGrpcHandlers(
   service: NotificationService,
+  alerts: AlertService,
 ): AsyncHandlers<typeof NotificationServiceService> {
   return {
     listNotifications: async (request) => {
@@ -60,5 +70,69 @@ export function notificationGrpcHandlers(
       return { notification: toProto(notification) };
     },
     markAllRead: async (request) => ({ marked: await service.markAllRead(scopeOf(request)) }),
+    listAlertEndpoints: async (request) => {
+      const orgId = orgOf(request);
+      return { endpoints: (await alerts.list(orgId)).map(endpointToProto) };
+    },
+    createAlertEndpoint: async (request) => {
+      const orgId = orgOf(request);
+      const url = validAlertUrl(request.url);
+      const description = validAlertDescription(request.description);
+      const { endpoint, secret } = await alerts.create(orgId, url, description);
+      return { endpoint: endpointToProto(endpoint), secret };
+    },
+    deleteAlertEndpoint: async (request) => {
+      const orgId = orgOf(request);
+      // Not one of our ids: it cannot name an endpoint (and must not reach SQL as a uuid).
+      if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+      await alerts.delete(orgId, request.endpointId);
+      return {};
+    },
+    sendTestAlert: async (request) => {
+      const orgId = orgOf(request);
+      if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+      return { delivery: deliveryToProto(await alerts.sendTest(orgId, request.endpointId)) };
+    },
+    listAlertDeliveries: async (request) => {
+      const orgId = orgOf(request);
+      if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+      const { limit } = toPageRequest(request.limit, '');
+      const deliveries = await alerts.deliveries(orgId, request.endpointId, limit);
+      return { deliveries: deliveries.map(deliveryToProto) };
+    },
+  };
+}
+
+function orgOf(request: { orgId: string }): string {
+  if (!request.orgId.trim()) {
+    throw new AppError('VALIDATION_FAILED', 'org_id is required', {
+      fields: [{ path: 'org_id', message: 'required' }],
+    });
+  }
+  return request.orgId;
+}
+
+function endpointToProto(endpoint: AlertEndpoint): ProtoAlertEndpoint {
+  return {
+    id: endpoint.id,
+    url: endpoint.url,
+    description: endpoint.description ?? '',
+    createdAt: endpoint.createdAt,
+  };
+}
+
+function deliveryToProto(delivery: AlertDelivery): ProtoAlertDelivery {
+  return {
+    id: delivery.id,
+    endpointId: delivery.endpointId,
+    eventType: delivery.eventType,
+    status: delivery.status,
+    attempts: delivery.attempts,
+    lastResponseCode: delivery.lastResponseCode ?? 0,
+    lastError: delivery.lastError ?? '',
+    lastDurationMs: delivery.lastDurationMs ?? 0,
+    nextAttemptAt: delivery.nextAttemptAt ?? undefined,
+    createdAt: delivery.createdAt,
+    lastAttemptAt: delivery.lastAttemptAt ?? undefined,
   };
 }

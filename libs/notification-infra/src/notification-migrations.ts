@@ -51,6 +51,46 @@ class InitialNotificationSchema extends Migration {
   }
 }
 
+class AlertEndpointsAndDeliveries extends Migration {
+  override up(): void {
+    this.addSql(`
+      create table notification.alert_endpoints (
+        id uuid primary key,
+        org_id text not null,
+        url text not null,
+        description text null,
+        -- The signing secret, sealed with SECRET_SEALING_KEY (it must be read to sign, so not hashed).
+        secret_sealed text not null,
+        created_at timestamptz not null,
+        unique (org_id, url)
+      );
+
+      -- The durable schedule: one row per message to one endpoint; the worker claims due rows with
+      -- FOR UPDATE SKIP LOCKED and leases them (locked_until) for the attempt.
+      create table notification.alert_deliveries (
+        id uuid primary key,
+        org_id text not null,
+        endpoint_id uuid not null references notification.alert_endpoints (id) on delete cascade,
+        event_type text not null,
+        body text not null,
+        status text not null check (status in ('pending', 'delivered', 'failed')),
+        attempts int not null default 0,
+        next_attempt_at timestamptz null,
+        locked_until timestamptz null,
+        created_at timestamptz not null,
+        last_attempt_at timestamptz null,
+        last_response_code int null,
+        last_error text null,
+        last_duration_ms int null
+      );
+      create index alert_deliveries_due_idx on notification.alert_deliveries (next_attempt_at)
+        where status = 'pending';
+      create index alert_deliveries_endpoint_idx on notification.alert_deliveries (endpoint_id, created_at desc);
+    `);
+  }
+}
+
 export const NOTIFICATION_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_notification_schema', class: InitialNotificationSchema },
+  { name: '0002_alert_endpoints_and_deliveries', class: AlertEndpointsAndDeliveries },
 ];

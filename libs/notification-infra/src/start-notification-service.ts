@@ -1,4 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import { registerService } from '@sts/grpc/grpc-server';
+import { AlertService } from '@sts/notification-domain/alert-service';
 import type { Logger } from '@sts/logger/create-logger';
 import {
   EMAIL_EVENT_TYPES,
@@ -8,7 +10,9 @@ import {
 import { NotificationService } from '@sts/notification-domain/notification-service';
 import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notification';
 import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
-import { MikroNotificationStore } from './mikro-notification-store';
+import { startAlertDeliveryWorker } from './alert-delivery-worker';
+import { httpsAlertSender } from './https-alert-sender';
+import { MikroNotificationStore, PostgresAlertDeliveryQueue } from './mikro-notification-store';
 import type { NotificationConfig } from './notification-config';
 import { NOTIFICATION_ENTITIES } from './notification-entities';
 import { notificationGrpcHandlers } from './notification-grpc-handlers';
@@ -46,11 +50,33 @@ export function startNotificationService(
       host.onShutdown('smtp', () => mailer.close());
       const store = new MikroNotificationStore(host.orm);
       const clock = { now: () => new Date() };
-      const events = new NotificationEventHandler(store, mailer, clock, {
-        sealingKey: Buffer.from(config.SECRET_SEALING_KEY, 'base64'),
-        publicAppUrl: config.PUBLIC_APP_URL,
-        publicApiUrl: config.PUBLIC_API_URL,
+      const sealingKey = Buffer.from(config.SECRET_SEALING_KEY, 'base64');
+      const deliveries = startAlertDeliveryWorker({
+        queue: new PostgresAlertDeliveryQueue(host.orm),
+        sender: httpsAlertSender({
+          timeoutMs: config.ALERT_ATTEMPT_TIMEOUT_MS,
+          allowPrivateNetworks: config.ALERT_ALLOW_PRIVATE_NETWORKS,
+          extraCa: config.ALERT_EXTRA_CA_FILE
+            ? await readFile(config.ALERT_EXTRA_CA_FILE, 'utf8')
+            : undefined,
+        }),
+        sealingKey,
+        clock,
+        logger,
+        concurrency: config.ALERT_DELIVERY_CONCURRENCY,
+        leaseMs: config.ALERT_ATTEMPT_TIMEOUT_MS * 3,
       });
+      host.onShutdown('alert deliveries', () => deliveries.stop());
+      const events = new NotificationEventHandler(
+        store,
+        mailer,
+        clock,
+        { sealingKey, publicAppUrl: config.PUBLIC_APP_URL, publicApiUrl: config.PUBLIC_API_URL },
+        () => deliveries.wake(),
+      );
+      const alerts = new AlertService(store, clock, { sealingKey, publicAppUrl: config.PUBLIC_APP_URL }, () =>
+        deliveries.wake(),
+      );
       // Feed items in batches (a roll-out of 1,000 enrollments/s keeps up); e-mails one at a time on a
       // consumer of their own, so that an SMTP outage never holds up the feed.
       await host.consume({
@@ -69,7 +95,7 @@ export function startNotificationService(
         registerService(
           'notification.v1.NotificationService',
           NotificationServiceService,
-          notificationGrpcHandlers(new NotificationService(store, clock)),
+          notificationGrpcHandlers(new NotificationService(store, clock), alerts),
           logger,
         ),
       ];

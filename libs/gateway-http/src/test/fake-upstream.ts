@@ -149,6 +149,11 @@ export class FakeUpstream {
       this.record('markAllRead', request, options);
       return { marked: 1 };
     },
+    listAlertEndpoints: (request, options) => this.unscripted('listAlertEndpoints', request, options),
+    createAlertEndpoint: (request, options) => this.unscripted('createAlertEndpoint', request, options),
+    deleteAlertEndpoint: (request, options) => this.unscripted('deleteAlertEndpoint', request, options),
+    sendTestAlert: (request, options) => this.unscripted('sendTestAlert', request, options),
+    listAlertDeliveries: (request, options) => this.unscripted('listAlertDeliveries', request, options),
     close: () => undefined,
   };
 

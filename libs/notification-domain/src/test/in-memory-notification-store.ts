@@ -5,10 +5,13 @@ import {
   type Notification,
   type OutgoingEmail,
 } from '../notification-model';
+import type { AlertDelivery, AlertEndpointWithSecret } from '../alert-model';
 import type { FeedQuery, Mailer, NotificationRepositories, NotificationStore } from '../notification-ports';
 
 interface State {
   processed: Map<string, string>;
+  alertEndpoints: AlertEndpointWithSecret[];
+  alertDeliveries: AlertDelivery[];
   feed: FeedItem[];
   /** `${userId}|${notificationId}` */
   reads: Set<string>;
@@ -19,7 +22,15 @@ interface State {
 
 /** The ports in memory, with the same rules as the PostgreSQL repositories; transactions roll back on throw. */
 export class InMemoryNotificationStore implements NotificationStore {
-  state: State = { processed: new Map(), feed: [], reads: new Set(), watermarks: new Map(), emailLog: [] };
+  state: State = {
+    processed: new Map(),
+    alertEndpoints: [],
+    alertDeliveries: [],
+    feed: [],
+    reads: new Set(),
+    watermarks: new Map(),
+    emailLog: [],
+  };
   /** Transactions begun, to tell one write per batch from one per event. */
   transactions = 0;
   /** A feed item this picks cannot be written (as a constraint the database enforces would refuse it). */
@@ -116,6 +127,38 @@ export class InMemoryNotificationStore implements NotificationStore {
         this.state.emailLog.push(entry);
         return Promise.resolve();
       },
+      listAlertEndpoints: (orgId) =>
+        Promise.resolve(this.state.alertEndpoints.filter((endpoint) => endpoint.orgId === orgId)),
+      insertAlertEndpoint: (endpoint) => {
+        const taken = this.state.alertEndpoints.some(
+          (e) => e.orgId === endpoint.orgId && e.url === endpoint.url,
+        );
+        if (!taken) this.state.alertEndpoints.push(endpoint);
+        return Promise.resolve(!taken);
+      },
+      deleteAlertEndpoint: (orgId, endpointId) => {
+        const before = this.state.alertEndpoints.length;
+        this.state.alertEndpoints = this.state.alertEndpoints.filter(
+          (endpoint) => !(endpoint.orgId === orgId && endpoint.id === endpointId),
+        );
+        this.state.alertDeliveries = this.state.alertDeliveries.filter(
+          (d) => d.endpointId !== endpointId || d.orgId !== orgId,
+        );
+        return Promise.resolve(this.state.alertEndpoints.length < before);
+      },
+      insertAlertDeliveries: (deliveries) => {
+        this.state.alertDeliveries.push(...deliveries);
+        return Promise.resolve();
+      },
+      listAlertDeliveries: (orgId, endpointId, limit) =>
+        Promise.resolve(
+          this.state.alertEndpoints.some((e) => e.orgId === orgId && e.id === endpointId)
+            ? this.state.alertDeliveries
+                .filter((d) => d.endpointId === endpointId)
+                .reverse()
+                .slice(0, limit)
+            : null,
+        ),
     };
   }
 }

@@ -65,6 +65,81 @@ export interface MarkAllReadResponse {
   marked: number;
 }
 
+export interface AlertEndpoint {
+  id: string;
+  url: string;
+  /** Empty when none was given. */
+  description: string;
+  createdAt: Date | undefined;
+}
+
+export interface ListAlertEndpointsRequest {
+  orgId: string;
+}
+
+export interface ListAlertEndpointsResponse {
+  endpoints: AlertEndpoint[];
+}
+
+export interface CreateAlertEndpointRequest {
+  orgId: string;
+  url: string;
+  description: string;
+}
+
+export interface CreateAlertEndpointResponse {
+  endpoint:
+    | AlertEndpoint
+    | undefined;
+  /** The signing secret (`whsec_` + base64): returned here only, never again. */
+  secret: string;
+}
+
+export interface DeleteAlertEndpointRequest {
+  orgId: string;
+  endpointId: string;
+}
+
+export interface DeleteAlertEndpointResponse {
+}
+
+export interface SendTestAlertRequest {
+  orgId: string;
+  endpointId: string;
+}
+
+export interface SendTestAlertResponse {
+  delivery: AlertDelivery | undefined;
+}
+
+/** One message to one endpoint, with its attempts so far. */
+export interface AlertDelivery {
+  id: string;
+  endpointId: string;
+  /** alert.threat_detected or alert.test. */
+  eventType: string;
+  /** pending (attempts to come), delivered, failed (given up). */
+  status: string;
+  attempts: number;
+  /** Of the last attempt: the HTTP status (0 when there was no answer) and why it failed, if it did. */
+  lastResponseCode: number;
+  lastError: string;
+  lastDurationMs: number;
+  nextAttemptAt: Date | undefined;
+  createdAt: Date | undefined;
+  lastAttemptAt: Date | undefined;
+}
+
+export interface ListAlertDeliveriesRequest {
+  orgId: string;
+  endpointId: string;
+  limit: number;
+}
+
+export interface ListAlertDeliveriesResponse {
+  deliveries: AlertDelivery[];
+}
+
 function createBaseNotification(): Notification {
   return { id: "", type: "", message: "", read: false, createdAt: undefined };
 }
@@ -800,7 +875,1227 @@ export const MarkAllReadResponse: MessageFns<MarkAllReadResponse> = {
   },
 };
 
-/** The in-app feed of an organization, with read state per user. */
+function createBaseAlertEndpoint(): AlertEndpoint {
+  return { id: "", url: "", description: "", createdAt: undefined };
+}
+
+export const AlertEndpoint: MessageFns<AlertEndpoint> = {
+  encode(message: AlertEndpoint, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.url !== "") {
+      writer.uint32(18).string(message.url);
+    }
+    if (message.description !== "") {
+      writer.uint32(26).string(message.description);
+    }
+    if (message.createdAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.createdAt), writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AlertEndpoint {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAlertEndpoint();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.description = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.createdAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AlertEndpoint {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      url: isSet(object.url) ? globalThis.String(object.url) : "",
+      description: isSet(object.description) ? globalThis.String(object.description) : "",
+      createdAt: isSet(object.createdAt)
+        ? fromJsonTimestamp(object.createdAt)
+        : isSet(object.created_at)
+        ? fromJsonTimestamp(object.created_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: AlertEndpoint): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.url !== "") {
+      obj.url = message.url;
+    }
+    if (message.description !== "") {
+      obj.description = message.description;
+    }
+    if (message.createdAt !== undefined) {
+      obj.createdAt = message.createdAt.toISOString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AlertEndpoint>, I>>(base?: I): AlertEndpoint {
+    return AlertEndpoint.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AlertEndpoint>, I>>(object: I): AlertEndpoint {
+    const message = createBaseAlertEndpoint();
+    message.id = object.id ?? "";
+    message.url = object.url ?? "";
+    message.description = object.description ?? "";
+    message.createdAt = object.createdAt ?? undefined;
+    return message;
+  },
+};
+
+function createBaseListAlertEndpointsRequest(): ListAlertEndpointsRequest {
+  return { orgId: "" };
+}
+
+export const ListAlertEndpointsRequest: MessageFns<ListAlertEndpointsRequest> = {
+  encode(message: ListAlertEndpointsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListAlertEndpointsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListAlertEndpointsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListAlertEndpointsRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ListAlertEndpointsRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListAlertEndpointsRequest>, I>>(base?: I): ListAlertEndpointsRequest {
+    return ListAlertEndpointsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListAlertEndpointsRequest>, I>>(object: I): ListAlertEndpointsRequest {
+    const message = createBaseListAlertEndpointsRequest();
+    message.orgId = object.orgId ?? "";
+    return message;
+  },
+};
+
+function createBaseListAlertEndpointsResponse(): ListAlertEndpointsResponse {
+  return { endpoints: [] };
+}
+
+export const ListAlertEndpointsResponse: MessageFns<ListAlertEndpointsResponse> = {
+  encode(message: ListAlertEndpointsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.endpoints) {
+      AlertEndpoint.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListAlertEndpointsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListAlertEndpointsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.endpoints.push(AlertEndpoint.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListAlertEndpointsResponse {
+    return {
+      endpoints: globalThis.Array.isArray(object?.endpoints)
+        ? object.endpoints.map((e: any) => AlertEndpoint.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ListAlertEndpointsResponse): unknown {
+    const obj: any = {};
+    if (message.endpoints?.length) {
+      obj.endpoints = message.endpoints.map((e) => AlertEndpoint.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListAlertEndpointsResponse>, I>>(base?: I): ListAlertEndpointsResponse {
+    return ListAlertEndpointsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListAlertEndpointsResponse>, I>>(object: I): ListAlertEndpointsResponse {
+    const message = createBaseListAlertEndpointsResponse();
+    message.endpoints = object.endpoints?.map((e) => AlertEndpoint.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseCreateAlertEndpointRequest(): CreateAlertEndpointRequest {
+  return { orgId: "", url: "", description: "" };
+}
+
+export const CreateAlertEndpointRequest: MessageFns<CreateAlertEndpointRequest> = {
+  encode(message: CreateAlertEndpointRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.url !== "") {
+      writer.uint32(18).string(message.url);
+    }
+    if (message.description !== "") {
+      writer.uint32(26).string(message.description);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateAlertEndpointRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateAlertEndpointRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.description = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateAlertEndpointRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      url: isSet(object.url) ? globalThis.String(object.url) : "",
+      description: isSet(object.description) ? globalThis.String(object.description) : "",
+    };
+  },
+
+  toJSON(message: CreateAlertEndpointRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.url !== "") {
+      obj.url = message.url;
+    }
+    if (message.description !== "") {
+      obj.description = message.description;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateAlertEndpointRequest>, I>>(base?: I): CreateAlertEndpointRequest {
+    return CreateAlertEndpointRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateAlertEndpointRequest>, I>>(object: I): CreateAlertEndpointRequest {
+    const message = createBaseCreateAlertEndpointRequest();
+    message.orgId = object.orgId ?? "";
+    message.url = object.url ?? "";
+    message.description = object.description ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateAlertEndpointResponse(): CreateAlertEndpointResponse {
+  return { endpoint: undefined, secret: "" };
+}
+
+export const CreateAlertEndpointResponse: MessageFns<CreateAlertEndpointResponse> = {
+  encode(message: CreateAlertEndpointResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.endpoint !== undefined) {
+      AlertEndpoint.encode(message.endpoint, writer.uint32(10).fork()).join();
+    }
+    if (message.secret !== "") {
+      writer.uint32(18).string(message.secret);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateAlertEndpointResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateAlertEndpointResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.endpoint = AlertEndpoint.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.secret = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateAlertEndpointResponse {
+    return {
+      endpoint: isSet(object.endpoint) ? AlertEndpoint.fromJSON(object.endpoint) : undefined,
+      secret: isSet(object.secret) ? globalThis.String(object.secret) : "",
+    };
+  },
+
+  toJSON(message: CreateAlertEndpointResponse): unknown {
+    const obj: any = {};
+    if (message.endpoint !== undefined) {
+      obj.endpoint = AlertEndpoint.toJSON(message.endpoint);
+    }
+    if (message.secret !== "") {
+      obj.secret = message.secret;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateAlertEndpointResponse>, I>>(base?: I): CreateAlertEndpointResponse {
+    return CreateAlertEndpointResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateAlertEndpointResponse>, I>>(object: I): CreateAlertEndpointResponse {
+    const message = createBaseCreateAlertEndpointResponse();
+    message.endpoint = (object.endpoint !== undefined && object.endpoint !== null)
+      ? AlertEndpoint.fromPartial(object.endpoint)
+      : undefined;
+    message.secret = object.secret ?? "";
+    return message;
+  },
+};
+
+function createBaseDeleteAlertEndpointRequest(): DeleteAlertEndpointRequest {
+  return { orgId: "", endpointId: "" };
+}
+
+export const DeleteAlertEndpointRequest: MessageFns<DeleteAlertEndpointRequest> = {
+  encode(message: DeleteAlertEndpointRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.endpointId !== "") {
+      writer.uint32(18).string(message.endpointId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteAlertEndpointRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteAlertEndpointRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.endpointId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteAlertEndpointRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      endpointId: isSet(object.endpointId)
+        ? globalThis.String(object.endpointId)
+        : isSet(object.endpoint_id)
+        ? globalThis.String(object.endpoint_id)
+        : "",
+    };
+  },
+
+  toJSON(message: DeleteAlertEndpointRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.endpointId !== "") {
+      obj.endpointId = message.endpointId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteAlertEndpointRequest>, I>>(base?: I): DeleteAlertEndpointRequest {
+    return DeleteAlertEndpointRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteAlertEndpointRequest>, I>>(object: I): DeleteAlertEndpointRequest {
+    const message = createBaseDeleteAlertEndpointRequest();
+    message.orgId = object.orgId ?? "";
+    message.endpointId = object.endpointId ?? "";
+    return message;
+  },
+};
+
+function createBaseDeleteAlertEndpointResponse(): DeleteAlertEndpointResponse {
+  return {};
+}
+
+export const DeleteAlertEndpointResponse: MessageFns<DeleteAlertEndpointResponse> = {
+  encode(_: DeleteAlertEndpointResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteAlertEndpointResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteAlertEndpointResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): DeleteAlertEndpointResponse {
+    return {};
+  },
+
+  toJSON(_: DeleteAlertEndpointResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteAlertEndpointResponse>, I>>(base?: I): DeleteAlertEndpointResponse {
+    return DeleteAlertEndpointResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteAlertEndpointResponse>, I>>(_: I): DeleteAlertEndpointResponse {
+    const message = createBaseDeleteAlertEndpointResponse();
+    return message;
+  },
+};
+
+function createBaseSendTestAlertRequest(): SendTestAlertRequest {
+  return { orgId: "", endpointId: "" };
+}
+
+export const SendTestAlertRequest: MessageFns<SendTestAlertRequest> = {
+  encode(message: SendTestAlertRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.endpointId !== "") {
+      writer.uint32(18).string(message.endpointId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendTestAlertRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendTestAlertRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.endpointId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SendTestAlertRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      endpointId: isSet(object.endpointId)
+        ? globalThis.String(object.endpointId)
+        : isSet(object.endpoint_id)
+        ? globalThis.String(object.endpoint_id)
+        : "",
+    };
+  },
+
+  toJSON(message: SendTestAlertRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.endpointId !== "") {
+      obj.endpointId = message.endpointId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SendTestAlertRequest>, I>>(base?: I): SendTestAlertRequest {
+    return SendTestAlertRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendTestAlertRequest>, I>>(object: I): SendTestAlertRequest {
+    const message = createBaseSendTestAlertRequest();
+    message.orgId = object.orgId ?? "";
+    message.endpointId = object.endpointId ?? "";
+    return message;
+  },
+};
+
+function createBaseSendTestAlertResponse(): SendTestAlertResponse {
+  return { delivery: undefined };
+}
+
+export const SendTestAlertResponse: MessageFns<SendTestAlertResponse> = {
+  encode(message: SendTestAlertResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.delivery !== undefined) {
+      AlertDelivery.encode(message.delivery, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SendTestAlertResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSendTestAlertResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.delivery = AlertDelivery.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SendTestAlertResponse {
+    return { delivery: isSet(object.delivery) ? AlertDelivery.fromJSON(object.delivery) : undefined };
+  },
+
+  toJSON(message: SendTestAlertResponse): unknown {
+    const obj: any = {};
+    if (message.delivery !== undefined) {
+      obj.delivery = AlertDelivery.toJSON(message.delivery);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SendTestAlertResponse>, I>>(base?: I): SendTestAlertResponse {
+    return SendTestAlertResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SendTestAlertResponse>, I>>(object: I): SendTestAlertResponse {
+    const message = createBaseSendTestAlertResponse();
+    message.delivery = (object.delivery !== undefined && object.delivery !== null)
+      ? AlertDelivery.fromPartial(object.delivery)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseAlertDelivery(): AlertDelivery {
+  return {
+    id: "",
+    endpointId: "",
+    eventType: "",
+    status: "",
+    attempts: 0,
+    lastResponseCode: 0,
+    lastError: "",
+    lastDurationMs: 0,
+    nextAttemptAt: undefined,
+    createdAt: undefined,
+    lastAttemptAt: undefined,
+  };
+}
+
+export const AlertDelivery: MessageFns<AlertDelivery> = {
+  encode(message: AlertDelivery, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.endpointId !== "") {
+      writer.uint32(18).string(message.endpointId);
+    }
+    if (message.eventType !== "") {
+      writer.uint32(26).string(message.eventType);
+    }
+    if (message.status !== "") {
+      writer.uint32(34).string(message.status);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(40).int32(message.attempts);
+    }
+    if (message.lastResponseCode !== 0) {
+      writer.uint32(48).int32(message.lastResponseCode);
+    }
+    if (message.lastError !== "") {
+      writer.uint32(58).string(message.lastError);
+    }
+    if (message.lastDurationMs !== 0) {
+      writer.uint32(64).int32(message.lastDurationMs);
+    }
+    if (message.nextAttemptAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.nextAttemptAt), writer.uint32(74).fork()).join();
+    }
+    if (message.createdAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.createdAt), writer.uint32(82).fork()).join();
+    }
+    if (message.lastAttemptAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.lastAttemptAt), writer.uint32(90).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AlertDelivery {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAlertDelivery();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.endpointId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.eventType = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.status = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.attempts = reader.int32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.lastResponseCode = reader.int32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.lastError = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.lastDurationMs = reader.int32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.nextAttemptAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.createdAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.lastAttemptAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AlertDelivery {
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      endpointId: isSet(object.endpointId)
+        ? globalThis.String(object.endpointId)
+        : isSet(object.endpoint_id)
+        ? globalThis.String(object.endpoint_id)
+        : "",
+      eventType: isSet(object.eventType)
+        ? globalThis.String(object.eventType)
+        : isSet(object.event_type)
+        ? globalThis.String(object.event_type)
+        : "",
+      status: isSet(object.status) ? globalThis.String(object.status) : "",
+      attempts: isSet(object.attempts) ? globalThis.Number(object.attempts) : 0,
+      lastResponseCode: isSet(object.lastResponseCode)
+        ? globalThis.Number(object.lastResponseCode)
+        : isSet(object.last_response_code)
+        ? globalThis.Number(object.last_response_code)
+        : 0,
+      lastError: isSet(object.lastError)
+        ? globalThis.String(object.lastError)
+        : isSet(object.last_error)
+        ? globalThis.String(object.last_error)
+        : "",
+      lastDurationMs: isSet(object.lastDurationMs)
+        ? globalThis.Number(object.lastDurationMs)
+        : isSet(object.last_duration_ms)
+        ? globalThis.Number(object.last_duration_ms)
+        : 0,
+      nextAttemptAt: isSet(object.nextAttemptAt)
+        ? fromJsonTimestamp(object.nextAttemptAt)
+        : isSet(object.next_attempt_at)
+        ? fromJsonTimestamp(object.next_attempt_at)
+        : undefined,
+      createdAt: isSet(object.createdAt)
+        ? fromJsonTimestamp(object.createdAt)
+        : isSet(object.created_at)
+        ? fromJsonTimestamp(object.created_at)
+        : undefined,
+      lastAttemptAt: isSet(object.lastAttemptAt)
+        ? fromJsonTimestamp(object.lastAttemptAt)
+        : isSet(object.last_attempt_at)
+        ? fromJsonTimestamp(object.last_attempt_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: AlertDelivery): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.endpointId !== "") {
+      obj.endpointId = message.endpointId;
+    }
+    if (message.eventType !== "") {
+      obj.eventType = message.eventType;
+    }
+    if (message.status !== "") {
+      obj.status = message.status;
+    }
+    if (message.attempts !== 0) {
+      obj.attempts = Math.round(message.attempts);
+    }
+    if (message.lastResponseCode !== 0) {
+      obj.lastResponseCode = Math.round(message.lastResponseCode);
+    }
+    if (message.lastError !== "") {
+      obj.lastError = message.lastError;
+    }
+    if (message.lastDurationMs !== 0) {
+      obj.lastDurationMs = Math.round(message.lastDurationMs);
+    }
+    if (message.nextAttemptAt !== undefined) {
+      obj.nextAttemptAt = message.nextAttemptAt.toISOString();
+    }
+    if (message.createdAt !== undefined) {
+      obj.createdAt = message.createdAt.toISOString();
+    }
+    if (message.lastAttemptAt !== undefined) {
+      obj.lastAttemptAt = message.lastAttemptAt.toISOString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AlertDelivery>, I>>(base?: I): AlertDelivery {
+    return AlertDelivery.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AlertDelivery>, I>>(object: I): AlertDelivery {
+    const message = createBaseAlertDelivery();
+    message.id = object.id ?? "";
+    message.endpointId = object.endpointId ?? "";
+    message.eventType = object.eventType ?? "";
+    message.status = object.status ?? "";
+    message.attempts = object.attempts ?? 0;
+    message.lastResponseCode = object.lastResponseCode ?? 0;
+    message.lastError = object.lastError ?? "";
+    message.lastDurationMs = object.lastDurationMs ?? 0;
+    message.nextAttemptAt = object.nextAttemptAt ?? undefined;
+    message.createdAt = object.createdAt ?? undefined;
+    message.lastAttemptAt = object.lastAttemptAt ?? undefined;
+    return message;
+  },
+};
+
+function createBaseListAlertDeliveriesRequest(): ListAlertDeliveriesRequest {
+  return { orgId: "", endpointId: "", limit: 0 };
+}
+
+export const ListAlertDeliveriesRequest: MessageFns<ListAlertDeliveriesRequest> = {
+  encode(message: ListAlertDeliveriesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.endpointId !== "") {
+      writer.uint32(18).string(message.endpointId);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(24).int32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListAlertDeliveriesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListAlertDeliveriesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.endpointId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListAlertDeliveriesRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      endpointId: isSet(object.endpointId)
+        ? globalThis.String(object.endpointId)
+        : isSet(object.endpoint_id)
+        ? globalThis.String(object.endpoint_id)
+        : "",
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+    };
+  },
+
+  toJSON(message: ListAlertDeliveriesRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.endpointId !== "") {
+      obj.endpointId = message.endpointId;
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListAlertDeliveriesRequest>, I>>(base?: I): ListAlertDeliveriesRequest {
+    return ListAlertDeliveriesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListAlertDeliveriesRequest>, I>>(object: I): ListAlertDeliveriesRequest {
+    const message = createBaseListAlertDeliveriesRequest();
+    message.orgId = object.orgId ?? "";
+    message.endpointId = object.endpointId ?? "";
+    message.limit = object.limit ?? 0;
+    return message;
+  },
+};
+
+function createBaseListAlertDeliveriesResponse(): ListAlertDeliveriesResponse {
+  return { deliveries: [] };
+}
+
+export const ListAlertDeliveriesResponse: MessageFns<ListAlertDeliveriesResponse> = {
+  encode(message: ListAlertDeliveriesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.deliveries) {
+      AlertDelivery.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListAlertDeliveriesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListAlertDeliveriesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.deliveries.push(AlertDelivery.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListAlertDeliveriesResponse {
+    return {
+      deliveries: globalThis.Array.isArray(object?.deliveries)
+        ? object.deliveries.map((e: any) => AlertDelivery.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ListAlertDeliveriesResponse): unknown {
+    const obj: any = {};
+    if (message.deliveries?.length) {
+      obj.deliveries = message.deliveries.map((e) => AlertDelivery.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListAlertDeliveriesResponse>, I>>(base?: I): ListAlertDeliveriesResponse {
+    return ListAlertDeliveriesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListAlertDeliveriesResponse>, I>>(object: I): ListAlertDeliveriesResponse {
+    const message = createBaseListAlertDeliveriesResponse();
+    message.deliveries = object.deliveries?.map((e) => AlertDelivery.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+/**
+ * The in-app feed of an organization, with read state per user; the organization's alert endpoints
+ * and the deliveries of alerts to them.
+ */
 export type NotificationServiceService = typeof NotificationServiceService;
 export const NotificationServiceService = {
   listNotifications: {
@@ -832,12 +2127,71 @@ export const NotificationServiceService = {
     responseSerialize: (value: MarkAllReadResponse): Buffer => Buffer.from(MarkAllReadResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): MarkAllReadResponse => MarkAllReadResponse.decode(value),
   },
+  listAlertEndpoints: {
+    path: "/notification.v1.NotificationService/ListAlertEndpoints" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListAlertEndpointsRequest): Buffer =>
+      Buffer.from(ListAlertEndpointsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListAlertEndpointsRequest => ListAlertEndpointsRequest.decode(value),
+    responseSerialize: (value: ListAlertEndpointsResponse): Buffer =>
+      Buffer.from(ListAlertEndpointsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListAlertEndpointsResponse => ListAlertEndpointsResponse.decode(value),
+  },
+  createAlertEndpoint: {
+    path: "/notification.v1.NotificationService/CreateAlertEndpoint" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateAlertEndpointRequest): Buffer =>
+      Buffer.from(CreateAlertEndpointRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateAlertEndpointRequest => CreateAlertEndpointRequest.decode(value),
+    responseSerialize: (value: CreateAlertEndpointResponse): Buffer =>
+      Buffer.from(CreateAlertEndpointResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateAlertEndpointResponse => CreateAlertEndpointResponse.decode(value),
+  },
+  deleteAlertEndpoint: {
+    path: "/notification.v1.NotificationService/DeleteAlertEndpoint" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteAlertEndpointRequest): Buffer =>
+      Buffer.from(DeleteAlertEndpointRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteAlertEndpointRequest => DeleteAlertEndpointRequest.decode(value),
+    responseSerialize: (value: DeleteAlertEndpointResponse): Buffer =>
+      Buffer.from(DeleteAlertEndpointResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteAlertEndpointResponse => DeleteAlertEndpointResponse.decode(value),
+  },
+  sendTestAlert: {
+    path: "/notification.v1.NotificationService/SendTestAlert" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SendTestAlertRequest): Buffer => Buffer.from(SendTestAlertRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SendTestAlertRequest => SendTestAlertRequest.decode(value),
+    responseSerialize: (value: SendTestAlertResponse): Buffer =>
+      Buffer.from(SendTestAlertResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SendTestAlertResponse => SendTestAlertResponse.decode(value),
+  },
+  listAlertDeliveries: {
+    path: "/notification.v1.NotificationService/ListAlertDeliveries" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListAlertDeliveriesRequest): Buffer =>
+      Buffer.from(ListAlertDeliveriesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListAlertDeliveriesRequest => ListAlertDeliveriesRequest.decode(value),
+    responseSerialize: (value: ListAlertDeliveriesResponse): Buffer =>
+      Buffer.from(ListAlertDeliveriesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListAlertDeliveriesResponse => ListAlertDeliveriesResponse.decode(value),
+  },
 } as const;
 
 export interface NotificationServiceServer extends UntypedServiceImplementation {
   listNotifications: handleUnaryCall<ListNotificationsRequest, ListNotificationsResponse>;
   markRead: handleUnaryCall<MarkReadRequest, MarkReadResponse>;
   markAllRead: handleUnaryCall<MarkAllReadRequest, MarkAllReadResponse>;
+  listAlertEndpoints: handleUnaryCall<ListAlertEndpointsRequest, ListAlertEndpointsResponse>;
+  createAlertEndpoint: handleUnaryCall<CreateAlertEndpointRequest, CreateAlertEndpointResponse>;
+  deleteAlertEndpoint: handleUnaryCall<DeleteAlertEndpointRequest, DeleteAlertEndpointResponse>;
+  sendTestAlert: handleUnaryCall<SendTestAlertRequest, SendTestAlertResponse>;
+  listAlertDeliveries: handleUnaryCall<ListAlertDeliveriesRequest, ListAlertDeliveriesResponse>;
 }
 
 export interface NotificationServiceClient extends Client {
@@ -885,6 +2239,81 @@ export interface NotificationServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: MarkAllReadResponse) => void,
+  ): ClientUnaryCall;
+  listAlertEndpoints(
+    request: ListAlertEndpointsRequest,
+    callback: (error: ServiceError | null, response: ListAlertEndpointsResponse) => void,
+  ): ClientUnaryCall;
+  listAlertEndpoints(
+    request: ListAlertEndpointsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListAlertEndpointsResponse) => void,
+  ): ClientUnaryCall;
+  listAlertEndpoints(
+    request: ListAlertEndpointsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListAlertEndpointsResponse) => void,
+  ): ClientUnaryCall;
+  createAlertEndpoint(
+    request: CreateAlertEndpointRequest,
+    callback: (error: ServiceError | null, response: CreateAlertEndpointResponse) => void,
+  ): ClientUnaryCall;
+  createAlertEndpoint(
+    request: CreateAlertEndpointRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateAlertEndpointResponse) => void,
+  ): ClientUnaryCall;
+  createAlertEndpoint(
+    request: CreateAlertEndpointRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateAlertEndpointResponse) => void,
+  ): ClientUnaryCall;
+  deleteAlertEndpoint(
+    request: DeleteAlertEndpointRequest,
+    callback: (error: ServiceError | null, response: DeleteAlertEndpointResponse) => void,
+  ): ClientUnaryCall;
+  deleteAlertEndpoint(
+    request: DeleteAlertEndpointRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteAlertEndpointResponse) => void,
+  ): ClientUnaryCall;
+  deleteAlertEndpoint(
+    request: DeleteAlertEndpointRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteAlertEndpointResponse) => void,
+  ): ClientUnaryCall;
+  sendTestAlert(
+    request: SendTestAlertRequest,
+    callback: (error: ServiceError | null, response: SendTestAlertResponse) => void,
+  ): ClientUnaryCall;
+  sendTestAlert(
+    request: SendTestAlertRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SendTestAlertResponse) => void,
+  ): ClientUnaryCall;
+  sendTestAlert(
+    request: SendTestAlertRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SendTestAlertResponse) => void,
+  ): ClientUnaryCall;
+  listAlertDeliveries(
+    request: ListAlertDeliveriesRequest,
+    callback: (error: ServiceError | null, response: ListAlertDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  listAlertDeliveries(
+    request: ListAlertDeliveriesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListAlertDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  listAlertDeliveries(
+    request: ListAlertDeliveriesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListAlertDeliveriesResponse) => void,
   ): ClientUnaryCall;
 }
 

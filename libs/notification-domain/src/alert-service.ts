@@ -1,0 +1,214 @@
+import { randomUUID } from 'node:crypto';
+import { openSealedSecret, sealSecret } from '@sts/crypto/secrets';
+import { AppError } from '@sts/errors/app-error';
+import type { DomainEvent } from '@sts/events/event-catalogue';
+import {
+  ALERT_LIMITS,
+  alertSecretContext,
+  newAlertSecret,
+  type AlertDelivery,
+  type AlertEndpoint,
+  type AlertEndpointWithSecret,
+  type AlertEventType,
+} from './alert-model';
+import { judgeAttempt, nextAttemptAt, signedHeaders } from './alert-delivery-policy';
+import type {
+  AlertDeliveryQueue,
+  AlertSender,
+  AttemptRecord,
+  ClaimedDelivery,
+  Clock,
+  NotificationStore,
+} from './notification-ports';
+
+export interface AlertSettings {
+  /** Seals and opens endpoint secrets (SECRET_SEALING_KEY). */
+  sealingKey: Buffer;
+  /** Base address of the dashboard, for the link in an alert. */
+  publicAppUrl: string;
+}
+
+function withoutSecret(endpoint: AlertEndpointWithSecret): AlertEndpoint {
+  return {
+    id: endpoint.id,
+    orgId: endpoint.orgId,
+    url: endpoint.url,
+    description: endpoint.description,
+    createdAt: endpoint.createdAt,
+  };
+}
+
+/** A new delivery of `body` to an endpoint, due at once. */
+function newDelivery(
+  orgId: string,
+  endpointId: string,
+  eventType: AlertEventType,
+  body: string,
+  now: Date,
+): AlertDelivery {
+  return {
+    id: randomUUID(),
+    orgId,
+    endpointId,
+    eventType,
+    body,
+    status: 'pending',
+    attempts: 0,
+    nextAttemptAt: now,
+    createdAt: now,
+    lastAttemptAt: null,
+    lastResponseCode: null,
+    lastError: null,
+    lastDurationMs: null,
+  };
+}
+
+/**
+ * The messages a threat detection becomes: one per endpoint of its organization, each with the same
+ * body (`{id, type, created_at, data}`; `id` is the event's, so a receiver can tell two endpoints'
+ * copies of one alert apart from two alerts).
+ */
+export function threatDeliveries(
+  event: DomainEvent<'threat.detected'>,
+  endpoints: readonly AlertEndpoint[],
+  settings: Pick<AlertSettings, 'publicAppUrl'>,
+  now: Date,
+): AlertDelivery[] {
+  const { data } = event;
+  const body = JSON.stringify({
+    id: event.id,
+    type: 'alert.threat_detected',
+    created_at: data.detected_at,
+    data: {
+      org_id: data.org_id,
+      device_id: data.device_id,
+      hostname: data.hostname,
+      dangerous_blocks: data.dangerous_blocks,
+      window_minutes: data.window_minutes,
+      detected_at: data.detected_at,
+      dashboard_url: `${settings.publicAppUrl.replace(/\/+$/, '')}/devices/${encodeURIComponent(data.device_id)}`,
+    },
+  });
+  return endpoints.map((endpoint) =>
+    newDelivery(data.org_id, endpoint.id, 'alert.threat_detected', body, now),
+  );
+}
+
+/** The organization's alert endpoints: register, list, delete, send a test, read the deliveries. */
+export class AlertService {
+  constructor(
+    private readonly store: NotificationStore,
+    private readonly clock: Clock,
+    private readonly settings: AlertSettings,
+    /** Called after a commit that scheduled deliveries, so the worker starts at once. */
+    private readonly wakeDeliveries: () => void = () => undefined,
+  ) {}
+
+  async list(orgId: string): Promise<AlertEndpoint[]> {
+    const endpoints = await this.store.read((repos) => repos.listAlertEndpoints(orgId));
+    return endpoints.map(withoutSecret);
+  }
+
+  /** `url` and `description` already valid (validAlertUrl, validAlertDescription). */
+  create(
+    orgId: string,
+    url: string,
+    description: string | null,
+  ): Promise<{ endpoint: AlertEndpoint; secret: string }> {
+    return this.store.transaction(async (repos) => {
+      const existing = await repos.listAlertEndpoints(orgId);
+      if (existing.some((endpoint) => endpoint.url === url)) throw new AppError('ALERT_ENDPOINT_DUPLICATE');
+      if (existing.length >= ALERT_LIMITS.endpointsPerOrganization) {
+        throw new AppError(
+          'ALERT_ENDPOINT_LIMIT',
+          `An organization may have at most ${ALERT_LIMITS.endpointsPerOrganization} alert endpoints`,
+        );
+      }
+      const secret = newAlertSecret();
+      const endpoint = { id: randomUUID(), orgId, url, description, createdAt: this.clock.now() };
+      const stored = await repos.insertAlertEndpoint({
+        ...endpoint,
+        secretSealed: sealSecret(secret, this.settings.sealingKey, alertSecretContext(endpoint)),
+      });
+      // A concurrent create of the same URL won the race.
+      if (!stored) throw new AppError('ALERT_ENDPOINT_DUPLICATE');
+      return { endpoint, secret };
+    });
+  }
+
+  async delete(orgId: string, endpointId: string): Promise<void> {
+    const deleted = await this.store.transaction((repos) => repos.deleteAlertEndpoint(orgId, endpointId));
+    if (!deleted) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+  }
+
+  /** Schedules a test message (`alert.test`) to one endpoint; it goes the way every alert goes. */
+  async sendTest(orgId: string, endpointId: string): Promise<AlertDelivery> {
+    const delivery = await this.store.transaction(async (repos) => {
+      const endpoint = (await repos.listAlertEndpoints(orgId)).find((e) => e.id === endpointId);
+      if (!endpoint) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+      const now = this.clock.now();
+      const id = randomUUID();
+      const body = JSON.stringify({
+        id,
+        type: 'alert.test',
+        created_at: now.toISOString(),
+        data: {
+          org_id: orgId,
+          endpoint_id: endpointId,
+          message: 'A test alert: this endpoint receives alerts.',
+        },
+      });
+      const test = { ...newDelivery(orgId, endpointId, 'alert.test', body, now), id };
+      await repos.insertAlertDeliveries([test]);
+      return test;
+    });
+    this.wakeDeliveries();
+    return delivery;
+  }
+
+  async deliveries(orgId: string, endpointId: string, limit: number): Promise<AlertDelivery[]> {
+    const deliveries = await this.store.read((repos) => repos.listAlertDeliveries(orgId, endpointId, limit));
+    if (!deliveries) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+    return deliveries;
+  }
+}
+
+/**
+ * One attempt of a claimed delivery: sign (the secret opened for this endpoint only), send, judge the
+ * answer, record it with the next attempt's time, if any.
+ */
+export async function attemptDelivery(
+  claimed: ClaimedDelivery,
+  sender: AlertSender,
+  queue: AlertDeliveryQueue,
+  sealingKey: Buffer,
+  clock: Clock,
+): Promise<AttemptRecord> {
+  const { delivery, endpoint } = claimed;
+  const started = clock.now();
+  const secret = openSealedSecret(endpoint.secretSealed, sealingKey, alertSecretContext(endpoint));
+  const result = await sender.send({
+    url: endpoint.url,
+    headers: signedHeaders(delivery.id, delivery.body, [secret], started),
+    body: delivery.body,
+  });
+  const at = clock.now();
+  const verdict = judgeAttempt(result, at);
+  const attempts = delivery.attempts + 1;
+  const base = {
+    at,
+    responseCode: result.kind === 'answered' ? result.status : null,
+    durationMs: result.durationMs,
+  };
+  let record: AttemptRecord;
+  if (verdict.outcome === 'delivered') {
+    record = { ...base, status: 'delivered', nextAttemptAt: null, error: null };
+  } else if (verdict.outcome === 'stop') {
+    record = { ...base, status: 'failed', nextAttemptAt: null, error: verdict.error };
+  } else {
+    const next = nextAttemptAt(attempts, verdict, at);
+    record = { ...base, status: next ? 'pending' : 'failed', nextAttemptAt: next, error: verdict.error };
+  }
+  await queue.recordAttempt(delivery.id, record);
+  return record;
+}

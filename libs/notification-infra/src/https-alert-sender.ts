@@ -1,0 +1,198 @@
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { request } from 'node:https';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { rootCertificates } from 'node:tls';
+import type { AttemptResult } from '@sts/notification-domain/alert-delivery-policy';
+import type { AlertSender } from '@sts/notification-domain/notification-ports';
+
+export interface HttpsAlertSenderOptions {
+  /** The whole attempt (DNS, connection, TLS, answer) at most. */
+  timeoutMs: number;
+  /** ALERT_ALLOW_PRIVATE_NETWORKS: let deliveries reach the addresses below (tests, on-premises receivers). */
+  allowPrivateNetworks: boolean;
+  /** PEM certificates trusted besides the public roots (a private CA). */
+  extraCa?: string;
+  /** Name resolution (every address of a name); the system resolver unless replaced. */
+  resolve?: (hostname: string) => Promise<{ address: string; family: number }[]>;
+}
+
+/** Bytes of a receiver's answer read (and thrown away) at most: only the status matters. */
+const MAX_ANSWER_BYTES = 64 * 1024;
+
+/**
+ * Addresses a delivery must never reach unless private networks are allowed: this host, private and
+ * shared networks, link-local (cloud metadata at 169.254.169.254), multicast, reserved and
+ * documentation ranges, unique-local and link-local IPv6. IPv4-mapped and NAT64 IPv6 addresses are
+ * checked as the IPv4 address they carry.
+ */
+const FORBIDDEN = new BlockList();
+for (const [network, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.88.99.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const) {
+  FORBIDDEN.addSubnet(network, prefix, 'ipv4');
+}
+for (const [network, prefix] of [
+  ['::', 128],
+  ['::1', 128],
+  ['100::', 64],
+  ['2001:db8::', 32],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+] as const) {
+  FORBIDDEN.addSubnet(network, prefix, 'ipv6');
+}
+
+/** The IPv4 address an IPv4-mapped (::ffff:a.b.c.d) or NAT64 (64:ff9b::a.b.c.d) IPv6 address carries. */
+function embeddedIpv4(address: string): string | null {
+  const groups = expandIpv6(address);
+  if (!groups) return null;
+  const mapped = groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff;
+  const nat64 = groups[0] === 0x64 && groups[1] === 0xff9b && groups.slice(2, 6).every((g) => g === 0);
+  if (!mapped && !nat64) return null;
+  const [high = 0, low = 0] = groups.slice(6);
+  return [high >> 8, high & 0xff, low >> 8, low & 0xff].join('.');
+}
+
+function expandIpv6(address: string): number[] | null {
+  let text = address.toLowerCase();
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head = '', tail] = text.split('::');
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  const missing = 8 - left.length - right.length;
+  if (tail === undefined ? left.length !== 8 : missing < 0) return null;
+  const groups = [...left, ...Array<string>(tail === undefined ? 0 : missing).fill('0'), ...right].map((g) =>
+    parseInt(g, 16),
+  );
+  return groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : null;
+}
+
+/** Why an address may not be reached, or null when it may. */
+export function forbiddenAddress(address: string): string | null {
+  const family = isIP(address);
+  if (family === 4)
+    return FORBIDDEN.check(address, 'ipv4') ? `${address} is a private or reserved address` : null;
+  if (family !== 6) return `${address} is not an IP address`;
+  const carried = embeddedIpv4(address);
+  if (carried) return forbiddenAddress(carried) ? `${address} carries the private address ${carried}` : null;
+  return FORBIDDEN.check(address, 'ipv6') ? `${address} is a private or reserved address` : null;
+}
+
+class RefusedAddress extends Error {}
+
+/**
+ * Sends alerts over HTTPS, one POST per attempt. The receiver's name is resolved at every attempt and
+ * each address checked (unless private networks are allowed); the connection goes to an address that
+ * passed, through the request's own `lookup`, so a DNS answer cannot change between the check and the
+ * connection (rebinding). Redirects are never followed; certificates are always verified.
+ */
+export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender {
+  const resolve =
+    options.resolve ?? ((hostname: string) => dnsLookup(hostname, { all: true, verbatim: true }));
+  const ca = options.extraCa ? [...rootCertificates, options.extraCa] : undefined;
+
+  /** Resolves and checks; the first permitted address is the one connected to. */
+  const checkedLookup: LookupFunction = (hostname, lookupOptions, callback) => {
+    resolve(hostname).then(
+      (addresses) => {
+        const permitted = options.allowPrivateNetworks
+          ? addresses
+          : addresses.filter((entry) => forbiddenAddress(entry.address) === null);
+        const chosen = permitted[0];
+        if (!chosen) {
+          const reason = addresses[0] ? forbiddenAddress(addresses[0].address) : 'no address';
+          callback(new RefusedAddress(`${hostname}: ${reason}`), '', 4);
+          return;
+        }
+        if (lookupOptions.all) callback(null, [{ address: chosen.address, family: chosen.family }]);
+        else callback(null, chosen.address, chosen.family);
+      },
+      (error: unknown) => callback(error as NodeJS.ErrnoException, '', 4),
+    );
+  };
+
+  return {
+    send: ({ url, headers, body }) => {
+      const started = performance.now();
+      const elapsed = () => performance.now() - started;
+      const target = new URL(url);
+      const host = target.hostname.replace(/^\[|\]$/g, '');
+      // A literal address is never looked up: check it here.
+      if (isIP(host) && !options.allowPrivateNetworks) {
+        const reason = forbiddenAddress(host);
+        if (reason)
+          return Promise.resolve({ kind: 'no-answer', reason: 'refused', error: reason, durationMs: 0 });
+      }
+      return new Promise<AttemptResult>((settle) => {
+        const outgoing = request(
+          {
+            protocol: 'https:',
+            hostname: host,
+            port: target.port || 443,
+            path: `${target.pathname}${target.search}`,
+            method: 'POST',
+            headers: { ...headers, 'content-length': Buffer.byteLength(body), 'user-agent': 'sts-alerts/1' },
+            lookup: checkedLookup,
+            ca,
+            signal: AbortSignal.timeout(options.timeoutMs),
+            agent: false,
+          },
+          (response) => {
+            let read = 0;
+            response.on('data', (chunk: Buffer) => {
+              read += chunk.length;
+              if (read > MAX_ANSWER_BYTES) response.destroy();
+            });
+            const answered = () =>
+              settle({
+                kind: 'answered',
+                status: response.statusCode ?? 0,
+                durationMs: elapsed(),
+                retryAfter:
+                  typeof response.headers['retry-after'] === 'string'
+                    ? response.headers['retry-after']
+                    : null,
+              });
+            response.once('end', answered);
+            response.once('close', answered);
+            response.once('error', answered);
+          },
+        );
+        outgoing.once('error', (error: Error) => {
+          if (error instanceof RefusedAddress || error.cause instanceof RefusedAddress) {
+            settle({ kind: 'no-answer', reason: 'refused', error: error.message, durationMs: elapsed() });
+          } else if (error.name === 'AbortError' || error.name === 'TimeoutError') {
+            settle({
+              kind: 'no-answer',
+              reason: 'timeout',
+              error: `no answer within ${options.timeoutMs} ms`,
+              durationMs: elapsed(),
+            });
+          } else {
+            settle({ kind: 'no-answer', reason: 'network', error: error.message, durationMs: elapsed() });
+          }
+        });
+        outgoing.end(body);
+      });
+    },
+  };
+}
