@@ -19,6 +19,7 @@ import type { GatewayCaches } from './gateway-caches';
 import { responseSerializerCompiler } from './response-serializer';
 import { FailureLimiter } from './failure-limiter';
 import type { DeviceCredentials } from './device-credentials';
+import { alertEndpointRoutes } from './routes/alert-endpoint-routes';
 import { analyticsRoutes } from './routes/analytics-routes';
 import { deviceEnrollRoute } from './routes/device-enroll-route';
 import { deviceRoutes } from './routes/device-routes';
@@ -169,6 +170,7 @@ export async function buildGateway({
     await authenticated.register(enrollmentRoutes, { clients });
     await authenticated.register(deviceRoutes, { clients });
     await authenticated.register(analyticsRoutes, { clients, caches });
+    await authenticated.register(alertEndpointRoutes, { clients });
   });
 
   return app;

@@ -110,7 +110,7 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
     options.resolve ?? ((hostname: string) => dnsLookup(hostname, { all: true, verbatim: true }));
   const ca = options.extraCa ? [...rootCertificates, options.extraCa] : undefined;
 
-  /** Resolves and checks; the first permitted address is the one connected to. */
+  /** Resolves and checks; only permitted addresses are handed to the connection. */
   const checkedLookup: LookupFunction = (hostname, lookupOptions, callback) => {
     resolve(hostname).then(
       (addresses) => {
@@ -123,7 +123,12 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
           callback(new RefusedAddress(`${hostname}: ${reason}`), '', 4);
           return;
         }
-        if (lookupOptions.all) callback(null, [{ address: chosen.address, family: chosen.family }]);
+        // Every address offered passed the check (the connection may try them in turn).
+        if (lookupOptions.all)
+          callback(
+            null,
+            permitted.map(({ address, family }) => ({ address, family })),
+          );
         else callback(null, chosen.address, chosen.family);
       },
       (error: unknown) => callback(error as NodeJS.ErrnoException, '', 4),

@@ -1,0 +1,210 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type {
+  AlertDelivery as ProtoAlertDelivery,
+  AlertEndpoint as ProtoAlertEndpoint,
+} from '@sts/proto/gen/notification/v1/notification';
+import { requireCaller, requireRoles } from '../caller-context';
+import { errorResponses, idParam } from '../contract-schemas';
+import type { UpstreamClients } from '../upstream-clients';
+import { required } from '../upstream-answer';
+
+const alertEndpointPayload = z
+  .object({
+    id: z.string(),
+    url: z.string(),
+    description: z.string().optional(),
+    created_at: z.string(),
+  })
+  .meta({ id: 'AlertEndpoint' });
+
+const createdAlertEndpointPayload = alertEndpointPayload
+  .extend({
+    secret: z
+      .string()
+      .describe('Signing secret (Standard Webhooks, `whsec_` + base64): shown once, never listed again'),
+  })
+  .meta({ id: 'CreatedAlertEndpoint' });
+
+const alertDeliveryPayload = z
+  .object({
+    id: z.string().describe('The message id, sent as `webhook-id` on every attempt'),
+    endpoint_id: z.string(),
+    event_type: z.enum(['alert.threat_detected', 'alert.test']),
+    status: z.enum(['pending', 'delivered', 'failed']),
+    attempts: z.number(),
+    last_response_code: z
+      .number()
+      .nullable()
+      .describe('HTTP status of the last attempt; null without an answer'),
+    last_error: z.string().nullable(),
+    last_duration_ms: z.number().nullable(),
+    last_attempt_at: z.string().nullable(),
+    next_attempt_at: z.string().nullable(),
+    created_at: z.string(),
+  })
+  .meta({ id: 'AlertDelivery' });
+
+function endpointToContract(endpoint: ProtoAlertEndpoint): z.infer<typeof alertEndpointPayload> {
+  return {
+    id: endpoint.id,
+    url: endpoint.url,
+    ...(endpoint.description ? { description: endpoint.description } : {}),
+    created_at: required(endpoint.createdAt, 'created_at').toISOString(),
+  };
+}
+
+function deliveryToContract(delivery: ProtoAlertDelivery): z.infer<typeof alertDeliveryPayload> {
+  const attempted = delivery.attempts > 0;
+  return {
+    id: delivery.id,
+    endpoint_id: delivery.endpointId,
+    event_type: delivery.eventType as z.infer<typeof alertDeliveryPayload>['event_type'],
+    status: delivery.status as z.infer<typeof alertDeliveryPayload>['status'],
+    attempts: delivery.attempts,
+    last_response_code: attempted && delivery.lastResponseCode ? delivery.lastResponseCode : null,
+    last_error: delivery.lastError || null,
+    last_duration_ms: attempted ? delivery.lastDurationMs : null,
+    last_attempt_at: delivery.lastAttemptAt?.toISOString() ?? null,
+    next_attempt_at: delivery.nextAttemptAt?.toISOString() ?? null,
+    created_at: required(delivery.createdAt, 'created_at').toISOString(),
+  };
+}
+
+/**
+ * The organization's alert endpoints (contract section 2), and our extensions: a test message and the
+ * delivery log of an endpoint. Reading: ORG_ADMIN and ANALYST; changing and test sends: ORG_ADMIN.
+ */
+export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (
+  app,
+  { clients },
+) => {
+  const security = [{ bearerAuth: [] }];
+  const tags = ['Alert endpoints'];
+
+  app.get(
+    '/api/org-alert-endpoints',
+    {
+      onRequest: [requireRoles('ORG_ADMIN', 'ANALYST')],
+      schema: {
+        tags,
+        summary: 'Alert endpoints of the organization',
+        security,
+        response: { 200: z.array(alertEndpointPayload), ...errorResponses(401, 403) },
+      },
+    },
+    async (request) => {
+      const { endpoints } = await clients.notification.listAlertEndpoints(
+        { orgId: requireCaller(request).org.id },
+        { requestId: request.id },
+      );
+      return endpoints.map(endpointToContract);
+    },
+  );
+
+  app.post(
+    '/api/org-alert-endpoints',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags,
+        summary: 'Register an HTTPS destination for alerts',
+        description:
+          'Alerts are POSTed as JSON `{id, type, created_at, data}` signed per Standard Webhooks ' +
+          '(`webhook-id`, `webhook-timestamp`, `webhook-signature`) with the secret returned here once.',
+        security,
+        body: z
+          .object({
+            url: z.string().min(1).max(2_048).describe('https:// only; no user name, password or fragment'),
+            description: z.string().max(200).optional(),
+          })
+          .strict(),
+        response: { 201: createdAlertEndpointPayload, ...errorResponses(400, 401, 403) },
+      },
+    },
+    async (request, reply) => {
+      const created = await clients.notification.createAlertEndpoint(
+        {
+          orgId: requireCaller(request).org.id,
+          url: request.body.url,
+          description: request.body.description ?? '',
+        },
+        { requestId: request.id },
+      );
+      return reply.code(201).send({
+        ...endpointToContract(required(created.endpoint, 'alert endpoint')),
+        secret: created.secret,
+      });
+    },
+  );
+
+  app.delete(
+    '/api/org-alert-endpoints/:id',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags,
+        summary: 'Remove an alert endpoint (its pending deliveries go with it)',
+        security,
+        params: z.object({ id: idParam }),
+        response: { 204: z.null().describe('No content'), ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request, reply) => {
+      await clients.notification.deleteAlertEndpoint(
+        { orgId: requireCaller(request).org.id, endpointId: request.params.id },
+        { requestId: request.id },
+      );
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.post(
+    '/api/org-alert-endpoints/:id/test',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags,
+        summary: 'Send a test alert (`alert.test`) to the endpoint',
+        description:
+          'The message goes the way every alert goes (signature, retries); follow it in the deliveries.',
+        security,
+        params: z.object({ id: idParam }),
+        response: { 202: alertDeliveryPayload, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request, reply) => {
+      const { delivery } = await clients.notification.sendTestAlert(
+        { orgId: requireCaller(request).org.id, endpointId: request.params.id },
+        { requestId: request.id },
+      );
+      return reply.code(202).send(deliveryToContract(required(delivery, 'delivery')));
+    },
+  );
+
+  app.get(
+    '/api/org-alert-endpoints/:id/deliveries',
+    {
+      onRequest: [requireRoles('ORG_ADMIN', 'ANALYST')],
+      schema: {
+        tags,
+        summary: "The endpoint's recent deliveries, newest first, with their last attempt",
+        security,
+        params: z.object({ id: idParam }),
+        querystring: z.object({ limit: z.coerce.number().int().min(1).max(200).optional() }).strict(),
+        response: { 200: z.array(alertDeliveryPayload), ...errorResponses(400, 401, 403, 404) },
+      },
+    },
+    async (request) => {
+      const { deliveries } = await clients.notification.listAlertDeliveries(
+        {
+          orgId: requireCaller(request).org.id,
+          endpointId: request.params.id,
+          limit: request.query.limit ?? 0,
+        },
+        { requestId: request.id },
+      );
+      return deliveries.map(deliveryToContract);
+    },
+  );
+};
