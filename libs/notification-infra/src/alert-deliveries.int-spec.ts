@@ -1,0 +1,281 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from 'pg';
+import { Webhook } from 'standardwebhooks';
+import { loadConfig } from '@sts/config/load-config';
+import type { DomainEvent } from '@sts/events/event-catalogue';
+import { newEnvelope } from '@sts/events/event-envelope';
+import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { createLogger } from '@sts/logger/create-logger';
+import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publisher';
+import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
+import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notification';
+import { eventually } from '@sts/testing/eventually';
+import {
+  startHttpsReceiver,
+  testCertificateAuthority,
+  type HttpsReceiver,
+  type ReceivedRequest,
+} from '@sts/testing/https-receiver';
+import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
+import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
+import { testServiceAuth } from '@sts/testing/service-auth';
+import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
+import { notificationEnvSchema } from './notification-config';
+import { startNotificationService, type RunningService } from './start-notification-service';
+
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+
+const threatDetected = (orgId: string, hostname = 'kiosk-7'): DomainEvent<'threat.detected'> =>
+  newEnvelope('threat.detected', {
+    org_id: orgId,
+    device_id: randomUUID(),
+    hostname,
+    dangerous_blocks: 6,
+    window_minutes: 10,
+    detected_at: new Date().toISOString(),
+  });
+
+/** Alert deliveries through the notification service: PostgreSQL schedule, NATS events, HTTPS receivers. */
+describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
+  const serviceAuth = testServiceAuth();
+  const logger = createLogger('alerts-int', 'silent');
+  const namespace = uniqueNatsNamespace('alerts');
+  let database: TestDatabase;
+  let sink: SmtpSink;
+  let receiver: HttpsReceiver;
+  let caDir: string;
+  let services: RunningService[] = [];
+  let nats: JetStreamConnection;
+  let publish: EventPublisher;
+  let db: Client;
+  let configEnv: Record<string, string>;
+
+  const start = async () => {
+    const service = await startNotificationService(loadConfig(notificationEnvSchema, configEnv), logger);
+    services.push(service);
+    return service;
+  };
+  const clientOf = (service: RunningService) =>
+    createPromiseClient(
+      NotificationServiceService,
+      `127.0.0.1:${service.grpcPort}`,
+      5_000,
+      serviceAuth.as('notification'),
+    );
+  let client: ReturnType<typeof clientOf>;
+
+  /** Requests that reached the receiver under one path. */
+  const at = (path: string) => receiver.requests.filter((request) => request.path === path);
+  const verify = (secret: string, request: ReceivedRequest) =>
+    new Webhook(secret).verify(request.body, {
+      'webhook-id': String(request.headers['webhook-id']),
+      'webhook-timestamp': String(request.headers['webhook-timestamp']),
+      'webhook-signature': String(request.headers['webhook-signature']),
+    });
+  /** Time passes: the delivery's next attempt is due now. */
+  const dueNow = (deliveryId: string) =>
+    db.query('update notification.alert_deliveries set next_attempt_at = now() where id = $1', [deliveryId]);
+
+  beforeAll(async () => {
+    database = await createTestDatabase('alerts');
+    sink = await startSmtpSink();
+    const ca = await testCertificateAuthority();
+    receiver = await startHttpsReceiver(ca);
+    caDir = await mkdtemp(join(tmpdir(), 'sts-alert-ca-'));
+    await writeFile(join(caDir, 'ca.pem'), ca.certPem);
+    configEnv = {
+      DATABASE_URL: database.url,
+      NATS_URL,
+      NATS_NAMESPACE: namespace,
+      GRPC_PORT: '0',
+      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+      SMTP_URL: sink.url,
+      SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
+      PUBLIC_APP_URL: 'https://app.test',
+      LOG_LEVEL: 'silent',
+      // The receivers run on this machine.
+      ALERT_ALLOW_PRIVATE_NETWORKS: 'true',
+      ALERT_EXTRA_CA_FILE: join(caDir, 'ca.pem'),
+      ALERT_ATTEMPT_TIMEOUT_MS: '1000',
+    };
+    client = clientOf(await start());
+    nats = await connectJetStream({ url: NATS_URL, name: 'alerts-int-test', logger });
+    publish = createEventPublisher(nats.js, namespace);
+    db = new Client({ connectionString: database.url });
+    await db.connect();
+  });
+
+  afterAll(async () => {
+    client?.close();
+    await db?.end();
+    await Promise.all(services.map((service) => service.stop()));
+    if (nats) {
+      await deleteNamespaceStreams(nats.jsm, namespace);
+      await nats.close();
+    }
+    await receiver?.close();
+    await sink?.close();
+    await database?.drop();
+    if (caDir) await rm(caDir, { recursive: true, force: true });
+  });
+
+  it('delivers a threat detection to every endpoint of its organization, signed so that the reference library verifies it', async () => {
+    const orgA = `org-${randomUUID()}`;
+    const orgB = `org-${randomUUID()}`;
+    const first = await client.createAlertEndpoint({
+      orgId: orgA,
+      url: `${receiver.url}/a1`,
+      description: 'SIEM',
+    });
+    const second = await client.createAlertEndpoint({
+      orgId: orgA,
+      url: `${receiver.url}/a2`,
+      description: '',
+    });
+    await client.createAlertEndpoint({ orgId: orgB, url: `${receiver.url}/b`, description: '' });
+    expect(first.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+
+    const event = threatDetected(orgA);
+    await publish(event);
+    const [toFirst] = await eventually(() => (at('/a1').length > 0 ? at('/a1') : undefined));
+    await eventually(() => at('/a2').length > 0 || undefined);
+
+    const payload = verify(first.secret, toFirst!) as {
+      id: string;
+      type: string;
+      data: Record<string, unknown>;
+    };
+    expect(payload).toEqual({
+      id: event.id,
+      type: 'alert.threat_detected',
+      created_at: event.data.detected_at,
+      data: {
+        org_id: orgA,
+        device_id: event.data.device_id,
+        hostname: 'kiosk-7',
+        dangerous_blocks: 6,
+        window_minutes: 10,
+        detected_at: event.data.detected_at,
+        dashboard_url: `https://app.test/devices/${event.data.device_id}`,
+      },
+    });
+    // Each endpoint's own secret: the other's does not verify it.
+    expect(() => verify(second.secret, toFirst!)).toThrow();
+    expect(verify(second.secret, at('/a2')[0]!)).toMatchObject({ id: event.id });
+    expect(at('/b')).toHaveLength(0);
+
+    const [logged] = (
+      await client.listAlertDeliveries({ orgId: orgA, endpointId: first.endpoint!.id, limit: 0 })
+    ).deliveries;
+    expect(logged).toMatchObject({
+      id: toFirst!.headers['webhook-id'],
+      status: 'delivered',
+      attempts: 1,
+      lastResponseCode: 200,
+    });
+    // The same event again (a redelivery): nothing more is sent.
+    await nats.js.publish(`${namespace}.events.threat.detected`, JSON.stringify(event));
+    await sleep(1_500);
+    expect(at('/a1')).toHaveLength(1);
+  });
+
+  it('tries again after a 500 with the same webhook-id, also after the service restarted, and stops at a 410', async () => {
+    const orgId = `org-${randomUUID()}`;
+    receiver.behave((request) =>
+      request.path === '/gone'
+        ? { status: 410 }
+        : at('/flaky').length === 1
+          ? { status: 500 }
+          : { status: 200 },
+    );
+    const flaky = await client.createAlertEndpoint({ orgId, url: `${receiver.url}/flaky`, description: '' });
+    const gone = await client.createAlertEndpoint({ orgId, url: `${receiver.url}/gone`, description: '' });
+
+    const { delivery } = await client.sendTestAlert({ orgId, endpointId: flaky.endpoint!.id });
+    const failed = await eventually(async () => {
+      const [row] = (await client.listAlertDeliveries({ orgId, endpointId: flaky.endpoint!.id, limit: 0 }))
+        .deliveries;
+      return row?.attempts === 1 ? row : undefined;
+    });
+    expect(failed).toMatchObject({ status: 'pending', lastResponseCode: 500, lastError: 'HTTP 500' });
+    // The next attempt follows the schedule (5 s, with jitter).
+    const waitMs = failed.nextAttemptAt!.getTime() - failed.lastAttemptAt!.getTime();
+    expect(waitMs).toBeGreaterThanOrEqual(4_000);
+    expect(waitMs).toBeLessThanOrEqual(6_000);
+
+    // The service goes away between the attempts; a new process finds the schedule in PostgreSQL.
+    await services[0]!.stop();
+    services = services.slice(1);
+    client.close();
+    client = clientOf(await start());
+    await dueNow(delivery!.id);
+    await eventually(() => at('/flaky').length === 2 || undefined);
+    const [firstTry, secondTry] = at('/flaky');
+    expect(secondTry!.headers['webhook-id']).toBe(firstTry!.headers['webhook-id']);
+    expect(secondTry!.headers['webhook-id']).toBe(delivery!.id);
+    expect(verify(flaky.secret, secondTry!)).toMatchObject({ type: 'alert.test' });
+    await eventually(async () => {
+      const [row] = (await client.listAlertDeliveries({ orgId, endpointId: flaky.endpoint!.id, limit: 0 }))
+        .deliveries;
+      return row?.status === 'delivered' || undefined;
+    });
+
+    const refused = await client.sendTestAlert({ orgId, endpointId: gone.endpoint!.id });
+    const stopped = await eventually(async () => {
+      const [row] = (await client.listAlertDeliveries({ orgId, endpointId: gone.endpoint!.id, limit: 0 }))
+        .deliveries;
+      return row?.status === 'failed' ? row : undefined;
+    });
+    expect(stopped).toMatchObject({ id: refused.delivery!.id, attempts: 1, lastResponseCode: 410 });
+    expect(stopped.nextAttemptAt).toBeUndefined();
+    receiver.behave(() => ({ status: 200 }));
+  });
+
+  it('sends each message once with two processes claiming from one schedule', async () => {
+    const orgId = `org-${randomUUID()}`;
+    await start();
+    const { endpoint } = await client.createAlertEndpoint({
+      orgId,
+      url: `${receiver.url}/pair`,
+      description: '',
+    });
+    const sent = await Promise.all(
+      Array.from({ length: 30 }, () => client.sendTestAlert({ orgId, endpointId: endpoint!.id })),
+    );
+    await eventually(() => at('/pair').length >= 30 || undefined);
+    await sleep(1_500);
+    const ids = at('/pair').map((request) => request.headers['webhook-id']);
+    expect(ids).toHaveLength(30);
+    expect(new Set(ids)).toEqual(new Set(sent.map(({ delivery }) => delivery!.id)));
+  });
+
+  it("attempts a delivery claimed by a process that died once that process's lease has run out", async () => {
+    const orgId = `org-${randomUUID()}`;
+    const { endpoint } = await client.createAlertEndpoint({
+      orgId,
+      url: `${receiver.url}/orphan`,
+      description: '',
+    });
+    const id = randomUUID();
+    // As a worker leaves it when it dies mid-attempt: claimed, leased for 2 more seconds, not recorded.
+    await db.query(
+      `insert into notification.alert_deliveries
+         (id, org_id, endpoint_id, event_type, body, status, attempts, next_attempt_at, locked_until, created_at)
+       values ($1, $2, $3, 'alert.test', $4, 'pending', 0, now(), now() + interval '2 seconds', now())`,
+      [
+        id,
+        orgId,
+        endpoint!.id,
+        JSON.stringify({ id, type: 'alert.test', created_at: new Date().toISOString(), data: {} }),
+      ],
+    );
+    await sleep(1_200);
+    expect(at('/orphan')).toHaveLength(0);
+    await eventually(() => at('/orphan').length === 1 || undefined, 5_000);
+    expect(at('/orphan')[0]!.headers['webhook-id']).toBe(id);
+  });
+});
