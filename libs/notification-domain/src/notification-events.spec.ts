@@ -163,6 +163,58 @@ describe('notification event handling', () => {
     expect(await handler.handleFeedBatch([batch[1] as FeedEvent])).toEqual([{ outcome: 'applied' }]);
   });
 
+  it('turns threat.detected into a threat.alert item and one delivery per endpoint of its organization, once', async () => {
+    store.state.alertEndpoints.push(
+      {
+        id: 'e1',
+        orgId: 'org-1',
+        url: 'https://a.example/',
+        description: null,
+        createdAt: clock.now(),
+        secretSealed: 's',
+      },
+      {
+        id: 'e2',
+        orgId: 'org-1',
+        url: 'https://b.example/',
+        description: null,
+        createdAt: clock.now(),
+        secretSealed: 's',
+      },
+      {
+        id: 'e3',
+        orgId: 'org-2',
+        url: 'https://c.example/',
+        description: null,
+        createdAt: clock.now(),
+        secretSealed: 's',
+      },
+    );
+    const threat = newEnvelope('threat.detected', {
+      org_id: 'org-1',
+      device_id: 'd1',
+      hostname: 'kiosk',
+      dangerous_blocks: 5,
+      window_minutes: 10,
+      detected_at: '2026-03-01T10:00:00.000Z',
+    });
+
+    expect(await handler.handleFeedBatch([threat, threat])).toEqual([
+      { outcome: 'applied' },
+      { outcome: 'duplicate' },
+    ]);
+
+    expect(store.state.feed.map((item) => item.type)).toEqual(['threat.alert']);
+    expect(store.state.alertDeliveries.map((d) => [d.endpointId, d.status, d.eventType])).toEqual([
+      ['e1', 'pending', 'alert.threat_detected'],
+      ['e2', 'pending', 'alert.threat_detected'],
+    ]);
+    expect(JSON.parse(store.state.alertDeliveries[0]!.body)).toMatchObject({
+      id: threat.id,
+      type: 'alert.threat_detected',
+    });
+  });
+
   it('e-mails an invitation once per event id, with the opened token, and logs no secret', async () => {
     const event = inviteCreated();
 

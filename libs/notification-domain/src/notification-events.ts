@@ -185,25 +185,30 @@ export class NotificationEventHandler {
       const firstSeen = await repos.recordEventsOnce(
         events.map((event) => ({ id: event.id, type: event.type })),
       );
+      // An event can also come twice within one batch (published again after the duplicate window):
+      // only its first copy is applied.
+      const applied = events.map(
+        (event, index) => firstSeen.has(event.id) && events.findIndex((e) => e.id === event.id) === index,
+      );
       // The feed item takes the event's id (one item per event) and the time it enters the feed,
       // not the time of the event: read-all marks what was in the feed when the user pressed it,
       // so an event that arrives late must not be hidden by an earlier read-all.
       const createdAt = this.clock.now();
       const items = events
-        .filter((event) => firstSeen.has(event.id))
+        .filter((_event, index) => applied[index])
         .map((event) => {
           const { type, message } = feedItemOf(event);
           return { id: event.id, orgId: event.data.org_id, type, message, createdAt };
         });
       await repos.insertFeedItems(items);
-      for (const event of events) {
-        if (event.type !== 'threat.detected' || !firstSeen.has(event.id)) continue;
+      for (const [index, event] of events.entries()) {
+        if (event.type !== 'threat.detected' || !applied[index]) continue;
         const endpoints = await repos.listAlertEndpoints(event.data.org_id);
         const deliveries = threatDeliveries(event, endpoints, this.settings, createdAt);
         await repos.insertAlertDeliveries(deliveries);
         scheduled += deliveries.length;
       }
-      return events.map((event): EventOutcome => (firstSeen.has(event.id) ? 'applied' : 'duplicate'));
+      return applied.map((first): EventOutcome => (first ? 'applied' : 'duplicate'));
     });
     if (scheduled > 0) this.wakeDeliveries();
     return outcomes;

@@ -1,0 +1,81 @@
+import { Webhook } from 'standardwebhooks';
+import {
+  MAX_ATTEMPTS,
+  RETRY_DELAYS_MS,
+  judgeAttempt,
+  nextAttemptAt,
+  retryAfterMs,
+  signedHeaders,
+  type AttemptResult,
+} from './alert-delivery-policy';
+
+const now = new Date('2026-11-25T12:00:00Z');
+const answered = (status: number, retryAfter: string | null = null): AttemptResult => ({
+  kind: 'answered',
+  status,
+  durationMs: 12,
+  retryAfter,
+});
+
+describe('alert delivery policy', () => {
+  it('delivers on 2xx, retries timeouts, connection errors, refusals, 408, 429, 5xx and redirects, stops on other 4xx', () => {
+    expect(judgeAttempt(answered(200), now)).toEqual({ outcome: 'delivered' });
+    expect(judgeAttempt(answered(204), now)).toEqual({ outcome: 'delivered' });
+    for (const status of [408, 429, 500, 502, 503, 301, 302, 307]) {
+      expect(judgeAttempt(answered(status), now).outcome).toBe('retry');
+    }
+    for (const reason of ['timeout', 'network', 'refused'] as const) {
+      expect(judgeAttempt({ kind: 'no-answer', reason, error: reason, durationMs: 1 }, now).outcome).toBe(
+        'retry',
+      );
+    }
+    for (const status of [400, 401, 403, 404, 410, 413, 422]) {
+      expect(judgeAttempt(answered(status), now)).toMatchObject({ outcome: 'stop' });
+    }
+  });
+
+  it('reads Retry-After as seconds or a date, capped at 10 hours', () => {
+    expect(retryAfterMs('120', now)).toBe(120_000);
+    expect(retryAfterMs('Wed, 25 Nov 2026 12:05:00 GMT', now)).toBe(300_000);
+    expect(retryAfterMs('999999', now)).toBe(10 * 3_600_000);
+    expect(retryAfterMs('soon', now)).toBeNull();
+    expect(retryAfterMs(null, now)).toBeNull();
+    expect(judgeAttempt(answered(503, '60'), now)).toEqual({
+      outcome: 'retry',
+      error: 'HTTP 503',
+      retryAfterMs: 60_000,
+    });
+  });
+
+  it('follows the schedule with ±20% jitter for about a day, honours a longer Retry-After, then gives up', () => {
+    const retry = { outcome: 'retry' as const, error: 'HTTP 500', retryAfterMs: null };
+    expect(nextAttemptAt(1, retry, now, () => 0.5)).toEqual(new Date(now.getTime() + 5_000));
+    expect(nextAttemptAt(1, retry, now, () => 0)).toEqual(new Date(now.getTime() + 4_000));
+    expect(nextAttemptAt(1, retry, now, () => 1)).toEqual(new Date(now.getTime() + 6_000));
+    expect(nextAttemptAt(2, retry, now, () => 0.5)).toEqual(new Date(now.getTime() + 5 * 60_000));
+    expect(nextAttemptAt(1, { ...retry, retryAfterMs: 600_000 }, now, () => 0.5)).toEqual(
+      new Date(now.getTime() + 600_000),
+    );
+    expect(nextAttemptAt(MAX_ATTEMPTS - 1, retry, now, () => 0.5)).not.toBeNull();
+    expect(nextAttemptAt(MAX_ATTEMPTS, retry, now, () => 0.5)).toBeNull();
+    const total = RETRY_DELAYS_MS.reduce((sum, delay) => sum + delay, 0);
+    expect(total / 3_600_000).toBeGreaterThan(24);
+    expect(total / 3_600_000).toBeLessThan(30);
+  });
+
+  it('signs as Standard Webhooks says, with both secrets during a rotation', () => {
+    const current = `whsec_${Buffer.alloc(32, 1).toString('base64')}`;
+    const previous = `whsec_${Buffer.alloc(32, 2).toString('base64')}`;
+    const body = '{"id":"e1","type":"alert.test","created_at":"2026-11-25T12:00:00.000Z","data":{}}';
+    const headers = signedHeaders('msg_1', body, [current, previous], new Date());
+    expect(headers['webhook-id']).toBe('msg_1');
+    expect(headers['webhook-timestamp']).toMatch(/^\d+$/);
+    expect(headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/=]+ v1,[A-Za-z0-9+/=]+$/);
+    for (const secret of [current, previous]) {
+      expect(new Webhook(secret).verify(body, headers)).toEqual(JSON.parse(body));
+    }
+    expect(() =>
+      new Webhook(`whsec_${Buffer.alloc(32, 3).toString('base64')}`).verify(body, headers),
+    ).toThrow();
+  });
+});
