@@ -56,7 +56,11 @@ export interface SystemUnderTest {
  * NATS namespace, a local OpenID provider (JWKS over HTTP) and an SMTP sink. Nothing is mocked.
  */
 export async function startSystem(
-  options: { gatewayEnv?: Record<string, string>; analyticsEnv?: Record<string, string> } = {},
+  options: {
+    gatewayEnv?: Record<string, string>;
+    analyticsEnv?: Record<string, string>;
+    notificationEnv?: Record<string, string>;
+  } = {},
 ): Promise<SystemUnderTest> {
   const lifecycle = new Lifecycle();
   const logger = createLogger('e2e', process.env.E2E_LOG_LEVEL ?? 'silent');
@@ -95,7 +99,10 @@ export async function startSystem(
     };
     const identity = await startIdentityService(loadConfig(identityEnvSchema, shared), logger);
     lifecycle.add('identity', () => identity.stop());
-    const notification = await startNotificationService(loadConfig(notificationEnvSchema, shared), logger);
+    const notification = await startNotificationService(
+      loadConfig(notificationEnvSchema, { ...shared, ...options.notificationEnv }),
+      logger,
+    );
     lifecycle.add('notification', () => notification.stop());
     const billing = await startBillingService(loadConfig(billingEnvSchema, shared), logger);
     lifecycle.add('billing', () => billing.stop());
