@@ -186,4 +186,38 @@ describe('alert endpoints, end to end', () => {
         .status,
     ).toBe(404);
   });
+
+  it('rotates the secret: the next message verifies with the new secret and, for a day, the old one', async () => {
+    const created = await create(admin, { url: `${receiver.url}/rotating` });
+    expect(
+      (
+        await system.api('POST', `/api/org-alert-endpoints/${created.body.id}/rotate-secret`, {
+          token: analyst,
+        })
+      ).status,
+    ).toBe(403);
+    const rotated = await system.api<Endpoint & { previous_secret_expires_at: string }>(
+      'POST',
+      `/api/org-alert-endpoints/${created.body.id}/rotate-secret`,
+      { token: admin },
+    );
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.secret).toMatch(/^whsec_/);
+    expect(rotated.body.secret).not.toBe(created.body.secret);
+    expect(Date.parse(rotated.body.previous_secret_expires_at) - Date.now()).toBeGreaterThan(23 * 3_600_000);
+
+    await system.api('POST', `/api/org-alert-endpoints/${created.body.id}/test`, { token: admin });
+    const request = await eventually(() => receiver.requests.find((r) => r.path === '/rotating'));
+    const headers = {
+      'webhook-id': String(request.headers['webhook-id']),
+      'webhook-timestamp': String(request.headers['webhook-timestamp']),
+      'webhook-signature': String(request.headers['webhook-signature']),
+    };
+    expect(new Webhook(rotated.body.secret!).verify(request.body, headers)).toMatchObject({
+      type: 'alert.test',
+    });
+    expect(new Webhook(created.body.secret!).verify(request.body, headers)).toMatchObject({
+      type: 'alert.test',
+    });
+  });
 });

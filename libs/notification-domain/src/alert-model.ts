@@ -13,6 +13,9 @@ export interface AlertEndpoint {
 /** An endpoint as the delivery worker needs it: with its signing secret, sealed. */
 export interface AlertEndpointWithSecret extends AlertEndpoint {
   secretSealed: string;
+  /** After a rotation, the secret before it: messages are signed with both until it expires. */
+  previousSecretSealed: string | null;
+  previousSecretExpiresAt: Date | null;
 }
 
 export type AlertEventType = 'alert.threat_detected' | 'alert.test';
@@ -35,6 +38,9 @@ export interface AlertDelivery {
   lastError: string | null;
   lastDurationMs: number | null;
 }
+
+/** How long the previous secret still signs after a rotation: time for receivers to switch. */
+export const SECRET_ROTATION_GRACE_MS = 24 * 3_600_000;
 
 export const ALERT_LIMITS = {
   endpointsPerOrganization: 20,
@@ -61,7 +67,6 @@ export function validAlertUrl(input: string): string {
     throw new AppError('VALIDATION_FAILED', message, { fields: [{ path: 'url', message }] });
   };
   if (input.length > ALERT_LIMITS.urlLength) fail(`at most ${ALERT_LIMITS.urlLength} characters`);
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f\s]/.test(input)) fail('must not contain spaces or control characters');
   let url: URL;
   try {
@@ -84,7 +89,6 @@ export function validAlertDescription(input: string | undefined): string | null 
   };
   if (text.length > ALERT_LIMITS.descriptionLength)
     fail(`at most ${ALERT_LIMITS.descriptionLength} characters`);
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(text)) fail('must not contain control characters');
   return text === '' ? null : text;
 }

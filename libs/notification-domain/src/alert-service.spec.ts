@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { AppError } from '@sts/errors/app-error';
-import { ALERT_LIMITS, validAlertDescription, validAlertUrl } from './alert-model';
-import { AlertService } from './alert-service';
+import { Webhook } from 'standardwebhooks';
+import { ALERT_LIMITS, SECRET_ROTATION_GRACE_MS, validAlertDescription, validAlertUrl } from './alert-model';
+import { AlertService, attemptDelivery } from './alert-service';
+import type { AlertDeliveryQueue, AlertSender } from './notification-ports';
 import { InMemoryNotificationStore, ManualClock } from './test/in-memory-notification-store';
 
 const code = async (promise: Promise<unknown>) => {
@@ -90,5 +92,56 @@ describe('alert endpoints', () => {
     await service.delete('org-1', endpoint.id);
     expect(await service.list('org-1')).toEqual([]);
     expect(await code(service.delete('org-1', endpoint.id))).toBe('ALERT_ENDPOINT_NOT_FOUND');
+  });
+
+  it('rotates the secret: both sign for the grace period, then only the new one', async () => {
+    const clock = new ManualClock(new Date());
+    const key = randomBytes(32);
+    const rotating = new AlertService(store, clock, { sealingKey: key, publicAppUrl: 'https://app.example' });
+    const { endpoint, secret: first } = await rotating.create('org-1', 'https://a.example/', null);
+    expect(await code(rotating.rotateSecret('org-2', endpoint.id))).toBe('ALERT_ENDPOINT_NOT_FOUND');
+    const rotated = await rotating.rotateSecret('org-1', endpoint.id);
+    expect(rotated.secret).not.toBe(first);
+    expect(rotated.previousSecretExpiresAt).toEqual(
+      new Date(clock.now().getTime() + SECRET_ROTATION_GRACE_MS),
+    );
+
+    const sent: Record<string, string>[] = [];
+    const sender: AlertSender = {
+      send: async ({ headers }) => {
+        sent.push(headers);
+        return { kind: 'answered', status: 200, durationMs: 1, retryAfter: null };
+      },
+    };
+    const queue: AlertDeliveryQueue = { claimDue: async () => [], recordAttempt: async () => undefined };
+    const attempt = async () => {
+      const delivery = await rotating.sendTest('org-1', endpoint.id);
+      const [stored] = store.state.alertEndpoints;
+      await attemptDelivery({ delivery, endpoint: stored! }, sender, queue, key, clock);
+      return { body: delivery.body, headers: sent.at(-1)! };
+    };
+    const verifies = (
+      secret: string,
+      { body, headers }: { body: string; headers: Record<string, string> },
+    ) => {
+      try {
+        new Webhook(secret).verify(body, headers);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+
+    const during = await attempt();
+    expect([verifies(rotated.secret, during), verifies(first, during)]).toEqual([true, true]);
+    clock.advance(SECRET_ROTATION_GRACE_MS + 1);
+    const after = await attempt();
+    // The receiver's clock check (5 minutes) is the library's: keep its view of "now" in step.
+    jest.useFakeTimers({ now: clock.now(), doNotFake: ['nextTick', 'setImmediate'] });
+    try {
+      expect([verifies(rotated.secret, after), verifies(first, after)]).toEqual([true, false]);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 });

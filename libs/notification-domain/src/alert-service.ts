@@ -4,6 +4,7 @@ import { AppError } from '@sts/errors/app-error';
 import type { DomainEvent } from '@sts/events/event-catalogue';
 import {
   ALERT_LIMITS,
+  SECRET_ROTATION_GRACE_MS,
   alertSecretContext,
   newAlertSecret,
   type AlertDelivery,
@@ -129,10 +130,34 @@ export class AlertService {
       const stored = await repos.insertAlertEndpoint({
         ...endpoint,
         secretSealed: sealSecret(secret, this.settings.sealingKey, alertSecretContext(endpoint)),
+        previousSecretSealed: null,
+        previousSecretExpiresAt: null,
       });
       // A concurrent create of the same URL won the race.
       if (!stored) throw new AppError('ALERT_ENDPOINT_DUPLICATE');
       return { endpoint, secret };
+    });
+  }
+
+  /**
+   * A new secret, returned once; the previous one keeps signing (a second signature in
+   * `webhook-signature`) for SECRET_ROTATION_GRACE_MS, so receivers can switch without losing a message.
+   */
+  rotateSecret(
+    orgId: string,
+    endpointId: string,
+  ): Promise<{ endpoint: AlertEndpoint; secret: string; previousSecretExpiresAt: Date }> {
+    return this.store.transaction(async (repos) => {
+      const endpoint = (await repos.listAlertEndpoints(orgId)).find((e) => e.id === endpointId);
+      if (!endpoint) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+      const secret = newAlertSecret();
+      const previousSecretExpiresAt = new Date(this.clock.now().getTime() + SECRET_ROTATION_GRACE_MS);
+      await repos.rotateAlertSecret(orgId, endpointId, {
+        secretSealed: sealSecret(secret, this.settings.sealingKey, alertSecretContext(endpoint)),
+        previousSecretSealed: endpoint.secretSealed,
+        previousSecretExpiresAt,
+      });
+      return { endpoint: withoutSecret(endpoint), secret, previousSecretExpiresAt };
     });
   }
 
@@ -186,10 +211,17 @@ export async function attemptDelivery(
 ): Promise<AttemptRecord> {
   const { delivery, endpoint } = claimed;
   const started = clock.now();
-  const secret = openSealedSecret(endpoint.secretSealed, sealingKey, alertSecretContext(endpoint));
+  const secrets = [openSealedSecret(endpoint.secretSealed, sealingKey, alertSecretContext(endpoint))];
+  if (
+    endpoint.previousSecretSealed &&
+    endpoint.previousSecretExpiresAt &&
+    endpoint.previousSecretExpiresAt > started
+  ) {
+    secrets.push(openSealedSecret(endpoint.previousSecretSealed, sealingKey, alertSecretContext(endpoint)));
+  }
   const result = await sender.send({
     url: endpoint.url,
-    headers: signedHeaders(delivery.id, delivery.body, [secret], started),
+    headers: signedHeaders(delivery.id, delivery.body, secrets, started),
     body: delivery.body,
   });
   const at = clock.now();

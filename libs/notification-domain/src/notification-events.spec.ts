@@ -172,6 +172,8 @@ describe('notification event handling', () => {
         description: null,
         createdAt: clock.now(),
         secretSealed: 's',
+        previousSecretSealed: null,
+        previousSecretExpiresAt: null,
       },
       {
         id: 'e2',
@@ -180,6 +182,8 @@ describe('notification event handling', () => {
         description: null,
         createdAt: clock.now(),
         secretSealed: 's',
+        previousSecretSealed: null,
+        previousSecretExpiresAt: null,
       },
       {
         id: 'e3',
@@ -188,6 +192,8 @@ describe('notification event handling', () => {
         description: null,
         createdAt: clock.now(),
         secretSealed: 's',
+        previousSecretSealed: null,
+        previousSecretExpiresAt: null,
       },
     );
     const threat = newEnvelope('threat.detected', {

@@ -1,4 +1,4 @@
-import type { AlertDelivery, AlertEndpoint, AlertEndpointWithSecret } from './alert-model';
+import type { AlertDelivery, AlertEndpointWithSecret } from './alert-model';
 import type { EmailLogEntry, FeedItem, Notification, OutgoingEmail } from './notification-model';
 import type { KeysetPosition } from '@sts/pagination/keyset-cursor';
 import type { AttemptResult } from './alert-delivery-policy';
@@ -41,6 +41,12 @@ export interface NotificationRepositories {
   insertAlertEndpoint(endpoint: AlertEndpointWithSecret): Promise<boolean>;
   /** Scoped by organization: an id of another organization is simply not found (false). */
   deleteAlertEndpoint(orgId: string, endpointId: string): Promise<boolean>;
+  /** Stores a rotated secret and the previous one with its expiry; false when not the organization's. */
+  rotateAlertSecret(
+    orgId: string,
+    endpointId: string,
+    rotation: { secretSealed: string; previousSecretSealed: string; previousSecretExpiresAt: Date },
+  ): Promise<boolean>;
   insertAlertDeliveries(deliveries: readonly AlertDelivery[]): Promise<void>;
   /** An endpoint's deliveries, newest first; null when the endpoint is not the organization's. */
   listAlertDeliveries(orgId: string, endpointId: string, limit: number): Promise<AlertDelivery[] | null>;
@@ -49,7 +55,10 @@ export interface NotificationRepositories {
 /** A delivery claimed by the worker for one attempt, with what the attempt needs. */
 export interface ClaimedDelivery {
   delivery: AlertDelivery;
-  endpoint: Pick<AlertEndpointWithSecret, 'id' | 'orgId' | 'url' | 'secretSealed'>;
+  endpoint: Pick<
+    AlertEndpointWithSecret,
+    'id' | 'orgId' | 'url' | 'secretSealed' | 'previousSecretSealed' | 'previousSecretExpiresAt'
+  >;
 }
 
 /** What an attempt leaves behind on its delivery. */

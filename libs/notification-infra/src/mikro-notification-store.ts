@@ -176,13 +176,22 @@ class NotificationRepositoriesSql implements NotificationRepositories {
       .insert(endpoint)
       .onConflict(['orgId', 'url'])
       .ignore()
-      .execute('run');
+      .execute<{ affectedRows: number }>('run');
     return inserted.affectedRows === 1;
   }
 
   async deleteAlertEndpoint(orgId: string, endpointId: string): Promise<boolean> {
     if (!isUuid(endpointId)) return false;
     return (await this.em.nativeDelete(AlertEndpointEntity, { id: endpointId, orgId })) === 1;
+  }
+
+  async rotateAlertSecret(
+    orgId: string,
+    endpointId: string,
+    rotation: { secretSealed: string; previousSecretSealed: string; previousSecretExpiresAt: Date },
+  ): Promise<boolean> {
+    if (!isUuid(endpointId)) return false;
+    return (await this.em.nativeUpdate(AlertEndpointEntity, { id: endpointId, orgId }, rotation)) === 1;
   }
 
   async insertAlertDeliveries(deliveries: readonly AlertDelivery[]): Promise<void> {
@@ -255,7 +264,9 @@ export class PostgresAlertDeliveryQueue implements AlertDeliveryQueue {
        update notification.alert_deliveries d set locked_until = ?
        from due, notification.alert_endpoints e
        where d.id = due.id and e.id = d.endpoint_id
-       returning d.*, e.url as endpoint_url, e.secret_sealed as endpoint_secret_sealed`,
+       returning d.*, e.url as endpoint_url, e.secret_sealed as endpoint_secret_sealed,
+         e.previous_secret_sealed as endpoint_previous_secret_sealed,
+         e.previous_secret_expires_at as endpoint_previous_secret_expires_at`,
       [now, now, now, IN_FLIGHT_PER_ENDPOINT, limit, new Date(now.getTime() + leaseMs)],
     );
     return rows.map((row) => ({
@@ -279,6 +290,10 @@ export class PostgresAlertDeliveryQueue implements AlertDeliveryQueue {
         orgId: row.org_id,
         url: row.endpoint_url,
         secretSealed: row.endpoint_secret_sealed,
+        previousSecretSealed: row.endpoint_previous_secret_sealed,
+        previousSecretExpiresAt: row.endpoint_previous_secret_expires_at
+          ? new Date(row.endpoint_previous_secret_expires_at)
+          : null,
       },
     }));
   }
@@ -317,6 +332,8 @@ interface ClaimedRow {
   last_duration_ms: number | null;
   endpoint_url: string;
   endpoint_secret_sealed: string;
+  endpoint_previous_secret_sealed: string | null;
+  endpoint_previous_secret_expires_at: string | null;
 }
 
 function toNotification(row: NotificationViewRow): Notification {

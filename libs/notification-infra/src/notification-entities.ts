@@ -92,6 +92,8 @@ export const AlertEndpointEntity = new EntitySchema<AlertEndpointWithSecret>({
     url: { type: 'text' },
     description: { type: 'text', nullable: true },
     secretSealed: { type: 'text', fieldName: 'secret_sealed' },
+    previousSecretSealed: { type: 'text', fieldName: 'previous_secret_sealed', nullable: true },
+    previousSecretExpiresAt: { type: 'datetime', fieldName: 'previous_secret_expires_at', nullable: true },
     createdAt: { type: 'datetime', fieldName: 'created_at' },
   },
 });

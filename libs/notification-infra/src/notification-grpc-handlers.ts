@@ -93,6 +93,16 @@ export function notificationGrpcHandlers(
       if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
       return { delivery: deliveryToProto(await alerts.sendTest(orgId, request.endpointId)) };
     },
+    rotateAlertSecret: async (request) => {
+      const orgId = orgOf(request);
+      if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+      const rotated = await alerts.rotateSecret(orgId, request.endpointId);
+      return {
+        endpoint: endpointToProto(rotated.endpoint),
+        secret: rotated.secret,
+        previousSecretExpiresAt: rotated.previousSecretExpiresAt,
+      };
+    },
     listAlertDeliveries: async (request) => {
       const orgId = orgOf(request);
       if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');

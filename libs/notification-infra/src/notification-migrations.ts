@@ -90,7 +90,18 @@ class AlertEndpointsAndDeliveries extends Migration {
   }
 }
 
+class AlertSecretRotation extends Migration {
+  override up(): void {
+    this.addSql(`
+      alter table notification.alert_endpoints
+        add column previous_secret_sealed text null,
+        add column previous_secret_expires_at timestamptz null;
+    `);
+  }
+}
+
 export const NOTIFICATION_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_notification_schema', class: InitialNotificationSchema },
   { name: '0002_alert_endpoints_and_deliveries', class: AlertEndpointsAndDeliveries },
+  { name: '0003_alert_secret_rotation', class: AlertSecretRotation },
 ];

@@ -46,12 +46,14 @@ const alertDeliveryPayload = z
   .meta({ id: 'AlertDelivery' });
 
 function endpointToContract(endpoint: ProtoAlertEndpoint): z.infer<typeof alertEndpointPayload> {
-  return {
+  const payload: z.infer<typeof alertEndpointPayload> = {
     id: endpoint.id,
     url: endpoint.url,
-    ...(endpoint.description ? { description: endpoint.description } : {}),
     created_at: required(endpoint.createdAt, 'created_at').toISOString(),
   };
+  // Left out when there is none (the contract's field is an optional string).
+  if (endpoint.description) payload.description = endpoint.description;
+  return payload;
 }
 
 function deliveryToContract(delivery: ProtoAlertDelivery): z.infer<typeof alertDeliveryPayload> {
@@ -131,10 +133,13 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
         },
         { requestId: request.id },
       );
-      return reply.code(201).send({
-        ...endpointToContract(required(created.endpoint, 'alert endpoint')),
-        secret: created.secret,
-      });
+      return reply
+        .code(201)
+        .send(
+          Object.assign(endpointToContract(required(created.endpoint, 'alert endpoint')), {
+            secret: created.secret,
+          }),
+        );
     },
   );
 
@@ -179,6 +184,38 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
         { requestId: request.id },
       );
       return reply.code(202).send(deliveryToContract(required(delivery, 'delivery')));
+    },
+  );
+
+  app.post(
+    '/api/org-alert-endpoints/:id/rotate-secret',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags,
+        summary: 'Replace the signing secret',
+        description:
+          'Returns the new secret once. For 24 hours messages carry a signature with the previous secret too ' +
+          '(`webhook-signature` holds both), so receivers can switch without losing a message.',
+        security,
+        params: z.object({ id: idParam }),
+        response: {
+          200: createdAlertEndpointPayload
+            .extend({ previous_secret_expires_at: z.string() })
+            .meta({ id: 'RotatedAlertEndpoint' }),
+          ...errorResponses(401, 403, 404),
+        },
+      },
+    },
+    async (request) => {
+      const rotated = await clients.notification.rotateAlertSecret(
+        { orgId: requireCaller(request).org.id, endpointId: request.params.id },
+        { requestId: request.id },
+      );
+      return Object.assign(endpointToContract(required(rotated.endpoint, 'alert endpoint')), {
+        secret: rotated.secret,
+        previous_secret_expires_at: required(rotated.previousSecretExpiresAt, 'expiry').toISOString(),
+      });
     },
   );
 

@@ -154,6 +154,7 @@ export class FakeUpstream {
     deleteAlertEndpoint: (request, options) => this.unscripted('deleteAlertEndpoint', request, options),
     sendTestAlert: (request, options) => this.unscripted('sendTestAlert', request, options),
     listAlertDeliveries: (request, options) => this.unscripted('listAlertDeliveries', request, options),
+    rotateAlertSecret: (request, options) => this.unscripted('rotateAlertSecret', request, options),
     close: () => undefined,
   };
 

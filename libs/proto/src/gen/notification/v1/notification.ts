@@ -140,6 +140,21 @@ export interface ListAlertDeliveriesResponse {
   deliveries: AlertDelivery[];
 }
 
+export interface RotateAlertSecretRequest {
+  orgId: string;
+  endpointId: string;
+}
+
+export interface RotateAlertSecretResponse {
+  endpoint:
+    | AlertEndpoint
+    | undefined;
+  /** The new signing secret, returned here only. */
+  secret: string;
+  /** Until then messages carry a signature with the previous secret too. */
+  previousSecretExpiresAt: Date | undefined;
+}
+
 function createBaseNotification(): Notification {
   return { id: "", type: "", message: "", read: false, createdAt: undefined };
 }
@@ -2092,6 +2107,206 @@ export const ListAlertDeliveriesResponse: MessageFns<ListAlertDeliveriesResponse
   },
 };
 
+function createBaseRotateAlertSecretRequest(): RotateAlertSecretRequest {
+  return { orgId: "", endpointId: "" };
+}
+
+export const RotateAlertSecretRequest: MessageFns<RotateAlertSecretRequest> = {
+  encode(message: RotateAlertSecretRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.endpointId !== "") {
+      writer.uint32(18).string(message.endpointId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RotateAlertSecretRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRotateAlertSecretRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.endpointId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RotateAlertSecretRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      endpointId: isSet(object.endpointId)
+        ? globalThis.String(object.endpointId)
+        : isSet(object.endpoint_id)
+        ? globalThis.String(object.endpoint_id)
+        : "",
+    };
+  },
+
+  toJSON(message: RotateAlertSecretRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.endpointId !== "") {
+      obj.endpointId = message.endpointId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RotateAlertSecretRequest>, I>>(base?: I): RotateAlertSecretRequest {
+    return RotateAlertSecretRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RotateAlertSecretRequest>, I>>(object: I): RotateAlertSecretRequest {
+    const message = createBaseRotateAlertSecretRequest();
+    message.orgId = object.orgId ?? "";
+    message.endpointId = object.endpointId ?? "";
+    return message;
+  },
+};
+
+function createBaseRotateAlertSecretResponse(): RotateAlertSecretResponse {
+  return { endpoint: undefined, secret: "", previousSecretExpiresAt: undefined };
+}
+
+export const RotateAlertSecretResponse: MessageFns<RotateAlertSecretResponse> = {
+  encode(message: RotateAlertSecretResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.endpoint !== undefined) {
+      AlertEndpoint.encode(message.endpoint, writer.uint32(10).fork()).join();
+    }
+    if (message.secret !== "") {
+      writer.uint32(18).string(message.secret);
+    }
+    if (message.previousSecretExpiresAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.previousSecretExpiresAt), writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RotateAlertSecretResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRotateAlertSecretResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.endpoint = AlertEndpoint.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.secret = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.previousSecretExpiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RotateAlertSecretResponse {
+    return {
+      endpoint: isSet(object.endpoint) ? AlertEndpoint.fromJSON(object.endpoint) : undefined,
+      secret: isSet(object.secret) ? globalThis.String(object.secret) : "",
+      previousSecretExpiresAt: isSet(object.previousSecretExpiresAt)
+        ? fromJsonTimestamp(object.previousSecretExpiresAt)
+        : isSet(object.previous_secret_expires_at)
+        ? fromJsonTimestamp(object.previous_secret_expires_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: RotateAlertSecretResponse): unknown {
+    const obj: any = {};
+    if (message.endpoint !== undefined) {
+      obj.endpoint = AlertEndpoint.toJSON(message.endpoint);
+    }
+    if (message.secret !== "") {
+      obj.secret = message.secret;
+    }
+    if (message.previousSecretExpiresAt !== undefined) {
+      obj.previousSecretExpiresAt = message.previousSecretExpiresAt.toISOString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RotateAlertSecretResponse>, I>>(base?: I): RotateAlertSecretResponse {
+    return RotateAlertSecretResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RotateAlertSecretResponse>, I>>(object: I): RotateAlertSecretResponse {
+    const message = createBaseRotateAlertSecretResponse();
+    message.endpoint = (object.endpoint !== undefined && object.endpoint !== null)
+      ? AlertEndpoint.fromPartial(object.endpoint)
+      : undefined;
+    message.secret = object.secret ?? "";
+    message.previousSecretExpiresAt = object.previousSecretExpiresAt ?? undefined;
+    return message;
+  },
+};
+
 /**
  * The in-app feed of an organization, with read state per user; the organization's alert endpoints
  * and the deliveries of alerts to them.
@@ -2181,6 +2396,17 @@ export const NotificationServiceService = {
       Buffer.from(ListAlertDeliveriesResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListAlertDeliveriesResponse => ListAlertDeliveriesResponse.decode(value),
   },
+  rotateAlertSecret: {
+    path: "/notification.v1.NotificationService/RotateAlertSecret" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RotateAlertSecretRequest): Buffer =>
+      Buffer.from(RotateAlertSecretRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RotateAlertSecretRequest => RotateAlertSecretRequest.decode(value),
+    responseSerialize: (value: RotateAlertSecretResponse): Buffer =>
+      Buffer.from(RotateAlertSecretResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RotateAlertSecretResponse => RotateAlertSecretResponse.decode(value),
+  },
 } as const;
 
 export interface NotificationServiceServer extends UntypedServiceImplementation {
@@ -2192,6 +2418,7 @@ export interface NotificationServiceServer extends UntypedServiceImplementation 
   deleteAlertEndpoint: handleUnaryCall<DeleteAlertEndpointRequest, DeleteAlertEndpointResponse>;
   sendTestAlert: handleUnaryCall<SendTestAlertRequest, SendTestAlertResponse>;
   listAlertDeliveries: handleUnaryCall<ListAlertDeliveriesRequest, ListAlertDeliveriesResponse>;
+  rotateAlertSecret: handleUnaryCall<RotateAlertSecretRequest, RotateAlertSecretResponse>;
 }
 
 export interface NotificationServiceClient extends Client {
@@ -2314,6 +2541,21 @@ export interface NotificationServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListAlertDeliveriesResponse) => void,
+  ): ClientUnaryCall;
+  rotateAlertSecret(
+    request: RotateAlertSecretRequest,
+    callback: (error: ServiceError | null, response: RotateAlertSecretResponse) => void,
+  ): ClientUnaryCall;
+  rotateAlertSecret(
+    request: RotateAlertSecretRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RotateAlertSecretResponse) => void,
+  ): ClientUnaryCall;
+  rotateAlertSecret(
+    request: RotateAlertSecretRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RotateAlertSecretResponse) => void,
   ): ClientUnaryCall;
 }
 
