@@ -133,13 +133,11 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
         },
         { requestId: request.id },
       );
-      return reply
-        .code(201)
-        .send(
-          Object.assign(endpointToContract(required(created.endpoint, 'alert endpoint')), {
-            secret: created.secret,
-          }),
-        );
+      return reply.code(201).send(
+        Object.assign(endpointToContract(required(created.endpoint, 'alert endpoint')), {
+          secret: created.secret,
+        }),
+      );
     },
   );
 
