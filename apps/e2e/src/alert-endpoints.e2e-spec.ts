@@ -220,4 +220,19 @@ describe('alert endpoints, end to end', () => {
       type: 'alert.test',
     });
   });
+
+  it('enables an endpoint (admins only, own organization only)', async () => {
+    const created = await create(admin, { url: `${receiver.url}/enable-me` });
+    const enable = (token: string) =>
+      system.api<Endpoint>('POST', `/api/org-alert-endpoints/${created.body.id}/enable`, { token });
+    expect((await enable(analyst)).status).toBe(403);
+    expect((await enable(outsider)).status).toBe(404);
+    const enabled = await enable(admin);
+    expect(enabled.status).toBe(200);
+    expect(enabled.body).toEqual({
+      id: created.body.id,
+      url: created.body.url,
+      created_at: created.body.created_at,
+    });
+  });
 });

@@ -8,6 +8,8 @@ export interface AlertEndpoint {
   url: string;
   description: string | null;
   createdAt: Date;
+  /** Set when deliveries failed for too long (ALERT_DISABLE_AFTER_HOURS); nothing is sent until it is enabled. */
+  disabledAt: Date | null;
 }
 
 /** An endpoint as the delivery worker needs it: with its signing secret, sealed. */

@@ -113,7 +113,11 @@ describe('alert endpoints', () => {
         return { kind: 'answered', status: 200, durationMs: 1, retryAfter: null };
       },
     };
-    const queue: AlertDeliveryQueue = { claimDue: async () => [], recordAttempt: async () => undefined };
+    const queue: AlertDeliveryQueue = {
+      claimDue: async () => [],
+      recordAttempt: async () => ({ failingSince: null }),
+      disableEndpoint: async () => false,
+    };
     const attempt = async () => {
       const delivery = await rotating.sendTest('org-1', endpoint.id);
       const [stored] = store.state.alertEndpoints;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { openSealedSecret, sealSecret } from '@sts/crypto/secrets';
 import { AppError } from '@sts/errors/app-error';
+import { plainTextLine } from '@sts/vocabulary/plain-text';
 import type { DomainEvent } from '@sts/events/event-catalogue';
 import {
   ALERT_LIMITS,
@@ -36,6 +37,7 @@ function withoutSecret(endpoint: AlertEndpointWithSecret): AlertEndpoint {
     url: endpoint.url,
     description: endpoint.description,
     createdAt: endpoint.createdAt,
+    disabledAt: endpoint.disabledAt,
   };
 }
 
@@ -90,9 +92,9 @@ export function threatDeliveries(
       dashboard_url: `${settings.publicAppUrl.replace(/\/+$/, '')}/devices/${encodeURIComponent(data.device_id)}`,
     },
   });
-  return endpoints.map((endpoint) =>
-    newDelivery(data.org_id, endpoint.id, 'alert.threat_detected', body, now),
-  );
+  return endpoints
+    .filter((endpoint) => endpoint.disabledAt === null)
+    .map((endpoint) => newDelivery(data.org_id, endpoint.id, 'alert.threat_detected', body, now));
 }
 
 /** The organization's alert endpoints: register, list, delete, send a test, read the deliveries. */
@@ -126,7 +128,14 @@ export class AlertService {
         );
       }
       const secret = newAlertSecret();
-      const endpoint = { id: randomUUID(), orgId, url, description, createdAt: this.clock.now() };
+      const endpoint = {
+        id: randomUUID(),
+        orgId,
+        url,
+        description,
+        createdAt: this.clock.now(),
+        disabledAt: null,
+      };
       const stored = await repos.insertAlertEndpoint({
         ...endpoint,
         secretSealed: sealSecret(secret, this.settings.sealingKey, alertSecretContext(endpoint)),
@@ -158,6 +167,17 @@ export class AlertService {
         previousSecretExpiresAt,
       });
       return { endpoint: withoutSecret(endpoint), secret, previousSecretExpiresAt };
+    });
+  }
+
+  /** Switches a disabled endpoint back on: new alerts go to it again (earlier ones stay failed). */
+  async enable(orgId: string, endpointId: string): Promise<AlertEndpoint> {
+    return this.store.transaction(async (repos) => {
+      const endpoint = (await repos.listAlertEndpoints(orgId)).find((e) => e.id === endpointId);
+      if (!endpoint || !(await repos.enableAlertEndpoint(orgId, endpointId))) {
+        throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+      }
+      return { ...withoutSecret(endpoint), disabledAt: null };
     });
   }
 
@@ -208,7 +228,9 @@ export async function attemptDelivery(
   queue: AlertDeliveryQueue,
   sealingKey: Buffer,
   clock: Clock,
-): Promise<AttemptRecord> {
+  /** An endpoint failing this long is disabled (and the organization told in its feed). */
+  disableAfterMs = Infinity,
+): Promise<AttemptRecord & { endpointDisabled: boolean }> {
   const { delivery, endpoint } = claimed;
   const started = clock.now();
   const secrets = [openSealedSecret(endpoint.secretSealed, sealingKey, alertSecretContext(endpoint))];
@@ -241,6 +263,24 @@ export async function attemptDelivery(
     const next = nextAttemptAt(attempts, verdict, at);
     record = { ...base, status: next ? 'pending' : 'failed', nextAttemptAt: next, error: verdict.error };
   }
-  await queue.recordAttempt(delivery.id, record);
-  return record;
+  const { failingSince } = await queue.recordAttempt(claimed, record);
+  let endpointDisabled = false;
+  if (
+    record.status !== 'delivered' &&
+    failingSince &&
+    at.getTime() - failingSince.getTime() >= disableAfterMs
+  ) {
+    endpointDisabled = await queue.disableEndpoint(endpoint, at, {
+      id: randomUUID(),
+      orgId: endpoint.orgId,
+      type: 'alert_endpoint.disabled',
+      message: plainTextLine(
+        `Alert endpoint ${endpoint.url} was disabled: deliveries have failed since ${failingSince.toISOString()} ` +
+          `(last: ${record.error ?? 'no answer'}). Enable it again once it receives alerts.`,
+        500,
+      ),
+      createdAt: at,
+    });
+  }
+  return { ...record, endpointDisabled };
 }

@@ -174,6 +174,7 @@ describe('notification event handling', () => {
         secretSealed: 's',
         previousSecretSealed: null,
         previousSecretExpiresAt: null,
+        disabledAt: null,
       },
       {
         id: 'e2',
@@ -184,6 +185,7 @@ describe('notification event handling', () => {
         secretSealed: 's',
         previousSecretSealed: null,
         previousSecretExpiresAt: null,
+        disabledAt: null,
       },
       {
         id: 'e3',
@@ -194,6 +196,7 @@ describe('notification event handling', () => {
         secretSealed: 's',
         previousSecretSealed: null,
         previousSecretExpiresAt: null,
+        disabledAt: null,
       },
     );
     const threat = newEnvelope('threat.detected', {

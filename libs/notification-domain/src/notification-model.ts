@@ -1,13 +1,17 @@
 import type { EventData } from '@sts/events/event-catalogue';
 import { EMAIL_MAX_LENGTH, NAME_MAX_LENGTH, plainTextLine } from '@sts/vocabulary/plain-text';
 
-/** Notification types of contract section 6. The feed holds nothing else. */
+/**
+ * Notification types of contract section 6, and one of ours: `alert_endpoint.disabled`, when an alert
+ * endpoint that failed for days is switched off (docs/decisions.md, "Alert endpoints and deliveries").
+ */
 export const NOTIFICATION_TYPES = [
   'member.joined',
   'device.enrolled',
   'device.disabled',
   'billing.updated',
   'threat.alert',
+  'alert_endpoint.disabled',
 ] as const;
 
 export type NotificationType = (typeof NOTIFICATION_TYPES)[number];

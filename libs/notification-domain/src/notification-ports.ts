@@ -41,6 +41,8 @@ export interface NotificationRepositories {
   insertAlertEndpoint(endpoint: AlertEndpointWithSecret): Promise<boolean>;
   /** Scoped by organization: an id of another organization is simply not found (false). */
   deleteAlertEndpoint(orgId: string, endpointId: string): Promise<boolean>;
+  /** Clears `disabledAt` (and the failure streak); false when not the organization's. */
+  enableAlertEndpoint(orgId: string, endpointId: string): Promise<boolean>;
   /** Stores a rotated secret and the previous one with its expiry; false when not the organization's. */
   rotateAlertSecret(
     orgId: string,
@@ -78,7 +80,16 @@ export interface AttemptRecord {
  */
 export interface AlertDeliveryQueue {
   claimDue(now: Date, limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
-  recordAttempt(deliveryId: string, record: AttemptRecord): Promise<void>;
+  /**
+   * Records the attempt on its delivery and the endpoint's health: a delivered message ends the
+   * endpoint's failure streak, a failed one starts it if none is running. Returns when the streak began.
+   */
+  recordAttempt(delivery: ClaimedDelivery, record: AttemptRecord): Promise<{ failingSince: Date | null }>;
+  /**
+   * Switches the endpoint off (once): its pending deliveries fail, and `notice` goes into the feed.
+   * False when it was already disabled or is gone.
+   */
+  disableEndpoint(endpoint: { id: string; orgId: string }, at: Date, notice: FeedItem): Promise<boolean>;
 }
 
 /** Sends one signed message; resolves with what happened (it never throws for the receiver's doing). */

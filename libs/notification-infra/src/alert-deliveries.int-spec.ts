@@ -278,4 +278,58 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
     await eventually(() => at('/orphan').length === 1 || undefined, 5_000);
     expect(at('/orphan')[0]!.headers['webhook-id']).toBe(id);
   });
+
+  it('disables an endpoint that has failed for days, tells the organization in its feed, and sends again once enabled', async () => {
+    const orgId = `org-${randomUUID()}`;
+    receiver.behave((request) => (request.path === '/dying' ? { status: 503 } : { status: 200 }));
+    const { endpoint } = await client.createAlertEndpoint({
+      orgId,
+      url: `${receiver.url}/dying`,
+      description: '',
+    });
+    // Its deliveries have been failing for six days (the default limit is five).
+    await db.query(
+      `update notification.alert_endpoints set failing_since = now() - interval '6 days' where id = $1`,
+      [endpoint!.id],
+    );
+    await client.sendTestAlert({ orgId, endpointId: endpoint!.id });
+    const disabled = await eventually(async () => {
+      const [listed] = (await client.listAlertEndpoints({ orgId })).endpoints;
+      return listed?.disabledAt ? listed : undefined;
+    });
+    expect(disabled.id).toBe(endpoint!.id);
+    const feed = await client.listNotifications({
+      orgId,
+      userId: 'admin',
+      limit: 0,
+      cursor: '',
+      unreadOnly: false,
+    });
+    expect(feed.notifications).toEqual([
+      expect.objectContaining({
+        type: 'alert_endpoint.disabled',
+        message: expect.stringContaining(`${receiver.url}/dying`),
+      }),
+    ]);
+    const [failed] = (await client.listAlertDeliveries({ orgId, endpointId: endpoint!.id, limit: 0 }))
+      .deliveries;
+    expect(failed).toMatchObject({ status: 'failed', attempts: 1, lastResponseCode: 503 });
+
+    // While disabled, alerts are not sent to it.
+    const attemptsBefore = at('/dying').length;
+    await publish(threatDetected(orgId));
+    await eventually(
+      async () =>
+        (await client.listNotifications({ orgId, userId: 'admin', limit: 0, cursor: '', unreadOnly: false }))
+          .notifications.length === 2 || undefined,
+    );
+    await sleep(1_200);
+    expect(at('/dying')).toHaveLength(attemptsBefore);
+
+    receiver.behave(() => ({ status: 200 }));
+    const enabled = await client.enableAlertEndpoint({ orgId, endpointId: endpoint!.id });
+    expect(enabled.endpoint?.disabledAt).toBeUndefined();
+    await publish(threatDetected(orgId));
+    await eventually(() => at('/dying').length === attemptsBefore + 1 || undefined);
+  });
 });

@@ -17,6 +17,8 @@ export interface AlertDeliveryWorkerOptions {
   concurrency: number;
   /** A claimed delivery is someone else's again after this (a worker that died mid-attempt). */
   leaseMs: number;
+  /** An endpoint failing this long is disabled. */
+  disableAfterMs: number;
   /** How often due deliveries are looked for when nothing wakes the worker. */
   pollMs?: number;
 }
@@ -52,7 +54,9 @@ export function startAlertDeliveryWorker(options: AlertDeliveryWorkerOptions): A
       attempt: delivery.attempts + 1,
     };
     try {
-      const record = await attemptDelivery(claimed, sender, queue, sealingKey, clock);
+      const record = await attemptDelivery(claimed, sender, queue, sealingKey, clock, options.disableAfterMs);
+      if (record.endpointDisabled)
+        log.warn(fields, 'alert endpoint disabled: its deliveries failed for too long');
       const line = {
         ...fields,
         status: record.status,

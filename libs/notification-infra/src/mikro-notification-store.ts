@@ -185,6 +185,16 @@ class NotificationRepositoriesSql implements NotificationRepositories {
     return (await this.em.nativeDelete(AlertEndpointEntity, { id: endpointId, orgId })) === 1;
   }
 
+  async enableAlertEndpoint(orgId: string, endpointId: string): Promise<boolean> {
+    if (!isUuid(endpointId)) return false;
+    // Raw: failing_since is the queue's bookkeeping, not a field of the entity.
+    const changed = await this.sql.run(
+      `update notification.alert_endpoints set disabled_at = null, failing_since = null where id = ? and org_id = ?`,
+      [endpointId, orgId],
+    );
+    return changed === 1;
+  }
+
   async rotateAlertSecret(
     orgId: string,
     endpointId: string,
@@ -255,6 +265,9 @@ export class PostgresAlertDeliveryQueue implements AlertDeliveryQueue {
          select d.id from notification.alert_deliveries d
          where d.status = 'pending' and d.next_attempt_at <= ?
            and (d.locked_until is null or d.locked_until <= ?)
+           -- A disabled endpoint gets test messages only (how an admin checks it before enabling it).
+           and (d.event_type = 'alert.test' or not exists (select 1 from notification.alert_endpoints off
+                where off.id = d.endpoint_id and off.disabled_at is not null))
            and (select count(*) from notification.alert_deliveries busy
                 where busy.endpoint_id = d.endpoint_id and busy.locked_until > ?) < ?
          order by d.next_attempt_at
@@ -298,8 +311,48 @@ export class PostgresAlertDeliveryQueue implements AlertDeliveryQueue {
     }));
   }
 
-  async recordAttempt(deliveryId: string, record: AttemptRecord): Promise<void> {
-    await this.orm.em.fork().nativeUpdate(
+  async recordAttempt(
+    claimed: ClaimedDelivery,
+    record: AttemptRecord,
+  ): Promise<{ failingSince: Date | null }> {
+    return this.orm.em.fork().transactional(async (tx) => {
+      await this.recordOn(tx, claimed.delivery.id, record);
+      const [health] = await sqlRunner(tx).all<{ failing_since: Date | null }>(
+        record.status === 'delivered'
+          ? `update notification.alert_endpoints set failing_since = null where id = ? returning failing_since`
+          : `update notification.alert_endpoints set failing_since = coalesce(failing_since, ?) where id = ?
+             returning failing_since`,
+        record.status === 'delivered' ? [claimed.endpoint.id] : [record.at, claimed.endpoint.id],
+      );
+      return { failingSince: health?.failing_since ? new Date(health.failing_since) : null };
+    });
+  }
+
+  async disableEndpoint(
+    endpoint: { id: string; orgId: string },
+    at: Date,
+    notice: FeedItem,
+  ): Promise<boolean> {
+    return this.orm.em.fork().transactional(async (tx) => {
+      const sql = sqlRunner(tx);
+      const disabled = await sql.run(
+        `update notification.alert_endpoints set disabled_at = ? where id = ? and org_id = ? and disabled_at is null`,
+        [at, endpoint.id, endpoint.orgId],
+      );
+      if (disabled !== 1) return false;
+      await sql.run(
+        `update notification.alert_deliveries
+         set status = 'failed', next_attempt_at = null, last_error = coalesce(last_error, '') || ' (endpoint disabled)'
+         where endpoint_id = ? and status = 'pending'`,
+        [endpoint.id],
+      );
+      await tx.insert(FeedItemEntity, notice);
+      return true;
+    });
+  }
+
+  private async recordOn(tx: EntityManager, deliveryId: string, record: AttemptRecord): Promise<void> {
+    await tx.nativeUpdate(
       AlertDeliveryEntity,
       { id: deliveryId },
       {

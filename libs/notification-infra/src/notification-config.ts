@@ -29,6 +29,13 @@ export const notificationEnvSchema = z.object({
   ALERT_ATTEMPT_TIMEOUT_MS: z.coerce.number().int().min(500).max(60_000).default(10_000),
   /** Delivery attempts in flight at most, per process. */
   ALERT_DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(32),
+  /** An endpoint whose deliveries have failed this long is disabled, and its organization told in the feed. */
+  ALERT_DISABLE_AFTER_HOURS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(24 * 90)
+    .default(120),
   /** A PEM file of certificate authorities trusted besides the public ones (receivers with a private CA). */
   ALERT_EXTRA_CA_FILE: z.string().min(1).optional(),
 });

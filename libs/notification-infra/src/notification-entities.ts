@@ -95,6 +95,7 @@ export const AlertEndpointEntity = new EntitySchema<AlertEndpointWithSecret>({
     previousSecretSealed: { type: 'text', fieldName: 'previous_secret_sealed', nullable: true },
     previousSecretExpiresAt: { type: 'datetime', fieldName: 'previous_secret_expires_at', nullable: true },
     createdAt: { type: 'datetime', fieldName: 'created_at' },
+    disabledAt: { type: 'datetime', fieldName: 'disabled_at', nullable: true },
   },
 });
 

@@ -93,6 +93,11 @@ export function notificationGrpcHandlers(
       if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
       return { delivery: deliveryToProto(await alerts.sendTest(orgId, request.endpointId)) };
     },
+    enableAlertEndpoint: async (request) => {
+      const orgId = orgOf(request);
+      if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+      return { endpoint: endpointToProto(await alerts.enable(orgId, request.endpointId)) };
+    },
     rotateAlertSecret: async (request) => {
       const orgId = orgOf(request);
       if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
@@ -128,6 +133,7 @@ function endpointToProto(endpoint: AlertEndpoint): ProtoAlertEndpoint {
     url: endpoint.url,
     description: endpoint.description ?? '',
     createdAt: endpoint.createdAt,
+    disabledAt: endpoint.disabledAt ?? undefined,
   };
 }
 

@@ -100,8 +100,23 @@ class AlertSecretRotation extends Migration {
   }
 }
 
+class AlertEndpointHealth extends Migration {
+  override up(): void {
+    this.addSql(`
+      alter table notification.alert_endpoints
+        add column failing_since timestamptz null,
+        add column disabled_at timestamptz null;
+      alter table notification.feed_items drop constraint feed_items_type_check;
+      alter table notification.feed_items add constraint feed_items_type_check check (type in
+        ('member.joined', 'device.enrolled', 'device.disabled', 'billing.updated', 'threat.alert',
+         'alert_endpoint.disabled'));
+    `);
+  }
+}
+
 export const NOTIFICATION_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_notification_schema', class: InitialNotificationSchema },
   { name: '0002_alert_endpoints_and_deliveries', class: AlertEndpointsAndDeliveries },
   { name: '0003_alert_secret_rotation', class: AlertSecretRotation },
+  { name: '0004_alert_endpoint_health', class: AlertEndpointHealth },
 ];

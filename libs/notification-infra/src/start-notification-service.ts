@@ -65,6 +65,7 @@ export function startNotificationService(
         logger,
         concurrency: config.ALERT_DELIVERY_CONCURRENCY,
         leaseMs: config.ALERT_ATTEMPT_TIMEOUT_MS * 3,
+        disableAfterMs: config.ALERT_DISABLE_AFTER_HOURS * 3_600_000,
       });
       host.onShutdown('alert deliveries', () => deliveries.stop());
       const events = new NotificationEventHandler(

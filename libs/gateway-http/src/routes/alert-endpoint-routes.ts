@@ -15,6 +15,12 @@ const alertEndpointPayload = z
     url: z.string(),
     description: z.string().optional(),
     created_at: z.string(),
+    disabled_at: z
+      .string()
+      .optional()
+      .describe(
+        'Present when deliveries failed for days and the endpoint was switched off (enable it again)',
+      ),
   })
   .meta({ id: 'AlertEndpoint' });
 
@@ -53,6 +59,7 @@ function endpointToContract(endpoint: ProtoAlertEndpoint): z.infer<typeof alertE
   };
   // Left out when there is none (the contract's field is an optional string).
   if (endpoint.description) payload.description = endpoint.description;
+  if (endpoint.disabledAt) payload.disabled_at = endpoint.disabledAt.toISOString();
   return payload;
 }
 
@@ -182,6 +189,28 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
         { requestId: request.id },
       );
       return reply.code(202).send(deliveryToContract(required(delivery, 'delivery')));
+    },
+  );
+
+  app.post(
+    '/api/org-alert-endpoints/:id/enable',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags,
+        summary: 'Switch a disabled endpoint back on',
+        description: 'New alerts go to it again; messages given up while it was off stay failed.',
+        security,
+        params: z.object({ id: idParam }),
+        response: { 200: alertEndpointPayload, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request) => {
+      const { endpoint } = await clients.notification.enableAlertEndpoint(
+        { orgId: requireCaller(request).org.id, endpointId: request.params.id },
+        { requestId: request.id },
+      );
+      return endpointToContract(required(endpoint, 'alert endpoint'));
     },
   );
 

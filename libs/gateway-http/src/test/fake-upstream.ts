@@ -155,6 +155,7 @@ export class FakeUpstream {
     sendTestAlert: (request, options) => this.unscripted('sendTestAlert', request, options),
     listAlertDeliveries: (request, options) => this.unscripted('listAlertDeliveries', request, options),
     rotateAlertSecret: (request, options) => this.unscripted('rotateAlertSecret', request, options),
+    enableAlertEndpoint: (request, options) => this.unscripted('enableAlertEndpoint', request, options),
     close: () => undefined,
   };
 

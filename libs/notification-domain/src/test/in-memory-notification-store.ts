@@ -146,6 +146,11 @@ export class InMemoryNotificationStore implements NotificationStore {
         );
         return Promise.resolve(this.state.alertEndpoints.length < before);
       },
+      enableAlertEndpoint: (orgId, endpointId) => {
+        const endpoint = this.state.alertEndpoints.find((e) => e.orgId === orgId && e.id === endpointId);
+        if (endpoint) endpoint.disabledAt = null;
+        return Promise.resolve(endpoint !== undefined);
+      },
       rotateAlertSecret: (orgId, endpointId, rotation) => {
         const endpoint = this.state.alertEndpoints.find((e) => e.orgId === orgId && e.id === endpointId);
         if (endpoint) Object.assign(endpoint, rotation);

@@ -70,7 +70,11 @@ export interface AlertEndpoint {
   url: string;
   /** Empty when none was given. */
   description: string;
-  createdAt: Date | undefined;
+  createdAt:
+    | Date
+    | undefined;
+  /** Set when deliveries failed for too long; nothing is sent until the endpoint is enabled again. */
+  disabledAt: Date | undefined;
 }
 
 export interface ListAlertEndpointsRequest {
@@ -138,6 +142,15 @@ export interface ListAlertDeliveriesRequest {
 
 export interface ListAlertDeliveriesResponse {
   deliveries: AlertDelivery[];
+}
+
+export interface EnableAlertEndpointRequest {
+  orgId: string;
+  endpointId: string;
+}
+
+export interface EnableAlertEndpointResponse {
+  endpoint: AlertEndpoint | undefined;
 }
 
 export interface RotateAlertSecretRequest {
@@ -891,7 +904,7 @@ export const MarkAllReadResponse: MessageFns<MarkAllReadResponse> = {
 };
 
 function createBaseAlertEndpoint(): AlertEndpoint {
-  return { id: "", url: "", description: "", createdAt: undefined };
+  return { id: "", url: "", description: "", createdAt: undefined, disabledAt: undefined };
 }
 
 export const AlertEndpoint: MessageFns<AlertEndpoint> = {
@@ -907,6 +920,9 @@ export const AlertEndpoint: MessageFns<AlertEndpoint> = {
     }
     if (message.createdAt !== undefined) {
       Timestamp.encode(toTimestamp(message.createdAt), writer.uint32(34).fork()).join();
+    }
+    if (message.disabledAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.disabledAt), writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -956,6 +972,14 @@ export const AlertEndpoint: MessageFns<AlertEndpoint> = {
             message.createdAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.disabledAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -978,6 +1002,11 @@ export const AlertEndpoint: MessageFns<AlertEndpoint> = {
         : isSet(object.created_at)
         ? fromJsonTimestamp(object.created_at)
         : undefined,
+      disabledAt: isSet(object.disabledAt)
+        ? fromJsonTimestamp(object.disabledAt)
+        : isSet(object.disabled_at)
+        ? fromJsonTimestamp(object.disabled_at)
+        : undefined,
     };
   },
 
@@ -995,6 +1024,9 @@ export const AlertEndpoint: MessageFns<AlertEndpoint> = {
     if (message.createdAt !== undefined) {
       obj.createdAt = message.createdAt.toISOString();
     }
+    if (message.disabledAt !== undefined) {
+      obj.disabledAt = message.disabledAt.toISOString();
+    }
     return obj;
   },
 
@@ -1007,6 +1039,7 @@ export const AlertEndpoint: MessageFns<AlertEndpoint> = {
     message.url = object.url ?? "";
     message.description = object.description ?? "";
     message.createdAt = object.createdAt ?? undefined;
+    message.disabledAt = object.disabledAt ?? undefined;
     return message;
   },
 };
@@ -2107,6 +2140,168 @@ export const ListAlertDeliveriesResponse: MessageFns<ListAlertDeliveriesResponse
   },
 };
 
+function createBaseEnableAlertEndpointRequest(): EnableAlertEndpointRequest {
+  return { orgId: "", endpointId: "" };
+}
+
+export const EnableAlertEndpointRequest: MessageFns<EnableAlertEndpointRequest> = {
+  encode(message: EnableAlertEndpointRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.endpointId !== "") {
+      writer.uint32(18).string(message.endpointId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EnableAlertEndpointRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEnableAlertEndpointRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.endpointId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EnableAlertEndpointRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      endpointId: isSet(object.endpointId)
+        ? globalThis.String(object.endpointId)
+        : isSet(object.endpoint_id)
+        ? globalThis.String(object.endpoint_id)
+        : "",
+    };
+  },
+
+  toJSON(message: EnableAlertEndpointRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.endpointId !== "") {
+      obj.endpointId = message.endpointId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<EnableAlertEndpointRequest>, I>>(base?: I): EnableAlertEndpointRequest {
+    return EnableAlertEndpointRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EnableAlertEndpointRequest>, I>>(object: I): EnableAlertEndpointRequest {
+    const message = createBaseEnableAlertEndpointRequest();
+    message.orgId = object.orgId ?? "";
+    message.endpointId = object.endpointId ?? "";
+    return message;
+  },
+};
+
+function createBaseEnableAlertEndpointResponse(): EnableAlertEndpointResponse {
+  return { endpoint: undefined };
+}
+
+export const EnableAlertEndpointResponse: MessageFns<EnableAlertEndpointResponse> = {
+  encode(message: EnableAlertEndpointResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.endpoint !== undefined) {
+      AlertEndpoint.encode(message.endpoint, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EnableAlertEndpointResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEnableAlertEndpointResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.endpoint = AlertEndpoint.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EnableAlertEndpointResponse {
+    return { endpoint: isSet(object.endpoint) ? AlertEndpoint.fromJSON(object.endpoint) : undefined };
+  },
+
+  toJSON(message: EnableAlertEndpointResponse): unknown {
+    const obj: any = {};
+    if (message.endpoint !== undefined) {
+      obj.endpoint = AlertEndpoint.toJSON(message.endpoint);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<EnableAlertEndpointResponse>, I>>(base?: I): EnableAlertEndpointResponse {
+    return EnableAlertEndpointResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EnableAlertEndpointResponse>, I>>(object: I): EnableAlertEndpointResponse {
+    const message = createBaseEnableAlertEndpointResponse();
+    message.endpoint = (object.endpoint !== undefined && object.endpoint !== null)
+      ? AlertEndpoint.fromPartial(object.endpoint)
+      : undefined;
+    return message;
+  },
+};
+
 function createBaseRotateAlertSecretRequest(): RotateAlertSecretRequest {
   return { orgId: "", endpointId: "" };
 }
@@ -2407,6 +2602,17 @@ export const NotificationServiceService = {
       Buffer.from(RotateAlertSecretResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RotateAlertSecretResponse => RotateAlertSecretResponse.decode(value),
   },
+  enableAlertEndpoint: {
+    path: "/notification.v1.NotificationService/EnableAlertEndpoint" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: EnableAlertEndpointRequest): Buffer =>
+      Buffer.from(EnableAlertEndpointRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): EnableAlertEndpointRequest => EnableAlertEndpointRequest.decode(value),
+    responseSerialize: (value: EnableAlertEndpointResponse): Buffer =>
+      Buffer.from(EnableAlertEndpointResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EnableAlertEndpointResponse => EnableAlertEndpointResponse.decode(value),
+  },
 } as const;
 
 export interface NotificationServiceServer extends UntypedServiceImplementation {
@@ -2419,6 +2625,7 @@ export interface NotificationServiceServer extends UntypedServiceImplementation 
   sendTestAlert: handleUnaryCall<SendTestAlertRequest, SendTestAlertResponse>;
   listAlertDeliveries: handleUnaryCall<ListAlertDeliveriesRequest, ListAlertDeliveriesResponse>;
   rotateAlertSecret: handleUnaryCall<RotateAlertSecretRequest, RotateAlertSecretResponse>;
+  enableAlertEndpoint: handleUnaryCall<EnableAlertEndpointRequest, EnableAlertEndpointResponse>;
 }
 
 export interface NotificationServiceClient extends Client {
@@ -2556,6 +2763,21 @@ export interface NotificationServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RotateAlertSecretResponse) => void,
+  ): ClientUnaryCall;
+  enableAlertEndpoint(
+    request: EnableAlertEndpointRequest,
+    callback: (error: ServiceError | null, response: EnableAlertEndpointResponse) => void,
+  ): ClientUnaryCall;
+  enableAlertEndpoint(
+    request: EnableAlertEndpointRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EnableAlertEndpointResponse) => void,
+  ): ClientUnaryCall;
+  enableAlertEndpoint(
+    request: EnableAlertEndpointRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EnableAlertEndpointResponse) => void,
   ): ClientUnaryCall;
 }
 
