@@ -267,6 +267,8 @@ export const services: ChildService[] = [];
 
 export interface BenchSystem {
   database: TestDatabase;
+  /** The NATS server and the namespace of this run's streams. */
+  nats: { url: string; namespace: string };
   idp: DevOidcProvider;
   mail: Awaited<ReturnType<typeof startSmtpSink>>;
   gatewayUrl: string;
@@ -290,6 +292,7 @@ export async function startSystem(
     /** Analytics processes to start (sharing one durable consumer), against `clickhouse`. */
     analytics?: { processes: number; clickhouseUrl: string; database: string; env?: Record<string, string> };
     gatewayEnv?: Record<string, string>;
+    notificationEnv?: Record<string, string>;
   } = {},
 ): Promise<BenchSystem> {
   const logger = createLogger('bench', 'silent');
@@ -360,6 +363,7 @@ export async function startSystem(
         GRPC_PORT: String(notificationPort),
         SMTP_URL: mail.url,
         PUBLIC_APP_URL: 'https://dashboard.bench.test',
+        ...options.notificationEnv,
       }),
       notificationPort,
     ],
@@ -429,6 +433,7 @@ export async function startSystem(
     mail,
     gatewayUrl,
     baselineUrl,
+    nats: { url: natsUrl, namespace },
     grpcAddresses: new Map(backends.map(([service, port]) => [service.name, `127.0.0.1:${port}`])),
     service: (name) => {
       const service = byName.get(name);

@@ -1,7 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
-import { request } from 'node:https';
+import { Agent, request, type RequestOptions } from 'node:https';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
-import { rootCertificates } from 'node:tls';
+import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import type { AttemptResult } from '@sts/notification-domain/alert-delivery-policy';
 import type { AlertSender } from '@sts/notification-domain/notification-ports';
 
@@ -108,7 +108,38 @@ class RefusedAddress extends Error {}
 export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender {
   const resolve =
     options.resolve ?? ((hostname: string) => dnsLookup(hostname, { all: true, verbatim: true }));
-  const ca = options.extraCa ? [...rootCertificates, options.extraCa] : undefined;
+  // Built once: a `ca` option on each request would parse every root certificate again per connection
+  // (about 25 ms of CPU each; bench/alert-fanout.bench.ts).
+  /**
+   * Connections are kept between attempts (a TLS handshake per message cost more than the rest of an
+   * attempt; bench/alert-fanout.bench.ts), at most 4 per receiver, as many as an endpoint may have in
+   * flight. A new connection goes only to addresses `checkedLookup` passed; the name is also checked
+   * again before every attempt, so a receiver whose name now points inside is refused even on a kept
+   * connection.
+   */
+  const agent = new Agent({
+    keepAlive: true,
+    maxSockets: 4,
+    maxFreeSockets: 4,
+    timeout: 30_000,
+    scheduling: 'lifo',
+  });
+
+  /** Why the name may not be reached now (every address it resolves to is forbidden), or null. */
+  const checkName = async (host: string): Promise<string | null> => {
+    if (options.allowPrivateNetworks || isIP(host)) return null;
+    try {
+      const addresses = await resolve(host);
+      if (addresses.some((entry) => forbiddenAddress(entry.address) === null)) return null;
+      return `${host}: ${addresses[0] ? forbiddenAddress(addresses[0].address) : 'no address'}`;
+    } catch {
+      return null; // the connection's own lookup reports it
+    }
+  };
+
+  const secureContext = options.extraCa
+    ? createSecureContext({ ca: [...rootCertificates, options.extraCa] })
+    : undefined;
 
   /** Resolves and checks; only permitted addresses are handed to the connection. */
   const checkedLookup: LookupFunction = (hostname, lookupOptions, callback) => {
@@ -147,57 +178,68 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
         if (reason)
           return Promise.resolve({ kind: 'no-answer', reason: 'refused', error: reason, durationMs: 0 });
       }
-      return new Promise<AttemptResult>((settle) => {
-        const outgoing = request(
-          {
-            protocol: 'https:',
-            hostname: host,
-            port: target.port || 443,
-            path: `${target.pathname}${target.search}`,
-            method: 'POST',
-            headers: { ...headers, 'content-length': Buffer.byteLength(body), 'user-agent': 'sts-alerts/1' },
-            lookup: checkedLookup,
-            ca,
-            signal: AbortSignal.timeout(options.timeoutMs),
-            agent: false,
-          },
-          (response) => {
-            let read = 0;
-            response.on('data', (chunk: Buffer) => {
-              read += chunk.length;
-              if (read > MAX_ANSWER_BYTES) response.destroy();
-            });
-            const answered = () =>
-              settle({
-                kind: 'answered',
-                status: response.statusCode ?? 0,
-                durationMs: elapsed(),
-                retryAfter:
-                  typeof response.headers['retry-after'] === 'string'
-                    ? response.headers['retry-after']
-                    : null,
-              });
-            response.once('end', answered);
-            response.once('close', answered);
-            response.once('error', answered);
-          },
-        );
-        outgoing.once('error', (error: Error) => {
-          if (error instanceof RefusedAddress || error.cause instanceof RefusedAddress) {
-            settle({ kind: 'no-answer', reason: 'refused', error: error.message, durationMs: elapsed() });
-          } else if (error.name === 'AbortError' || error.name === 'TimeoutError') {
-            settle({
-              kind: 'no-answer',
-              reason: 'timeout',
-              error: `no answer within ${options.timeoutMs} ms`,
-              durationMs: elapsed(),
-            });
-          } else {
-            settle({ kind: 'no-answer', reason: 'network', error: error.message, durationMs: elapsed() });
-          }
-        });
-        outgoing.end(body);
+      return checkName(host).then((refusal) => {
+        if (refusal) return { kind: 'no-answer', reason: 'refused', error: refusal, durationMs: elapsed() };
+        return attempt();
       });
+
+      function attempt(): Promise<AttemptResult> {
+        return new Promise<AttemptResult>((settle) => {
+          const outgoing = request(
+            <RequestOptions & { secureContext?: SecureContext }>{
+              protocol: 'https:',
+              hostname: host,
+              port: target.port || 443,
+              path: `${target.pathname}${target.search}`,
+              method: 'POST',
+              headers: {
+                ...headers,
+                'content-length': Buffer.byteLength(body),
+                'user-agent': 'sts-alerts/1',
+              },
+              lookup: checkedLookup,
+              secureContext,
+              signal: AbortSignal.timeout(options.timeoutMs),
+              agent,
+            },
+            (response) => {
+              let read = 0;
+              response.on('data', (chunk: Buffer) => {
+                read += chunk.length;
+                if (read > MAX_ANSWER_BYTES) response.destroy();
+              });
+              const answered = () =>
+                settle({
+                  kind: 'answered',
+                  status: response.statusCode ?? 0,
+                  durationMs: elapsed(),
+                  retryAfter:
+                    typeof response.headers['retry-after'] === 'string'
+                      ? response.headers['retry-after']
+                      : null,
+                });
+              response.once('end', answered);
+              response.once('close', answered);
+              response.once('error', answered);
+            },
+          );
+          outgoing.once('error', (error: Error) => {
+            if (error instanceof RefusedAddress || error.cause instanceof RefusedAddress) {
+              settle({ kind: 'no-answer', reason: 'refused', error: error.message, durationMs: elapsed() });
+            } else if (error.name === 'AbortError' || error.name === 'TimeoutError') {
+              settle({
+                kind: 'no-answer',
+                reason: 'timeout',
+                error: `no answer within ${options.timeoutMs} ms`,
+                durationMs: elapsed(),
+              });
+            } else {
+              settle({ kind: 'no-answer', reason: 'network', error: error.message, durationMs: elapsed() });
+            }
+          });
+          outgoing.end(body);
+        });
+      }
     },
   };
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { raw, type EntityManager, type MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { recordEventsOnce } from '@sts/db/processed-events';
 import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
 import { isUuid } from '@sts/vocabulary/identifiers';
@@ -315,17 +315,32 @@ export class PostgresAlertDeliveryQueue implements AlertDeliveryQueue {
     claimed: ClaimedDelivery,
     record: AttemptRecord,
   ): Promise<{ failingSince: Date | null }> {
-    return this.orm.em.fork().transactional(async (tx) => {
-      await this.recordOn(tx, claimed.delivery.id, record);
-      const [health] = await sqlRunner(tx).all<{ failing_since: Date | null }>(
-        record.status === 'delivered'
-          ? `update notification.alert_endpoints set failing_since = null where id = ? returning failing_since`
-          : `update notification.alert_endpoints set failing_since = coalesce(failing_since, ?) where id = ?
-             returning failing_since`,
-        record.status === 'delivered' ? [claimed.endpoint.id] : [record.at, claimed.endpoint.id],
-      );
-      return { failingSince: health?.failing_since ? new Date(health.failing_since) : null };
-    });
+    // One statement (atomic, one round trip): the delivery's attempt and the endpoint's failure streak.
+    const [health] = await sqlRunner(this.orm.em.fork()).all<{ failing_since: Date | null }>(
+      `with attempt as (
+         update notification.alert_deliveries
+         set status = ?, attempts = attempts + 1, next_attempt_at = ?, locked_until = null, last_attempt_at = ?,
+             last_response_code = ?, last_error = ?, last_duration_ms = ?
+         where id = ?
+         returning endpoint_id
+       )
+       update notification.alert_endpoints e
+       set failing_since = case when ? then null else coalesce(e.failing_since, ?::timestamptz) end
+       from attempt where e.id = attempt.endpoint_id
+       returning e.failing_since`,
+      [
+        record.status,
+        record.nextAttemptAt,
+        record.at,
+        record.responseCode,
+        record.error,
+        Math.round(record.durationMs),
+        claimed.delivery.id,
+        record.status === 'delivered',
+        record.at,
+      ],
+    );
+    return { failingSince: health?.failing_since ? new Date(health.failing_since) : null };
   }
 
   async disableEndpoint(
@@ -349,23 +364,6 @@ export class PostgresAlertDeliveryQueue implements AlertDeliveryQueue {
       await tx.insert(FeedItemEntity, notice);
       return true;
     });
-  }
-
-  private async recordOn(tx: EntityManager, deliveryId: string, record: AttemptRecord): Promise<void> {
-    await tx.nativeUpdate(
-      AlertDeliveryEntity,
-      { id: deliveryId },
-      {
-        status: record.status,
-        attempts: raw('attempts + 1'),
-        nextAttemptAt: record.nextAttemptAt,
-        lockedUntil: null,
-        lastAttemptAt: record.at,
-        lastResponseCode: record.responseCode,
-        lastError: record.error,
-        lastDurationMs: Math.round(record.durationMs),
-      },
-    );
   }
 }
 
