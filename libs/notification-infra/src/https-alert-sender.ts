@@ -108,22 +108,14 @@ class RefusedAddress extends Error {}
 export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender {
   const resolve =
     options.resolve ?? ((hostname: string) => dnsLookup(hostname, { all: true, verbatim: true }));
-  // Built once: a `ca` option on each request would parse every root certificate again per connection
-  // (about 25 ms of CPU each; bench/alert-fanout.bench.ts).
   /**
    * Connections are kept between attempts (a TLS handshake per message cost more than the rest of an
-   * attempt; bench/alert-fanout.bench.ts), at most 4 per receiver, as many as an endpoint may have in
-   * flight. A new connection goes only to addresses `checkedLookup` passed; the name is also checked
-   * again before every attempt, so a receiver whose name now points inside is refused even on a kept
-   * connection.
+   * attempt; bench/alert-fanout.bench.ts). No limit per origin: many endpoints may share one host, and
+   * a silent one must not queue the others behind its connections (the worker bounds concurrency).
+   * A new connection goes only to addresses `checkedLookup` passed; the name is also checked again
+   * before every attempt, so a receiver whose name now points inside is refused even on a kept connection.
    */
-  const agent = new Agent({
-    keepAlive: true,
-    maxSockets: 4,
-    maxFreeSockets: 4,
-    timeout: 30_000,
-    scheduling: 'lifo',
-  });
+  const agent = new Agent({ keepAlive: true, maxFreeSockets: 8, timeout: 30_000, scheduling: 'lifo' });
 
   /** Why the name may not be reached now (every address it resolves to is forbidden), or null. */
   const checkName = async (host: string): Promise<string | null> => {
@@ -137,6 +129,8 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
     }
   };
 
+  // Built once: a `ca` option on each request would parse every root certificate again per connection
+  // (about 25 ms of CPU each; bench/alert-fanout.bench.ts).
   const secureContext = options.extraCa
     ? createSecureContext({ ca: [...rootCertificates, options.extraCa] })
     : undefined;
