@@ -37,7 +37,6 @@ import {
   startHttpsReceiver,
   testCertificateAuthority,
   type HttpsReceiver,
-  type ReceivedRequest,
 } from '@sts/testing/https-receiver';
 import {
   DatabaseMonitor,
@@ -201,7 +200,7 @@ runBenchmark(async (lifecycle) => {
   const latencies: number[] = [];
   const seen = new Set<string>();
   let duplicates = 0;
-  for (const r of received as ReceivedRequest[]) {
+  for (const r of received) {
     const [, orgPart] = /^\/org-(\d+)\//.exec(r.path) ?? [];
     const secret = orgs[Number(orgPart)]?.secrets.get(r.path);
     if (!secret) throw new Error(`a delivery to an unknown path ${r.path}`);
