@@ -1,7 +1,9 @@
+import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { Webhook } from 'standardwebhooks';
@@ -332,4 +334,54 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
     await publish(threatDetected(orgId));
     await eventually(() => at('/dying').length === attemptsBefore + 1 || undefined);
   });
+
+  it('delivers a message whose process was killed (SIGKILL) in the middle of its attempt, once per attempt', async () => {
+    const orgId = `org-${randomUUID()}`;
+    const { endpoint } = await client.createAlertEndpoint({
+      orgId,
+      url: `${receiver.url}/crash`,
+      description: '',
+    });
+    // Only the child process works the schedule: it takes the delivery and dies mid-attempt.
+    for (const service of services.splice(0)) await service.stop();
+    client.close();
+    const id = randomUUID();
+    await db.query(
+      `insert into notification.alert_deliveries
+         (id, org_id, endpoint_id, event_type, body, status, attempts, next_attempt_at, created_at)
+       values ($1, $2, $3, 'alert.test', $4, 'pending', 0, now(), now())`,
+      [
+        id,
+        orgId,
+        endpoint!.id,
+        JSON.stringify({ id, type: 'alert.test', created_at: new Date().toISOString(), data: {} }),
+      ],
+    );
+    const child = spawn(process.execPath, ['--import', 'tsx', 'apps/notification/src/main.ts'], {
+      cwd: resolve(__dirname, '../../..'),
+      env: { ...process.env, ...configEnv, NODE_ENV: 'test' },
+      stdio: 'ignore',
+    });
+    receiver.behave((request) => {
+      if (request.path !== '/crash') return { status: 200 };
+      if (at('/crash').length > 1) return { status: 200 };
+      child.kill('SIGKILL'); // while the attempt waits for its answer
+      return 'never-answer';
+    });
+    const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+    expect({ code, signal }).toEqual({ code: null, signal: 'SIGKILL' });
+    expect(at('/crash')).toHaveLength(1);
+
+    // A new process takes it once the dead one's lease (three attempt timeouts) has run out.
+    client = clientOf(await start());
+    await eventually(() => at('/crash').length === 2 || undefined, 10_000);
+    const [first, second] = at('/crash');
+    expect(second!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
+    const [row] = (await client.listAlertDeliveries({ orgId, endpointId: endpoint!.id, limit: 0 }))
+      .deliveries;
+    expect(row).toMatchObject({ id, status: 'delivered' });
+    await sleep(1_000);
+    expect(at('/crash')).toHaveLength(2);
+    receiver.behave(() => ({ status: 200 }));
+  }, 30_000);
 });
