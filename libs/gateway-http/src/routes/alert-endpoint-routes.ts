@@ -52,15 +52,14 @@ const alertDeliveryPayload = z
   .meta({ id: 'AlertDelivery' });
 
 function endpointToContract(endpoint: ProtoAlertEndpoint): z.infer<typeof alertEndpointPayload> {
-  const payload: z.infer<typeof alertEndpointPayload> = {
+  // Optional fields are left out when empty (undefined is not serialized).
+  return {
     id: endpoint.id,
     url: endpoint.url,
+    description: endpoint.description || undefined,
     created_at: required(endpoint.createdAt, 'created_at').toISOString(),
+    disabled_at: endpoint.disabledAt?.toISOString(),
   };
-  // Left out when there is none (the contract's field is an optional string).
-  if (endpoint.description) payload.description = endpoint.description;
-  if (endpoint.disabledAt) payload.disabled_at = endpoint.disabledAt.toISOString();
-  return payload;
 }
 
 function deliveryToContract(delivery: ProtoAlertDelivery): z.infer<typeof alertDeliveryPayload> {
