@@ -1,0 +1,158 @@
+import { initialLicense } from './billing-model';
+import {
+  decideLicense,
+  type LicenseRecord,
+  type PaymentFact,
+  type SubscriptionFacts,
+} from './license-transitions';
+
+const t = (minute: number) => new Date(Date.UTC(2026, 10, 25, 12, minute));
+const now = t(59);
+
+const pending = (): LicenseRecord => ({
+  ...initialLicense('org-1', t(0)),
+  status: 'onboarding',
+  subscriptionId: null,
+  cancelAtPeriodEnd: false,
+  factsAsOf: null,
+});
+
+const subscription = (extra: Partial<SubscriptionFacts> = {}): SubscriptionFacts => ({
+  id: 'sub_1',
+  plan: 'pro',
+  cycle: 'annual',
+  currentPeriodEnd: new Date('2027-11-25T12:00:00Z'),
+  cancelAtPeriodEnd: false,
+  ...extra,
+});
+
+/** Applies facts in the order given; returns the license and what each decision was. */
+function run(facts: [PaymentFact, Date][], start = pending()) {
+  let license = start;
+  const kinds: string[] = [];
+  for (const [fact, created] of facts) {
+    const decision = decideLicense(license, fact, created, now);
+    kinds.push(decision.kind);
+    if (decision.kind === 'change') license = decision.license;
+  }
+  return { license, kinds };
+}
+
+describe('license transitions (contract section 3)', () => {
+  it('activates on checkout.session.completed with the plan, cycle and period end of the subscription', () => {
+    const { license, kinds } = run([
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+    ]);
+    expect(kinds).toEqual(['change']);
+    expect(license).toMatchObject({
+      status: 'active',
+      plan: 'pro',
+      billingCycle: 'annual',
+      expiresAt: new Date('2027-11-25T12:00:00Z'),
+      subscriptionId: 'sub_1',
+      factsAsOf: t(1),
+    });
+  });
+
+  it('renews on invoice.payment_succeeded, never backwards, and only an active license of the same subscription', () => {
+    const renewed = subscription({ currentPeriodEnd: new Date('2028-11-25T12:00:00Z') });
+    const { license, kinds } = run([
+      [{ type: 'invoice.payment_succeeded', subscription: subscription() }, t(1)], // before the checkout: onboarding
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+      [{ type: 'invoice.payment_succeeded', subscription: renewed }, t(2)],
+      [{ type: 'invoice.payment_succeeded', subscription: subscription() }, t(3)], // an older period: no
+      [
+        {
+          type: 'invoice.payment_succeeded',
+          subscription: subscription({ id: 'sub_other', currentPeriodEnd: t(58) }),
+        },
+        t(4),
+      ],
+    ]);
+    expect(kinds).toEqual(['ignore', 'change', 'change', 'ignore', 'ignore']);
+    expect(license.expiresAt).toEqual(new Date('2028-11-25T12:00:00Z'));
+  });
+
+  it('cancels on customer.subscription.deleted; a renewal or a late checkout after it changes nothing', () => {
+    const { license, kinds } = run([
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+      [{ type: 'customer.subscription.deleted', subscriptionId: 'sub_1' }, t(5)],
+      [
+        {
+          type: 'invoice.payment_succeeded',
+          subscription: subscription({ currentPeriodEnd: new Date('2029-01-01') }),
+        },
+        t(6),
+      ],
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(2)], // delivered late
+    ]);
+    expect(kinds).toEqual(['change', 'change', 'ignore', 'ignore']);
+    expect(license.status).toBe('canceled');
+  });
+
+  it('a new checkout after a cancellation activates the new subscription; deleting the old one again leaves it alone', () => {
+    const { license, kinds } = run([
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+      [{ type: 'customer.subscription.deleted', subscriptionId: 'sub_1' }, t(5)],
+      [
+        {
+          type: 'checkout.session.completed',
+          subscription: subscription({ id: 'sub_2', plan: 'basic', cycle: 'monthly' }),
+        },
+        t(10),
+      ],
+      [{ type: 'customer.subscription.deleted', subscriptionId: 'sub_1' }, t(11)],
+    ]);
+    expect(kinds).toEqual(['change', 'change', 'change', 'ignore']);
+    expect(license).toMatchObject({
+      status: 'active',
+      subscriptionId: 'sub_2',
+      plan: 'basic',
+      billingCycle: 'monthly',
+    });
+  });
+
+  it('keeps plan, cycle, period end and a pending cancellation in step with subscription updates, newest wins', () => {
+    const { license, kinds } = run([
+      // Before the checkout completed (out of order): the checkout brings the current subscription.
+      [{ type: 'customer.subscription.updated', subscription: subscription({ plan: 'enterprise' }) }, t(2)],
+      [{ type: 'checkout.session.completed', subscription: subscription({ plan: 'enterprise' }) }, t(1)],
+      [
+        {
+          type: 'customer.subscription.updated',
+          subscription: subscription({ plan: 'basic', cancelAtPeriodEnd: true }),
+        },
+        t(4),
+      ],
+      [{ type: 'customer.subscription.updated', subscription: subscription({ plan: 'pro' }) }, t(3)], // older: no
+      [
+        {
+          type: 'customer.subscription.updated',
+          subscription: subscription({ plan: 'basic', cancelAtPeriodEnd: true }),
+        },
+        t(5),
+      ],
+    ]);
+    expect(kinds).toEqual(['ignore', 'change', 'change', 'ignore', 'ignore']);
+    expect(license).toMatchObject({
+      status: 'active',
+      plan: 'basic',
+      cancelAtPeriodEnd: true,
+      factsAsOf: t(4),
+    });
+  });
+
+  it('tells the organization of a failed payment without changing the license', () => {
+    const active = run([
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+    ]).license;
+    expect(
+      decideLicense(active, { type: 'invoice.payment_failed', subscriptionId: 'sub_1' }, t(2), now),
+    ).toEqual({
+      kind: 'notify-payment-failed',
+    });
+    expect(
+      decideLicense(active, { type: 'invoice.payment_failed', subscriptionId: 'sub_9' }, t(2), now).kind,
+    ).toBe('ignore');
+  });
+});
