@@ -115,13 +115,13 @@ describe('alert endpoints', () => {
     };
     const queue: AlertDeliveryQueue = {
       claimDue: async () => [],
-      recordAttempt: async () => ({ failingSince: null }),
+      recordAttempt: async () => ({ recorded: true, failingSince: null }),
       disableEndpoint: async () => false,
     };
     const attempt = async () => {
       const delivery = await rotating.sendTest('org-1', endpoint.id);
       const [stored] = store.state.alertEndpoints;
-      await attemptDelivery({ delivery, endpoint: stored! }, sender, queue, key, clock);
+      await attemptDelivery({ leaseToken: 'lease', delivery, endpoint: stored! }, sender, queue, key, clock);
       return { body: delivery.body, headers: sent.at(-1)! };
     };
     const verifies = (

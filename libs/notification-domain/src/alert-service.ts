@@ -230,16 +230,31 @@ export async function attemptDelivery(
   clock: Clock,
   /** An endpoint failing this long is disabled (and the organization told in its feed). */
   disableAfterMs = Infinity,
-): Promise<AttemptRecord & { endpointDisabled: boolean }> {
+): Promise<AttemptRecord & { endpointDisabled: boolean; recorded: boolean }> {
   const { delivery, endpoint } = claimed;
   const started = clock.now();
-  const secrets = [openSealedSecret(endpoint.secretSealed, sealingKey, alertSecretContext(endpoint))];
-  if (
-    endpoint.previousSecretSealed &&
-    endpoint.previousSecretExpiresAt &&
-    endpoint.previousSecretExpiresAt > started
-  ) {
-    secrets.push(openSealedSecret(endpoint.previousSecretSealed, sealingKey, alertSecretContext(endpoint)));
+  let secrets: string[];
+  try {
+    secrets = [openSealedSecret(endpoint.secretSealed, sealingKey, alertSecretContext(endpoint))];
+    if (
+      endpoint.previousSecretSealed &&
+      endpoint.previousSecretExpiresAt &&
+      endpoint.previousSecretExpiresAt > started
+    ) {
+      secrets.push(openSealedSecret(endpoint.previousSecretSealed, sealingKey, alertSecretContext(endpoint)));
+    }
+  } catch {
+    // No retry can fix it (a SECRET_SEALING_KEY unlike the one that sealed it): recorded, not claimed forever.
+    const record: AttemptRecord = {
+      status: 'failed',
+      nextAttemptAt: null,
+      at: started,
+      responseCode: null,
+      error: 'the endpoint secret cannot be opened (SECRET_SEALING_KEY changed?); rotate the secret',
+      durationMs: 0,
+    };
+    const { recorded } = await queue.recordAttempt(claimed, record);
+    return { ...record, endpointDisabled: false, recorded };
   }
   const result = await sender.send({
     url: endpoint.url,
@@ -263,9 +278,10 @@ export async function attemptDelivery(
     const next = nextAttemptAt(attempts, verdict, at);
     record = { ...base, status: next ? 'pending' : 'failed', nextAttemptAt: next, error: verdict.error };
   }
-  const { failingSince } = await queue.recordAttempt(claimed, record);
+  const { recorded, failingSince } = await queue.recordAttempt(claimed, record);
   let endpointDisabled = false;
   if (
+    recorded &&
     record.status !== 'delivered' &&
     failingSince &&
     at.getTime() - failingSince.getTime() >= disableAfterMs
@@ -282,5 +298,5 @@ export async function attemptDelivery(
       createdAt: at,
     });
   }
-  return { ...record, endpointDisabled };
+  return { ...record, endpointDisabled, recorded };
 }

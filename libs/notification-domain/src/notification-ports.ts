@@ -56,6 +56,8 @@ export interface NotificationRepositories {
 
 /** A delivery claimed by the worker for one attempt, with what the attempt needs. */
 export interface ClaimedDelivery {
+  /** Names this claim: only it may record the attempt. */
+  leaseToken: string;
   delivery: AlertDelivery;
   endpoint: Pick<
     AlertEndpointWithSecret,
@@ -79,12 +81,17 @@ export interface AttemptRecord {
  * leaves the lease to run out, and the delivery is claimed again.
  */
 export interface AlertDeliveryQueue {
-  claimDue(now: Date, limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
+  /** Leases up to `limit` due deliveries for `leaseMs` (the database's clock). */
+  claimDue(limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
   /**
    * Records the attempt on its delivery and the endpoint's health: a delivered message ends the
-   * endpoint's failure streak, a failed one starts it if none is running. Returns when the streak began.
+   * endpoint's failure streak, a failed one starts it if none is running. Returns when the streak began,
+   * and whether the attempt was recorded (false when the claim no longer holds the delivery).
    */
-  recordAttempt(delivery: ClaimedDelivery, record: AttemptRecord): Promise<{ failingSince: Date | null }>;
+  recordAttempt(
+    delivery: ClaimedDelivery,
+    record: AttemptRecord,
+  ): Promise<{ recorded: boolean; failingSince: Date | null }>;
   /**
    * Switches the endpoint off (once): its pending deliveries fail, and `notice` goes into the feed.
    * False when it was already disabled or is gone.

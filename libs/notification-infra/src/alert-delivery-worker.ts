@@ -38,11 +38,13 @@ export interface AlertDeliveryWorker {
 export function startAlertDeliveryWorker(options: AlertDeliveryWorkerOptions): AlertDeliveryWorker {
   const { queue, sender, sealingKey, clock, logger, concurrency, leaseMs } = options;
   const log = logger.child({ component: 'alert-deliveries' });
-  let inFlight = 0;
+  /** Deliveries with an attempt running here: one whose lease ran out and comes back is not started twice. */
+  const inFlight = new Set<string>();
   let stopped = false;
   let filling = false;
   let fillAgain = false;
-  let idle: (() => void) | undefined;
+  let settled = Promise.resolve();
+  let markIdle: (() => void) | undefined;
 
   async function attempt(claimed: ClaimedDelivery): Promise<void> {
     const { delivery, endpoint } = claimed;
@@ -55,6 +57,13 @@ export function startAlertDeliveryWorker(options: AlertDeliveryWorkerOptions): A
     };
     try {
       const record = await attemptDelivery(claimed, sender, queue, sealingKey, clock, options.disableAfterMs);
+      if (!record.recorded) {
+        log.warn(
+          fields,
+          'alert attempt not recorded: its lease ran out and another claim holds the delivery',
+        );
+        return;
+      }
       if (record.endpointDisabled)
         log.warn(fields, 'alert endpoint disabled: its deliveries failed for too long');
       const line = {
@@ -87,14 +96,17 @@ export function startAlertDeliveryWorker(options: AlertDeliveryWorkerOptions): A
     try {
       do {
         fillAgain = false;
-        while (!stopped && inFlight < concurrency) {
-          const claimed = await queue.claimDue(clock.now(), concurrency - inFlight, leaseMs);
-          if (claimed.length === 0) break;
+        while (!stopped && inFlight.size < concurrency) {
+          const claimed = await queue.claimDue(concurrency - inFlight.size, leaseMs);
+          // Stopped meanwhile: the claims' leases run out and another process takes them.
+          if (claimed.length === 0 || stopped) break;
           for (const item of claimed) {
-            inFlight++;
+            if (inFlight.has(item.delivery.id)) continue;
+            if (inFlight.size === 0) settled = new Promise<void>((resolve) => (markIdle = resolve));
+            inFlight.add(item.delivery.id);
             void attempt(item).finally(() => {
-              inFlight--;
-              if (inFlight === 0) idle?.();
+              inFlight.delete(item.delivery.id);
+              if (inFlight.size === 0) markIdle?.();
               void fill();
             });
           }
@@ -116,7 +128,7 @@ export function startAlertDeliveryWorker(options: AlertDeliveryWorkerOptions): A
     stop: async () => {
       stopped = true;
       clearInterval(poll);
-      if (inFlight > 0) await new Promise<void>((resolve) => (idle = resolve));
+      await settled;
     },
   };
 }

@@ -115,7 +115,9 @@ describe('HTTPS alert sender', () => {
       body,
     });
     expect(result).toMatchObject({ kind: 'no-answer', reason: 'refused' });
-    expect(result.kind === 'no-answer' && result.error).toContain('127.0.0.1');
+    expect(result.kind === 'no-answer' && result.error).toBe(
+      'alerts.example.com resolves only to private or reserved addresses',
+    );
     expect(receiver.requests).toHaveLength(0);
   });
 

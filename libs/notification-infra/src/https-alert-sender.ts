@@ -100,6 +100,16 @@ export function forbiddenAddress(address: string): string | null {
 class RefusedAddress extends Error {}
 
 /**
+ * The recorded reason of a refusal: names the host, never the addresses it resolved to (the delivery
+ * log is shown to the organization, and internal addresses are none of its business).
+ */
+function refusalOf(host: string, addresses: number): string {
+  return addresses === 0
+    ? `${host} has no address`
+    : `${host} resolves only to private or reserved addresses`;
+}
+
+/**
  * Sends alerts over HTTPS, one POST per attempt. The receiver's name is resolved at every attempt and
  * each address checked (unless private networks are allowed); the connection goes to an address that
  * passed, through the request's own `lookup`, so a DNS answer cannot change between the check and the
@@ -123,7 +133,7 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
     try {
       const addresses = await resolve(host);
       if (addresses.some((entry) => forbiddenAddress(entry.address) === null)) return null;
-      return `${host}: ${addresses[0] ? forbiddenAddress(addresses[0].address) : 'no address'}`;
+      return refusalOf(host, addresses.length);
     } catch {
       return null; // the connection's own lookup reports it
     }
@@ -144,8 +154,7 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
           : addresses.filter((entry) => forbiddenAddress(entry.address) === null);
         const chosen = permitted[0];
         if (!chosen) {
-          const reason = addresses[0] ? forbiddenAddress(addresses[0].address) : 'no address';
-          callback(new RefusedAddress(`${hostname}: ${reason}`), '', 4);
+          callback(new RefusedAddress(refusalOf(hostname, addresses.length)), '', 4);
           return;
         }
         // Every address offered passed the check (the connection may try them in turn).
@@ -172,7 +181,20 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
         if (reason)
           return Promise.resolve({ kind: 'no-answer', reason: 'refused', error: reason, durationMs: 0 });
       }
-      return checkName(host).then((refusal) => {
+      // One deadline for the whole attempt, name resolution included.
+      const signal = AbortSignal.timeout(options.timeoutMs);
+      const timedOut = new Promise<'timeout'>((resolve) =>
+        signal.addEventListener('abort', () => resolve('timeout'), { once: true }),
+      );
+      return Promise.race([checkName(host), timedOut]).then((refusal) => {
+        if (refusal === 'timeout') {
+          return {
+            kind: 'no-answer',
+            reason: 'timeout',
+            error: `no answer within ${options.timeoutMs} ms`,
+            durationMs: elapsed(),
+          };
+        }
         if (refusal) return { kind: 'no-answer', reason: 'refused', error: refusal, durationMs: elapsed() };
         return attempt();
       });
@@ -193,7 +215,7 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
               },
               lookup: checkedLookup,
               secureContext,
-              signal: AbortSignal.timeout(options.timeoutMs),
+              signal,
               agent,
             },
             (response) => {

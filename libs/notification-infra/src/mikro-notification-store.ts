@@ -258,31 +258,47 @@ const IN_FLIGHT_PER_ENDPOINT = 4;
 export class PostgresAlertDeliveryQueue implements AlertDeliveryQueue {
   constructor(private readonly orm: MikroORM) {}
 
-  async claimDue(now: Date, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+  async claimDue(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
     const sql = sqlRunner(this.orm.em.fork());
+    // Times are the database's (one clock for every process). Each endpoint gets at most its free
+    // slots (IN_FLIGHT_PER_ENDPOINT minus its leased rows), counted per endpoint within this claim too.
     const rows = await sql.all<ClaimedRow>(
-      `with due as (
-         select d.id from notification.alert_deliveries d
-         where d.status = 'pending' and d.next_attempt_at <= ?
-           and (d.locked_until is null or d.locked_until <= ?)
+      `with candidates as (
+         select d.id, d.endpoint_id, d.next_attempt_at,
+                row_number() over (partition by d.endpoint_id order by d.next_attempt_at, d.id) as rank
+         from notification.alert_deliveries d
+         where d.status = 'pending' and d.next_attempt_at <= now()
+           and (d.locked_until is null or d.locked_until <= now())
            -- A disabled endpoint gets test messages only (how an admin checks it before enabling it).
            and (d.event_type = 'alert.test' or not exists (select 1 from notification.alert_endpoints off
                 where off.id = d.endpoint_id and off.disabled_at is not null))
-           and (select count(*) from notification.alert_deliveries busy
-                where busy.endpoint_id = d.endpoint_id and busy.locked_until > ?) < ?
-         order by d.next_attempt_at
+       ),
+       busy as (
+         select endpoint_id, count(*) as leased from notification.alert_deliveries
+         where status = 'pending' and locked_until > now() group by endpoint_id
+       ),
+       chosen as (
+         select c.id from candidates c left join busy b on b.endpoint_id = c.endpoint_id
+         where c.rank <= ? - coalesce(b.leased, 0)
+         order by c.next_attempt_at
          limit ?
+       ),
+       due as (
+         select d.id from notification.alert_deliveries d join chosen on chosen.id = d.id
+         where d.status = 'pending' and (d.locked_until is null or d.locked_until <= now())
          for update of d skip locked
        )
-       update notification.alert_deliveries d set locked_until = ?
+       update notification.alert_deliveries d
+       set locked_until = now() + ? * interval '1 millisecond', lease_token = gen_random_uuid()
        from due, notification.alert_endpoints e
        where d.id = due.id and e.id = d.endpoint_id
        returning d.*, e.url as endpoint_url, e.secret_sealed as endpoint_secret_sealed,
          e.previous_secret_sealed as endpoint_previous_secret_sealed,
          e.previous_secret_expires_at as endpoint_previous_secret_expires_at`,
-      [now, now, now, IN_FLIGHT_PER_ENDPOINT, limit, new Date(now.getTime() + leaseMs)],
+      [IN_FLIGHT_PER_ENDPOINT, limit, leaseMs],
     );
     return rows.map((row) => ({
+      leaseToken: row.lease_token,
       delivery: {
         id: row.id,
         orgId: row.org_id,
@@ -314,14 +330,16 @@ export class PostgresAlertDeliveryQueue implements AlertDeliveryQueue {
   async recordAttempt(
     claimed: ClaimedDelivery,
     record: AttemptRecord,
-  ): Promise<{ failingSince: Date | null }> {
-    // One statement (atomic, one round trip): the delivery's attempt and the endpoint's failure streak.
-    const [health] = await sqlRunner(this.orm.em.fork()).all<{ failing_since: Date | null }>(
+  ): Promise<{ recorded: boolean; failingSince: Date | null }> {
+    // One statement (atomic, one round trip): the delivery's attempt and the endpoint's failure streak,
+    // only while this claim still holds the delivery (not after its lease ran out and another took it,
+    // nor after the endpoint was disabled).
+    const rows = await sqlRunner(this.orm.em.fork()).all<{ failing_since: Date | null }>(
       `with attempt as (
          update notification.alert_deliveries
-         set status = ?, attempts = attempts + 1, next_attempt_at = ?, locked_until = null, last_attempt_at = ?,
-             last_response_code = ?, last_error = ?, last_duration_ms = ?
-         where id = ?
+         set status = ?, attempts = attempts + 1, next_attempt_at = ?, locked_until = null, lease_token = null,
+             last_attempt_at = ?, last_response_code = ?, last_error = ?, last_duration_ms = ?
+         where id = ? and lease_token = ? and status = 'pending'
          returning endpoint_id
        )
        update notification.alert_endpoints e
@@ -336,11 +354,16 @@ export class PostgresAlertDeliveryQueue implements AlertDeliveryQueue {
         record.error,
         Math.round(record.durationMs),
         claimed.delivery.id,
+        claimed.leaseToken,
         record.status === 'delivered',
         record.at,
       ],
     );
-    return { failingSince: health?.failing_since ? new Date(health.failing_since) : null };
+    const [health] = rows;
+    return {
+      recorded: rows.length === 1,
+      failingSince: health?.failing_since ? new Date(health.failing_since) : null,
+    };
   }
 
   async disableEndpoint(
@@ -382,6 +405,7 @@ interface ClaimedRow {
   last_error: string | null;
   last_duration_ms: number | null;
   endpoint_url: string;
+  lease_token: string;
   endpoint_secret_sealed: string;
   endpoint_previous_secret_sealed: string | null;
   endpoint_previous_secret_expires_at: string | null;

@@ -114,9 +114,17 @@ class AlertEndpointHealth extends Migration {
   }
 }
 
+class AlertDeliveryLeaseToken extends Migration {
+  override up(): void {
+    // Names the claim that holds a delivery: only that claim may record the attempt.
+    this.addSql(`alter table notification.alert_deliveries add column lease_token uuid null;`);
+  }
+}
+
 export const NOTIFICATION_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_notification_schema', class: InitialNotificationSchema },
   { name: '0002_alert_endpoints_and_deliveries', class: AlertEndpointsAndDeliveries },
   { name: '0003_alert_secret_rotation', class: AlertSecretRotation },
   { name: '0004_alert_endpoint_health', class: AlertEndpointHealth },
+  { name: '0005_alert_delivery_lease_token', class: AlertDeliveryLeaseToken },
 ];
