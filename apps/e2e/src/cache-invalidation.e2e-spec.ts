@@ -110,7 +110,8 @@ describe('gateway caches are invalidated by membership events', () => {
     // Stored (read in ClickHouse, not through the API, so that nothing is cached before).
     await eventually(async () => {
       const result = await system.clickhouse.client.query({
-        query: `SELECT count() AS n FROM telemetry_events WHERE org_id = '${kept.org_id}'`,
+        // The rollup the API reads (a view fills it from the same insert, a moment after the raw rows).
+        query: `SELECT sum(total_analyzed) AS n FROM telemetry_hourly WHERE org_id = '${kept.org_id}'`,
         format: 'JSONEachRow',
       });
       return Number((await result.json<{ n: string }>())[0]?.n) === 5 || undefined;
