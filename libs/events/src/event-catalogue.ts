@@ -80,6 +80,16 @@ export const EVENT_CATALOGUE = {
     hostname: z.string(),
     at: z.iso.datetime(),
   }),
+  /** The organization's license changed (or a payment failed: the license as it stands, and why it is told). */
+  'billing.updated': z.object({
+    org_id: z.string(),
+    plan: z.enum(['none', 'basic', 'pro', 'enterprise']),
+    status: z.enum(['pending', 'onboarding', 'active', 'canceled']),
+    billing_cycle: z.enum(['monthly', 'annual']),
+    expires_at: z.iso.datetime(),
+    /** One line for people, e.g. "Subscription active: Pro, billed yearly". */
+    summary: z.string().max(300),
+  }),
   /** A device passed the threat threshold: `dangerous_blocks` blocks within `window_minutes` up to `detected_at`. */
   'threat.detected': z.object({
     org_id: z.string(),

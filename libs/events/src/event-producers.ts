@@ -18,4 +18,5 @@ export const EVENT_PRODUCERS: Record<EventType, ServiceName> = {
   'device.deleted': 'enrollment',
   'enrollment_code.email_requested': 'enrollment',
   'threat.detected': 'analytics',
+  'billing.updated': 'billing',
 };

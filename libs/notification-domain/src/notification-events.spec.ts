@@ -224,6 +224,25 @@ describe('notification event handling', () => {
     });
   });
 
+  it('turns billing.updated into a billing.updated item with its summary as one line of plain text', async () => {
+    const event: DomainEvent<'billing.updated'> = newEnvelope('billing.updated', {
+      org_id: 'org-1',
+      plan: 'pro',
+      status: 'active',
+      billing_cycle: 'annual',
+      expires_at: '2027-11-25T12:00:00.000Z',
+      summary: 'Subscription active: Pro,\nbilled yearly',
+    });
+    expect(await handler.handleFeedBatch([event])).toEqual([{ outcome: 'applied' }]);
+    expect(store.state.feed).toEqual([
+      expect.objectContaining({
+        id: event.id,
+        type: 'billing.updated',
+        message: 'Subscription active: Pro, billed yearly',
+      }),
+    ]);
+  });
+
   it('e-mails an invitation once per event id, with the opened token, and logs no secret', async () => {
     const event = inviteCreated();
 

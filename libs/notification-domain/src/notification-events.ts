@@ -12,6 +12,7 @@ import { deviceDisabledMessage, threatDetectedMessage, deviceEnrolledMessage } f
 import { renderEnrollmentCodeEmail } from './enrollment-code-email';
 import { renderInviteEmail } from './invite-email';
 import { threatDeliveries } from './alert-service';
+import { plainTextLine } from '@sts/vocabulary/plain-text';
 import {
   memberJoinedMessage,
   type EmailTemplate,
@@ -26,6 +27,7 @@ export const FEED_EVENT_TYPES = [
   'device.enrolled',
   'device.disabled',
   'threat.detected',
+  'billing.updated',
 ] as const satisfies readonly EventType[];
 
 /** The event types that send an e-mail: one at a time, on a consumer of their own, so an SMTP outage never holds up the feed. */
@@ -78,6 +80,8 @@ function feedItemOf(event: FeedEvent): { type: NotificationType; message: string
       return { type: 'device.disabled', message: deviceDisabledMessage(event.data) };
     case 'threat.detected':
       return { type: 'threat.alert', message: threatDetectedMessage(event.data) };
+    case 'billing.updated':
+      return { type: 'billing.updated', message: plainTextLine(event.data.summary, 300) };
   }
 }
 
@@ -111,7 +115,8 @@ export class NotificationEventHandler {
       case 'member.joined':
       case 'device.enrolled':
       case 'device.disabled':
-      case 'threat.detected': {
+      case 'threat.detected':
+      case 'billing.updated': {
         const [outcome] = await this.addFeedItems([event]);
         return outcome as EventOutcome;
       }
