@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_THREAT_RULE } from '@sts/analytics-domain/telemetry-ingestion';
 import { clickhouseEnv, commonEnv, grpcServerEnv, natsEnv } from '@sts/config/env-fragments';
 
 const positiveInt = z.coerce.number().int().positive();
@@ -31,9 +32,9 @@ export const analyticsEnvSchema = z.object({
   TELEMETRY_ACK_WAIT_MS: z.coerce.number().int().min(1_000).max(600_000).default(60_000),
   /** Bytes the telemetry stream may hold before the gateway is refused (503); -1: no limit. */
   TELEMETRY_STREAM_MAX_BYTES: z.coerce.number().int().min(-1).default(-1),
-  THREAT_BLOCK_THRESHOLD: positiveInt.default(5),
-  THREAT_WINDOW_MINUTES: positiveInt.default(10),
-  THREAT_COOLDOWN_MINUTES: positiveInt.default(60),
+  THREAT_BLOCK_THRESHOLD: positiveInt.default(DEFAULT_THREAT_RULE.threshold),
+  THREAT_WINDOW_MINUTES: positiveInt.default(DEFAULT_THREAT_RULE.windowMinutes),
+  THREAT_COOLDOWN_MINUTES: positiveInt.default(DEFAULT_THREAT_RULE.cooldownMinutes),
 });
 
 export type AnalyticsConfig = z.infer<typeof analyticsEnvSchema>;

@@ -1,4 +1,4 @@
-import type { Totals, WindowRange } from '@sts/analytics-domain/analytics-model';
+import { NO_TOTALS, type Totals, type WindowRange } from '@sts/analytics-domain/analytics-model';
 import type {
   AnalyticsReader,
   BlockCount,
@@ -46,9 +46,7 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
 
   async totals(orgId: string, range: WindowRange, deviceId: string | null): Promise<Totals> {
     const rows = await this.rows<TotalsRow>(totalsQuery(orgId, range, deviceId));
-    return rows[0]
-      ? toTotals(rows[0])
-      : { totalAnalyzed: 0, dangerousBlocks: 0, riskyWarnings: 0, classificationMsSum: 0 };
+    return rows[0] ? toTotals(rows[0]) : NO_TOTALS;
   }
 
   async bucketTotals(
@@ -80,7 +78,14 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
   }
 
   async deletedDevices(devices: readonly DeviceRef[]): Promise<Set<string>> {
-    return this.devicesWhere(devices, sql`current = 'deleted'`);
+    if (devices.length === 0) return new Set();
+    const rows = await this.rows<{ device_id: string }>(
+      sql`SELECT device_id FROM (
+            SELECT device_id, argMax(state, version) AS current FROM device_states
+            WHERE (org_id, device_id) IN ${pairs(devices)} GROUP BY device_id
+          ) WHERE current = 'deleted'`,
+    );
+    return new Set(rows.map((row) => row.device_id));
   }
 
   /** Rows go as they are (no copy through `insertJsonEachRow`): they are built in column shape (bench/ingestion.bench.ts). */
@@ -89,7 +94,7 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
     await this.client.insert({
       table: 'telemetry_events',
       columns: TELEMETRY_COLUMNS,
-      values: rows as TelemetryRow[],
+      values: rows,
       format: 'JSONEachRow',
     });
   }
@@ -158,17 +163,6 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
                    WHERE org_id = ${device.orgId} AND device_id = ${device.deviceId}`.text,
       });
     }
-  }
-
-  private async devicesWhere(devices: readonly DeviceRef[], condition: SqlFragment): Promise<Set<string>> {
-    if (devices.length === 0) return new Set();
-    const rows = await this.rows<{ device_id: string }>(
-      sql`SELECT device_id FROM (
-            SELECT device_id, argMax(state, version) AS current FROM device_states
-            WHERE (org_id, device_id) IN ${pairs(devices)} GROUP BY device_id
-          ) WHERE ${condition}`,
-    );
-    return new Set(rows.map((row) => row.device_id));
   }
 
   private async rows<Row>(query: SqlFragment): Promise<Row[]> {

@@ -7,7 +7,7 @@ import { registerService } from '@sts/grpc/grpc-server';
 import type { Logger } from '@sts/logger/create-logger';
 import { startBatchConsumer } from '@sts/nats/batch-consumer';
 import { createEventPublisher } from '@sts/nats/event-publisher';
-import { ensureEventsStream, ensureTelemetryStream } from '@sts/nats/event-stream';
+import { ensureTelemetryStream } from '@sts/nats/event-stream';
 import { AnalyticsServiceService } from '@sts/proto/gen/analytics/v1/analytics';
 import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
 import type { AnalyticsConfig } from './analytics-config';
@@ -54,8 +54,8 @@ export async function startAnalyticsService(
 
     await host.consume({ eventTypes: DEVICE_EVENT_TYPES, handle: deviceLifecycleHandler(store) });
 
+    // The events stream exists: the device consumer above ensured it.
     const { js, jsm } = host.nats;
-    await ensureEventsStream(jsm, config.NATS_NAMESPACE);
     const ingestion = new TelemetryIngestion(
       store,
       threatPublisher(createEventPublisher(js, config.NATS_NAMESPACE), config.THREAT_COOLDOWN_MINUTES),

@@ -20,6 +20,7 @@ import type {
   AttemptRecord,
   ClaimedDelivery,
   Clock,
+  NotificationRepositories,
   NotificationStore,
 } from './notification-ports';
 
@@ -97,6 +98,17 @@ export function threatDeliveries(
     .map((endpoint) => newDelivery(data.org_id, endpoint.id, 'alert.threat_detected', body, now));
 }
 
+/** The organization's endpoint, locked for the transaction; another organization's is not found. */
+async function requireEndpoint(
+  repos: NotificationRepositories,
+  orgId: string,
+  endpointId: string,
+): Promise<AlertEndpointWithSecret> {
+  const endpoint = await repos.findAlertEndpoint(orgId, endpointId);
+  if (!endpoint) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+  return endpoint;
+}
+
 /** The organization's alert endpoints: register, list, delete, send a test, read the deliveries. */
 export class AlertService {
   constructor(
@@ -157,8 +169,7 @@ export class AlertService {
     endpointId: string,
   ): Promise<{ endpoint: AlertEndpoint; secret: string; previousSecretExpiresAt: Date }> {
     return this.store.transaction(async (repos) => {
-      const endpoint = (await repos.listAlertEndpoints(orgId)).find((e) => e.id === endpointId);
-      if (!endpoint) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+      const endpoint = await requireEndpoint(repos, orgId, endpointId);
       const secret = newAlertSecret();
       const previousSecretExpiresAt = new Date(this.clock.now().getTime() + SECRET_ROTATION_GRACE_MS);
       await repos.rotateAlertSecret(orgId, endpointId, {
@@ -173,10 +184,8 @@ export class AlertService {
   /** Switches a disabled endpoint back on: new alerts go to it again (earlier ones stay failed). */
   async enable(orgId: string, endpointId: string): Promise<AlertEndpoint> {
     return this.store.transaction(async (repos) => {
-      const endpoint = (await repos.listAlertEndpoints(orgId)).find((e) => e.id === endpointId);
-      if (!endpoint || !(await repos.enableAlertEndpoint(orgId, endpointId))) {
-        throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
-      }
+      const endpoint = await requireEndpoint(repos, orgId, endpointId);
+      await repos.enableAlertEndpoint(orgId, endpointId);
       return { ...withoutSecret(endpoint), disabledAt: null };
     });
   }
@@ -189,8 +198,7 @@ export class AlertService {
   /** Schedules a test message (`alert.test`) to one endpoint; it goes the way every alert goes. */
   async sendTest(orgId: string, endpointId: string): Promise<AlertDelivery> {
     const delivery = await this.store.transaction(async (repos) => {
-      const endpoint = (await repos.listAlertEndpoints(orgId)).find((e) => e.id === endpointId);
-      if (!endpoint) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+      await requireEndpoint(repos, orgId, endpointId);
       const now = this.clock.now();
       const id = randomUUID();
       const body = JSON.stringify({

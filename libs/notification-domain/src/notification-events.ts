@@ -11,6 +11,7 @@ import type { EventResult } from '@sts/events/event-result';
 import { deviceDisabledMessage, threatDetectedMessage, deviceEnrolledMessage } from './device-messages';
 import { renderEnrollmentCodeEmail } from './enrollment-code-email';
 import { renderInviteEmail } from './invite-email';
+import type { AlertEndpointWithSecret } from './alert-model';
 import { threatDeliveries } from './alert-service';
 import { plainTextLine } from '@sts/vocabulary/plain-text';
 import {
@@ -192,9 +193,12 @@ export class NotificationEventHandler {
       );
       // An event can also come twice within one batch (published again after the duplicate window):
       // only its first copy is applied.
-      const applied = events.map(
-        (event, index) => firstSeen.has(event.id) && events.findIndex((e) => e.id === event.id) === index,
-      );
+      const seen = new Set<string>();
+      const applied = events.map((event) => {
+        const first = firstSeen.has(event.id) && !seen.has(event.id);
+        seen.add(event.id);
+        return first;
+      });
       // The feed item takes the event's id (one item per event) and the time it enters the feed,
       // not the time of the event: read-all marks what was in the feed when the user pressed it,
       // so an event that arrives late must not be hidden by an earlier read-all.
@@ -206,13 +210,21 @@ export class NotificationEventHandler {
           return { id: event.id, orgId: event.data.org_id, type, message, createdAt };
         });
       await repos.insertFeedItems(items);
-      for (const [index, event] of events.entries()) {
-        if (event.type !== 'threat.detected' || !applied[index]) continue;
-        const endpoints = await repos.listAlertEndpoints(event.data.org_id);
-        const deliveries = threatDeliveries(event, endpoints, this.settings, createdAt);
-        await repos.insertAlertDeliveries(deliveries);
-        scheduled += deliveries.length;
+      // One delivery per endpoint of the organization, for every threat of the batch: endpoints read
+      // once per organization, deliveries written in one statement.
+      const threats = events.filter(
+        (event, index): event is Extract<FeedEvent, { type: 'threat.detected' }> =>
+          event.type === 'threat.detected' && applied[index] === true,
+      );
+      const endpointsByOrg = new Map<string, AlertEndpointWithSecret[]>();
+      for (const orgId of new Set(threats.map((threat) => threat.data.org_id))) {
+        endpointsByOrg.set(orgId, await repos.listAlertEndpoints(orgId));
       }
+      const deliveries = threats.flatMap((threat) =>
+        threatDeliveries(threat, endpointsByOrg.get(threat.data.org_id) ?? [], this.settings, createdAt),
+      );
+      await repos.insertAlertDeliveries(deliveries);
+      scheduled = deliveries.length;
       return applied.map((first): EventOutcome => (first ? 'applied' : 'duplicate'));
     });
     if (scheduled > 0) this.wakeDeliveries();

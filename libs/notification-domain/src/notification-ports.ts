@@ -37,6 +37,8 @@ export interface NotificationRepositories {
 
   /** The organization's alert endpoints, oldest first, with their sealed secrets. */
   listAlertEndpoints(orgId: string): Promise<AlertEndpointWithSecret[]>;
+  /** One endpoint of the organization, locked until the transaction ends; null when not the organization's. */
+  findAlertEndpoint(orgId: string, endpointId: string): Promise<AlertEndpointWithSecret | null>;
   /** Inserts an endpoint; false when the organization already has one with this URL. */
   insertAlertEndpoint(endpoint: AlertEndpointWithSecret): Promise<boolean>;
   /** Scoped by organization: an id of another organization is simply not found (false). */

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { LockMode, type EntityManager, type MikroORM } from '@mikro-orm/postgresql';
 import { recordEventsOnce } from '@sts/db/processed-events';
 import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
 import { isUuid } from '@sts/vocabulary/identifiers';
@@ -168,6 +168,16 @@ class NotificationRepositoriesSql implements NotificationRepositories {
       { orderBy: { createdAt: 'asc', id: 'asc' }, disableIdentityMap: true },
     );
     return rows.map((row) => ({ ...row }));
+  }
+
+  async findAlertEndpoint(orgId: string, endpointId: string): Promise<AlertEndpointWithSecret | null> {
+    if (!isUuid(endpointId)) return null;
+    const row = await this.em.findOne(
+      AlertEndpointEntity,
+      { id: endpointId, orgId },
+      { lockMode: LockMode.PESSIMISTIC_WRITE, disableIdentityMap: true },
+    );
+    return row ? { ...row } : null;
   }
 
   async insertAlertEndpoint(endpoint: AlertEndpointWithSecret): Promise<boolean> {

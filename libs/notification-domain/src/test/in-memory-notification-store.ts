@@ -129,6 +129,12 @@ export class InMemoryNotificationStore implements NotificationStore {
       },
       listAlertEndpoints: (orgId) =>
         Promise.resolve(this.state.alertEndpoints.filter((endpoint) => endpoint.orgId === orgId)),
+      findAlertEndpoint: (orgId, endpointId) =>
+        Promise.resolve(
+          structuredClone(
+            this.state.alertEndpoints.find((e) => e.orgId === orgId && e.id === endpointId) ?? null,
+          ),
+        ),
       insertAlertEndpoint: (endpoint) => {
         const taken = this.state.alertEndpoints.some(
           (e) => e.orgId === endpoint.orgId && e.url === endpoint.url,
