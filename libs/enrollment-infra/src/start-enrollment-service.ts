@@ -51,6 +51,8 @@ export function startEnrollmentService(config: EnrollmentConfig, logger: Logger)
         ensureStream: () => ensureTelemetryStream(jsm, config.NATS_NAMESPACE),
         durableName: 'enrollment-last-seen',
         filterSubjects: [allTelemetrySubject(config.NATS_NAMESPACE)],
+        // Only the sender headers are read: the batches themselves (up to 2 MiB each) stay on the server.
+        headersOnly: true,
         decode: (msg) => {
           const orgId = msg.headers?.get(TELEMETRY_HEADERS.orgId) ?? '';
           const deviceId = msg.headers?.get(TELEMETRY_HEADERS.deviceId) ?? '';

@@ -27,6 +27,8 @@ export interface BatchConsumerOptions<T> {
   fallbackFilterSubject?: string;
   /** Where a newly created consumer starts. Default every retained message. */
   deliverPolicy?: 'all' | 'new';
+  /** Deliver message headers only, without bodies (for consumers that read nothing else). */
+  headersOnly?: boolean;
   /**
    * Turns a message into the handler's input; `undefined` skips it (acknowledged, not handled).
    * Throwing marks the message poison: it is terminated (never redelivered) and logged without its content.
@@ -86,6 +88,7 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
     filterSubjects: options.filterSubjects,
     fallbackFilterSubject: options.fallbackFilterSubject,
     deliverPolicy: options.deliverPolicy,
+    headersOnly: options.headersOnly,
     ackWaitMs,
     maxDeliver,
     // Enough pulled-but-unacknowledged messages for every process's batch and the next one.

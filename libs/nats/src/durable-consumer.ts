@@ -24,6 +24,8 @@ export interface DurableConsumerSpec {
   maxDeliver: number;
   /** Delivered but unacknowledged messages at most, across every process. */
   maxAckPending: number;
+  /** Deliver the headers only (for consumers that read nothing else). */
+  headersOnly?: boolean;
 }
 
 /** JetStream API error codes (nats-server `server/errors.json`). */
@@ -62,6 +64,7 @@ export async function ensureDurableConsumer(
     ack_wait: nanos(spec.ackWaitMs),
     max_deliver: spec.maxDeliver,
     max_ack_pending: spec.maxAckPending,
+    ...(spec.headersOnly ? { headers_only: true } : {}),
   };
 
   async function create(extra: Partial<ConsumerConfig>): Promise<void> {
@@ -108,13 +111,16 @@ export async function ensureDurableConsumer(
     return;
   }
   if (!reconcile) return;
-  if (!filterMatches(existing.config)) {
+  if (
+    !filterMatches(existing.config) ||
+    Boolean(existing.config.headers_only) !== Boolean(spec.headersOnly)
+  ) {
     // Changing a live consumer's filter is unreliable across server versions (2.9 skips messages
     // after such an update), so start a new consumer where the old one had got to.
     const fromSeq = existing.ack_floor.stream_seq + 1;
     logger.info(
       { from_stream_seq: fromSeq },
-      'subjects changed; recreating the consumer from its acknowledged position',
+      'subjects or headers-only changed; recreating the consumer from its acknowledged position',
     );
     await jsm.consumers.delete(stream, durableName).catch((error: unknown) => {
       if (!isConsumerNotFound(error)) throw error;
