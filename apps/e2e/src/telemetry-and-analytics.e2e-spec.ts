@@ -126,6 +126,29 @@ describe('telemetry and analytics, end to end', () => {
     expect(daily.body.data[29]!.timestamp).toBe(`${new Date().toISOString().slice(0, 10)}T00:00:00.000Z`);
   });
 
+  it("moves the device's last_seen_at when its telemetry arrives", async () => {
+    const device = await enrollDevice('telemetry-seen');
+    const listed = async () =>
+      (
+        await system.api<{ id: string; enrolled_at: string; last_seen_at: string }[]>(
+          'GET',
+          '/api/devices?limit=200',
+          {
+            token: admin,
+          },
+        )
+      ).body.find((d) => d.id === device.device_id)!;
+    const before = await listed();
+    expect(before.last_seen_at).toBe(before.enrolled_at);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await send(device.device_token, batch('seen-1', ['allowed']))).status).toBe(202);
+    const after = await eventually(async () => {
+      const row = await listed();
+      return row.last_seen_at > before.last_seen_at ? row : undefined;
+    });
+    expect(Date.parse(after.last_seen_at)).toBeGreaterThan(Date.parse(before.enrolled_at));
+  });
+
   it('refuses unknown tokens (401), disabled devices (403) and deleted ones (401), as problem+json', async () => {
     const device = await enrollDevice('telemetry-b');
     const body = batch('b1', ['allowed']);
