@@ -59,14 +59,21 @@ class AlertEndpointsAndDeliveries extends Migration {
         org_id text not null,
         url text not null,
         description text null,
-        -- The signing secret, sealed with SECRET_SEALING_KEY (it must be read to sign, so not hashed).
+        -- The signing secret, sealed with SECRET_SEALING_KEY (it must be read to sign, so not hashed);
+        -- after a rotation the previous one keeps signing until it expires.
         secret_sealed text not null,
+        previous_secret_sealed text null,
+        previous_secret_expires_at timestamptz null,
+        -- Since when attempts have failed without a success between; disabled after too long.
+        failing_since timestamptz null,
+        disabled_at timestamptz null,
         created_at timestamptz not null,
         unique (org_id, url)
       );
 
       -- The durable schedule: one row per message to one endpoint; the worker claims due rows with
-      -- FOR UPDATE SKIP LOCKED and leases them (locked_until) for the attempt.
+      -- FOR UPDATE SKIP LOCKED and leases them (locked_until); lease_token names the claim that may
+      -- record the attempt.
       create table notification.alert_deliveries (
         id uuid primary key,
         org_id text not null,
@@ -77,6 +84,7 @@ class AlertEndpointsAndDeliveries extends Migration {
         attempts int not null default 0,
         next_attempt_at timestamptz null,
         locked_until timestamptz null,
+        lease_token uuid null,
         created_at timestamptz not null,
         last_attempt_at timestamptz null,
         last_response_code int null,
@@ -86,26 +94,7 @@ class AlertEndpointsAndDeliveries extends Migration {
       create index alert_deliveries_due_idx on notification.alert_deliveries (next_attempt_at)
         where status = 'pending';
       create index alert_deliveries_endpoint_idx on notification.alert_deliveries (endpoint_id, created_at desc);
-    `);
-  }
-}
 
-class AlertSecretRotation extends Migration {
-  override up(): void {
-    this.addSql(`
-      alter table notification.alert_endpoints
-        add column previous_secret_sealed text null,
-        add column previous_secret_expires_at timestamptz null;
-    `);
-  }
-}
-
-class AlertEndpointHealth extends Migration {
-  override up(): void {
-    this.addSql(`
-      alter table notification.alert_endpoints
-        add column failing_since timestamptz null,
-        add column disabled_at timestamptz null;
       alter table notification.feed_items drop constraint feed_items_type_check;
       alter table notification.feed_items add constraint feed_items_type_check check (type in
         ('member.joined', 'device.enrolled', 'device.disabled', 'billing.updated', 'threat.alert',
@@ -114,17 +103,7 @@ class AlertEndpointHealth extends Migration {
   }
 }
 
-class AlertDeliveryLeaseToken extends Migration {
-  override up(): void {
-    // Names the claim that holds a delivery: only that claim may record the attempt.
-    this.addSql(`alter table notification.alert_deliveries add column lease_token uuid null;`);
-  }
-}
-
 export const NOTIFICATION_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_notification_schema', class: InitialNotificationSchema },
   { name: '0002_alert_endpoints_and_deliveries', class: AlertEndpointsAndDeliveries },
-  { name: '0003_alert_secret_rotation', class: AlertSecretRotation },
-  { name: '0004_alert_endpoint_health', class: AlertEndpointHealth },
-  { name: '0005_alert_delivery_lease_token', class: AlertDeliveryLeaseToken },
 ];
