@@ -26,6 +26,11 @@ export interface SpooledBatch {
 export class TelemetrySpool {
   /** Orders batches written within one millisecond. */
   private sequence = 0;
+  /**
+   * The spooled files and their sizes, oldest first: read from the directory once, then kept up to
+   * date by this instance (an agent run owns its spool), so adding a batch does not rescan it.
+   */
+  private index: { file: string; size: number }[] | undefined;
 
   constructor(
     readonly directory: string,
@@ -34,14 +39,19 @@ export class TelemetrySpool {
 
   /** Writes a batch (atomically: a temporary file renamed); returns the events dropped to make room. */
   async add(events: ReportedEvent[], now: Date): Promise<{ batchId: string; droppedEvents: number }> {
-    await mkdir(this.directory, { recursive: true, mode: 0o700 });
+    if (!this.index) {
+      await mkdir(this.directory, { recursive: true, mode: 0o700 });
+      this.index = await this.scan();
+    }
     const batchId = randomUUID();
     const body = JSON.stringify({ batch_id: batchId, events });
     const droppedEvents = await this.makeRoom(Buffer.byteLength(body));
     const name = `${String(now.getTime()).padStart(15, '0')}-${String(this.sequence++ % 1_000_000).padStart(6, '0')}-${batchId}.json`;
     const temporary = path.join(this.directory, `.${name}.tmp`);
     await writeFile(temporary, body, { mode: 0o600 });
-    await rename(temporary, path.join(this.directory, name));
+    const file = path.join(this.directory, name);
+    await rename(temporary, file);
+    this.index.push({ file, size: Buffer.byteLength(body) });
     return { batchId, droppedEvents };
   }
 
@@ -73,6 +83,7 @@ export class TelemetrySpool {
     await unlink(file).catch((error: NodeJS.ErrnoException) => {
       if (error.code !== 'ENOENT') throw error;
     });
+    this.forget(file);
   }
 
   /** Moves a batch the server refused (400, 413) aside: never sent again, kept for inspection. */
@@ -80,6 +91,20 @@ export class TelemetrySpool {
     const rejected = path.join(this.directory, 'rejected');
     await mkdir(rejected, { recursive: true, mode: 0o700 });
     await rename(file, path.join(rejected, path.basename(file)));
+    this.forget(file);
+  }
+
+  private forget(file: string): void {
+    if (this.index) this.index = this.index.filter((entry) => entry.file !== file);
+  }
+
+  private async scan(): Promise<{ file: string; size: number }[]> {
+    return Promise.all(
+      (await this.names()).map(async (name) => {
+        const file = path.join(this.directory, name);
+        return { file, size: (await stat(file)).size };
+      }),
+    );
   }
 
   private async names(): Promise<string[]> {
@@ -92,12 +117,7 @@ export class TelemetrySpool {
   }
 
   private async makeRoom(incoming: number): Promise<number> {
-    const files = await Promise.all(
-      (await this.names()).map(async (name) => {
-        const file = path.join(this.directory, name);
-        return { file, size: (await stat(file)).size };
-      }),
-    );
+    const files = [...(this.index ?? [])];
     let total = files.reduce((sum, f) => sum + f.size, 0) + incoming;
     let dropped = 0;
     for (const { file, size } of files) {
