@@ -19,6 +19,29 @@ export interface License {
 }
 
 /**
+ * What billing knows of the organization's Stripe subscription, besides the contract's license
+ * fields. `factsAsOf` is the Stripe `created` time of the newest event whose facts were applied: an
+ * older event's facts never overwrite them (events arrive late and out of order).
+ */
+export interface LicenseRecord extends License {
+  subscriptionId: string | null;
+  cancelAtPeriodEnd: boolean;
+  factsAsOf: Date | null;
+}
+
+/** How people read a plan and a cycle in feed items and e-mails. */
+export const PLAN_NAMES: Record<Plan, string> = {
+  none: 'no plan',
+  basic: 'Basic',
+  pro: 'Pro',
+  enterprise: 'Enterprise',
+};
+
+export function describePlan(plan: Plan, cycle: BillingCycle): string {
+  return `${PLAN_NAMES[plan]}, billed ${cycle === 'annual' ? 'yearly' : 'monthly'}`;
+}
+
+/**
  * A new organization's license is `pending` with plan `none` until a checkout starts. The contract
  * types `expires_at` as a string, never null, so a pending license carries the end of an evaluation
  * window: 14 days after the license was created.
@@ -27,7 +50,7 @@ export const EVALUATION_PERIOD_DAYS = 14;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-export function initialLicense(orgId: string, createdAt: Date): License {
+export function initialLicense(orgId: string, createdAt: Date): LicenseRecord {
   return {
     orgId,
     plan: 'none',
@@ -36,5 +59,8 @@ export function initialLicense(orgId: string, createdAt: Date): License {
     expiresAt: new Date(createdAt.getTime() + EVALUATION_PERIOD_DAYS * DAY_MS),
     createdAt,
     updatedAt: createdAt,
+    subscriptionId: null,
+    cancelAtPeriodEnd: false,
+    factsAsOf: null,
   };
 }

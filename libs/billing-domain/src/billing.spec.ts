@@ -19,6 +19,9 @@ describe('initial license', () => {
       expiresAt: new Date('2026-03-15T00:00:00.000Z'),
       createdAt,
       updatedAt: createdAt,
+      subscriptionId: null,
+      cancelAtPeriodEnd: false,
+      factsAsOf: null,
     });
     expect(EVALUATION_PERIOD_DAYS).toBe(14);
   });
@@ -33,7 +36,7 @@ describe('billing', () => {
   beforeEach(() => {
     store = new InMemoryBillingStore();
     clock = new ManualClock();
-    service = new BillingService(store, clock);
+    service = new BillingService(store, clock, null, { publicAppUrl: 'https://app.example.test' });
     events = new BillingEventHandler(store);
   });
 

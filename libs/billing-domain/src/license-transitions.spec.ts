@@ -1,21 +1,10 @@
-import { initialLicense } from './billing-model';
-import {
-  decideLicense,
-  type LicenseRecord,
-  type PaymentFact,
-  type SubscriptionFacts,
-} from './license-transitions';
+import { initialLicense, type LicenseRecord } from './billing-model';
+import { decideLicense, type PaymentFact, type SubscriptionFacts } from './license-transitions';
 
 const t = (minute: number) => new Date(Date.UTC(2026, 10, 25, 12, minute));
 const now = t(59);
 
-const pending = (): LicenseRecord => ({
-  ...initialLicense('org-1', t(0)),
-  status: 'onboarding',
-  subscriptionId: null,
-  cancelAtPeriodEnd: false,
-  factsAsOf: null,
-});
+const pending = (): LicenseRecord => ({ ...initialLicense('org-1', t(0)), status: 'onboarding' });
 
 const subscription = (extra: Partial<SubscriptionFacts> = {}): SubscriptionFacts => ({
   id: 'sub_1',

@@ -1,15 +1,4 @@
-import type { BillingCycle, License, Plan } from './billing-model';
-
-/**
- * What billing knows of the organization's Stripe subscription, besides the contract's license
- * fields. `factsAsOf` is the Stripe `created` time of the newest event whose facts were applied: an
- * older event's facts never overwrite them (events arrive late and out of order).
- */
-export interface LicenseRecord extends License {
-  subscriptionId: string | null;
-  cancelAtPeriodEnd: boolean;
-  factsAsOf: Date | null;
-}
+import { describePlan, type BillingCycle, type LicenseRecord, type Plan } from './billing-model';
 
 /** A subscription as Stripe's API describes it now (fetched, not taken from a possibly stale payload). */
 export interface SubscriptionFacts {
@@ -35,12 +24,6 @@ export type LicenseDecision =
   | { kind: 'notify-payment-failed' }
   /** Nothing to do (logged with the reason). */
   | { kind: 'ignore'; reason: string };
-
-const PLAN_NAMES: Record<Exclude<Plan, 'none'>, string> = {
-  basic: 'Basic',
-  pro: 'Pro',
-  enterprise: 'Enterprise',
-};
 
 function withFacts(
   license: LicenseRecord,
@@ -101,7 +84,7 @@ export function decideLicense(
           cancelAtPeriodEnd: facts.cancelAtPeriodEnd,
           status: 'active',
         },
-        summary: `Subscription active: ${PLAN_NAMES[fact.subscription.plan]}, billed ${fact.subscription.cycle === 'annual' ? 'yearly' : 'monthly'}`,
+        summary: `Subscription active: ${describePlan(fact.subscription.plan, fact.subscription.cycle)}`,
       };
     }
     case 'invoice.payment_succeeded': {
@@ -150,7 +133,7 @@ export function decideLicense(
         license: next,
         summary: next.cancelAtPeriodEnd
           ? `Subscription ends on ${next.expiresAt.toISOString().slice(0, 10)}`
-          : `Subscription changed: ${PLAN_NAMES[fact.subscription.plan]}, billed ${fact.subscription.cycle === 'annual' ? 'yearly' : 'monthly'}`,
+          : `Subscription changed: ${describePlan(fact.subscription.plan, fact.subscription.cycle)}`,
       };
     }
     case 'customer.subscription.deleted': {

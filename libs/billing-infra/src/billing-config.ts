@@ -1,11 +1,20 @@
 import { z } from 'zod';
-import { commonEnv, grpcServerEnv, natsEnv, postgresEnv } from '@sts/config/env-fragments';
+import {
+  commonEnv,
+  grpcServerEnv,
+  natsEnv,
+  postgresEnv,
+  publicUrlEnv,
+  stripeEnv,
+} from '@sts/config/env-fragments';
 
 export const billingEnvSchema = z.object({
   ...commonEnv,
   ...postgresEnv,
   ...natsEnv,
   ...grpcServerEnv,
+  ...publicUrlEnv,
+  ...stripeEnv,
   GRPC_PORT: grpcServerEnv.GRPC_PORT.default(50053),
 });
 

@@ -10,6 +10,9 @@ export interface LicenseRow {
   expiresAt: Date;
   createdAt: Date;
   updatedAt: Date;
+  subscriptionId: string | null;
+  cancelAtPeriodEnd: boolean;
+  factsAsOf: Date | null;
 }
 
 export const LicenseEntity = new EntitySchema<LicenseRow>({
@@ -23,7 +26,24 @@ export const LicenseEntity = new EntitySchema<LicenseRow>({
     expiresAt: { type: 'datetime', fieldName: 'expires_at' },
     createdAt: { type: 'datetime', fieldName: 'created_at' },
     updatedAt: { type: 'datetime', fieldName: 'updated_at' },
+    subscriptionId: { type: 'text', fieldName: 'subscription_id', nullable: true },
+    cancelAtPeriodEnd: { type: 'boolean', fieldName: 'cancel_at_period_end' },
+    factsAsOf: { type: 'datetime', fieldName: 'facts_as_of', nullable: true },
   },
 });
 
-export const BILLING_ENTITIES = [LicenseEntity];
+export interface AccountRow {
+  orgId: string;
+  customerId: string;
+}
+
+export const AccountEntity = new EntitySchema<AccountRow>({
+  name: 'BillingAccount',
+  tableName: 'accounts',
+  properties: {
+    orgId: { type: 'text', primary: true, fieldName: 'org_id' },
+    customerId: { type: 'text', fieldName: 'customer_id', unique: true },
+  },
+});
+
+export const BILLING_ENTITIES = [LicenseEntity, AccountEntity];

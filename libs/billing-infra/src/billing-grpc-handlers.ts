@@ -1,6 +1,9 @@
 import type { BillingCycle, License, LicenseStatus, Plan } from '@sts/billing-domain/billing-model';
 import type { BillingService } from '@sts/billing-domain/billing-service';
+import type { PaymentEventHandler } from '@sts/billing-domain/payment-events';
+import { AppError } from '@sts/errors/app-error';
 import type { AsyncHandlers } from '@sts/grpc/service-types';
+import type { Logger } from '@sts/logger/create-logger';
 import {
   BillingCycle as ProtoBillingCycle,
   LicenseStatus as ProtoLicenseStatus,
@@ -38,9 +41,71 @@ export function licenseToProto(license: License): ProtoLicense {
   };
 }
 
-/** billing.v1.BillingService: proto in, domain call, proto out. */
-export function billingGrpcHandlers(service: BillingService): AsyncHandlers<typeof BillingServiceService> {
+const PLAN_FROM_PROTO = new Map<ProtoPlan, Exclude<Plan, 'none'>>([
+  [ProtoPlan.PLAN_BASIC, 'basic'],
+  [ProtoPlan.PLAN_PRO, 'pro'],
+  [ProtoPlan.PLAN_ENTERPRISE, 'enterprise'],
+]);
+const CYCLE_FROM_PROTO = new Map<ProtoBillingCycle, BillingCycle>([
+  [ProtoBillingCycle.BILLING_CYCLE_MONTHLY, 'monthly'],
+  [ProtoBillingCycle.BILLING_CYCLE_ANNUAL, 'annual'],
+]);
+
+/** Stripe's events are at most a few hundred KB; anything far larger is not one. */
+const MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** A Stripe-Signature header: a timestamp and a few signatures (one per active secret). */
+const MAX_SIGNATURE_CHARS = 2048;
+
+function required(value: string, path: string): string {
+  if (!value.trim()) {
+    throw new AppError('VALIDATION_FAILED', `${path} is required`, {
+      fields: [{ path, message: 'required' }],
+    });
+  }
+  return value;
+}
+
+/** billing.v1.BillingService: proto in (validated here), domain call, proto out. */
+export function billingGrpcHandlers(
+  service: BillingService,
+  payments: PaymentEventHandler,
+  logger: Logger,
+): AsyncHandlers<typeof BillingServiceService> {
   return {
     getLicense: async (request) => ({ license: licenseToProto(await service.getLicense(request.orgId)) }),
+    createCheckoutSession: async (request) => {
+      const orgId = required(request.orgId, 'org_id');
+      const plan = PLAN_FROM_PROTO.get(request.plan);
+      const cycle = CYCLE_FROM_PROTO.get(request.billingCycle);
+      if (!plan || !cycle) {
+        throw new AppError('VALIDATION_FAILED', 'plan and billing_cycle are required', {
+          fields: [
+            ...(plan ? [] : [{ path: 'plan', message: 'must be basic, pro or enterprise' }]),
+            ...(cycle ? [] : [{ path: 'cycle', message: 'must be monthly or annual' }]),
+          ],
+        });
+      }
+      const url = await service.startCheckout({
+        orgId,
+        plan,
+        cycle,
+        requestedByEmail: required(request.requestedByEmail, 'requested_by_email'),
+      });
+      return { url };
+    },
+    createPortalSession: async (request) => ({
+      url: await service.openPortal(required(request.orgId, 'org_id')),
+    }),
+    handlePaymentEvent: async (request) => {
+      if (request.payload.length > MAX_PAYLOAD_BYTES) throw new AppError('PAYLOAD_TOO_LARGE');
+      if (!request.signature || request.signature.length > MAX_SIGNATURE_CHARS) {
+        throw new AppError('WEBHOOK_SIGNATURE_INVALID', 'The Stripe-Signature header is missing or too long');
+      }
+      const result = await payments.handle(request.payload, request.signature);
+      if (result.outcome === 'ignored') {
+        logger.info({ orgId: result.orgId, reason: result.reason }, 'payment event ignored');
+      }
+      return { orgId: result.orgId ?? '', outcome: result.outcome };
+    },
   };
 }

@@ -131,3 +131,30 @@ export const publicUrlEnv = {
 export const clickhouseEnv = {
   CLICKHOUSE_URL: url(['http:', 'https:']).default('http://127.0.0.1:8123'),
 };
+
+/** An unset variable and an empty one mean the same: not configured. */
+const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
+
+/** Stripe (billing). Without the keys, billing's payment endpoints answer 503 and the rest works. */
+export const stripeEnv = {
+  /** Secret or restricted API key (`sk_…`, `rk_…`): checkout, portal, and the facts webhooks lack. */
+  STRIPE_SECRET_KEY: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .regex(/^(sk|rk)_\w+$/, 'must be a Stripe secret or restricted key (sk_… or rk_…)')
+      .optional(),
+  ),
+  /** The webhook endpoint's signing secret (`whsec_…`). */
+  STRIPE_WEBHOOK_SECRET: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .regex(/^whsec_\S+$/, 'must be a webhook signing secret (whsec_…)')
+      .optional(),
+  ),
+  /** Where the Stripe SDK sends its requests: another host for a local stand-in. */
+  STRIPE_API_BASE: url(['https:', 'http:']).default('https://api.stripe.com'),
+  /** How long one call to Stripe may take; a webhook waits for it. */
+  STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
+};

@@ -132,6 +132,32 @@ export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
     grpcStatus: GrpcStatus.PERMISSION_DENIED,
     title: 'The device is disabled',
   },
+  BILLING_NOT_CONFIGURED: {
+    // Not UNAVAILABLE: that status would invite retries of a call that cannot succeed until configured.
+    httpStatus: 503,
+    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
+    title: 'Billing is not configured on this deployment (STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET)',
+  },
+  BILLING_ACCOUNT_NOT_FOUND: {
+    httpStatus: 409,
+    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
+    title: 'The organization has no billing account yet: start a checkout first',
+  },
+  SUBSCRIPTION_ALREADY_ACTIVE: {
+    httpStatus: 409,
+    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
+    title: 'The organization already has an active subscription: change it in the billing portal',
+  },
+  PAYMENT_PROVIDER_UNAVAILABLE: {
+    httpStatus: 503,
+    grpcStatus: GrpcStatus.UNAVAILABLE,
+    title: 'The payment provider could not be reached; try again',
+  },
+  WEBHOOK_SIGNATURE_INVALID: {
+    httpStatus: 400,
+    grpcStatus: GrpcStatus.INVALID_ARGUMENT,
+    title: 'The payment event signature is missing, invalid or too old',
+  },
   DEADLINE_EXCEEDED: {
     httpStatus: 504,
     grpcStatus: GrpcStatus.DEADLINE_EXCEEDED,

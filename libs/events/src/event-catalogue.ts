@@ -90,6 +90,21 @@ export const EVENT_CATALOGUE = {
     /** One line for people, e.g. "Subscription active: Pro, billed yearly". */
     summary: z.string().max(300),
   }),
+  /**
+   * Stripe could not collect a payment of the organization's subscription (the license is unchanged;
+   * Stripe retries by its own schedule). The notifier e-mails the organization's admins.
+   */
+  'billing.payment_failed': z.object({
+    org_id: z.string(),
+    /** In the currency's smallest unit, as Stripe gives it. */
+    amount_due: z.number().int().nonnegative(),
+    currency: z.string().min(3).max(3),
+    /** Stripe's page where the invoice can be paid; null when Stripe gave none. */
+    invoice_url: z.url().nullable(),
+    /** When Stripe tries again; null when it will not. */
+    next_attempt_at: z.iso.datetime().nullable(),
+    failed_at: z.iso.datetime(),
+  }),
   /** A device passed the threat threshold: `dangerous_blocks` blocks within `window_minutes` up to `detected_at`. */
   'threat.detected': z.object({
     org_id: z.string(),

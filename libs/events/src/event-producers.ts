@@ -19,4 +19,5 @@ export const EVENT_PRODUCERS: Record<EventType, ServiceName> = {
   'enrollment_code.email_requested': 'enrollment',
   'threat.detected': 'analytics',
   'billing.updated': 'billing',
+  'billing.payment_failed': 'billing',
 };

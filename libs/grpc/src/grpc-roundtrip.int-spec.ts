@@ -40,6 +40,9 @@ describe('gRPC plumbing', () => {
             },
           };
         },
+        createCheckoutSession: () => Promise.reject(new AppError('BILLING_NOT_CONFIGURED')),
+        createPortalSession: () => Promise.reject(new AppError('BILLING_NOT_CONFIGURED')),
+        handlePaymentEvent: () => Promise.reject(new AppError('BILLING_NOT_CONFIGURED')),
       },
       logger,
     );

@@ -42,6 +42,8 @@ export interface ServiceDatabase {
   migrations: MigrationEntry[];
   /** Whether the service publishes events through its outbox (the schema then has an outbox table). */
   publishesEvents: boolean;
+  /** The service's own tables whose rows expire, besides the outbox and the ledger of handled events. */
+  retainedTables?: RetainedTable[];
 }
 
 /** What a service's composition gets to build its domain on. `orm` is null without a `database`. */
@@ -147,6 +149,7 @@ export async function runServiceHost(
     const retained: RetainedTable[] = [
       ...(database?.publishesEvents ? [OUTBOX_RETENTION] : []),
       ...(consumesEvents ? [PROCESSED_EVENTS_RETENTION] : []),
+      ...(database?.retainedTables ?? []),
     ];
     if (orm && retained.length > 0) {
       const retention = startRetention(orm, logger, retained);

@@ -172,6 +172,9 @@ export class FakeUpstream {
         },
       };
     },
+    createCheckoutSession: (request, options) => this.unscripted('createCheckoutSession', request, options),
+    createPortalSession: (request, options) => this.unscripted('createPortalSession', request, options),
+    handlePaymentEvent: (request, options) => this.unscripted('handlePaymentEvent', request, options),
     close: () => undefined,
   };
 

@@ -227,6 +227,40 @@ export interface GetLicenseResponse {
   license: License | undefined;
 }
 
+export interface CreateCheckoutSessionRequest {
+  orgId: string;
+  plan: Plan;
+  billingCycle: BillingCycle;
+  /** The admin who starts it: prefills the checkout's e-mail for a new Stripe customer. */
+  requestedByEmail: string;
+}
+
+export interface CreateCheckoutSessionResponse {
+  url: string;
+}
+
+export interface CreatePortalSessionRequest {
+  orgId: string;
+}
+
+export interface CreatePortalSessionResponse {
+  url: string;
+}
+
+export interface HandlePaymentEventRequest {
+  /** The request body, byte for byte: the signature covers it. */
+  payload: Buffer;
+  /** The Stripe-Signature header. */
+  signature: string;
+}
+
+export interface HandlePaymentEventResponse {
+  /** The organization whose license the event concerned; empty when it concerned none of ours. */
+  orgId: string;
+  /** applied, duplicate or ignored. */
+  outcome: string;
+}
+
 function createBaseLicense(): License {
   return {
     orgId: "",
@@ -520,7 +554,524 @@ export const GetLicenseResponse: MessageFns<GetLicenseResponse> = {
   },
 };
 
-/** Licenses of organizations. Payment-provider integration comes later. */
+function createBaseCreateCheckoutSessionRequest(): CreateCheckoutSessionRequest {
+  return {
+    orgId: "",
+    plan: Plan.PLAN_UNSPECIFIED,
+    billingCycle: BillingCycle.BILLING_CYCLE_UNSPECIFIED,
+    requestedByEmail: "",
+  };
+}
+
+export const CreateCheckoutSessionRequest: MessageFns<CreateCheckoutSessionRequest> = {
+  encode(message: CreateCheckoutSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.plan !== Plan.PLAN_UNSPECIFIED) {
+      writer.uint32(16).int32(planToNumber(message.plan));
+    }
+    if (message.billingCycle !== BillingCycle.BILLING_CYCLE_UNSPECIFIED) {
+      writer.uint32(24).int32(billingCycleToNumber(message.billingCycle));
+    }
+    if (message.requestedByEmail !== "") {
+      writer.uint32(34).string(message.requestedByEmail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateCheckoutSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateCheckoutSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.plan = planFromJSON(reader.int32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.billingCycle = billingCycleFromJSON(reader.int32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.requestedByEmail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateCheckoutSessionRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      plan: isSet(object.plan) ? planFromJSON(object.plan) : Plan.PLAN_UNSPECIFIED,
+      billingCycle: isSet(object.billingCycle)
+        ? billingCycleFromJSON(object.billingCycle)
+        : isSet(object.billing_cycle)
+        ? billingCycleFromJSON(object.billing_cycle)
+        : BillingCycle.BILLING_CYCLE_UNSPECIFIED,
+      requestedByEmail: isSet(object.requestedByEmail)
+        ? globalThis.String(object.requestedByEmail)
+        : isSet(object.requested_by_email)
+        ? globalThis.String(object.requested_by_email)
+        : "",
+    };
+  },
+
+  toJSON(message: CreateCheckoutSessionRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.plan !== Plan.PLAN_UNSPECIFIED) {
+      obj.plan = planToJSON(message.plan);
+    }
+    if (message.billingCycle !== BillingCycle.BILLING_CYCLE_UNSPECIFIED) {
+      obj.billingCycle = billingCycleToJSON(message.billingCycle);
+    }
+    if (message.requestedByEmail !== "") {
+      obj.requestedByEmail = message.requestedByEmail;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateCheckoutSessionRequest>, I>>(base?: I): CreateCheckoutSessionRequest {
+    return CreateCheckoutSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateCheckoutSessionRequest>, I>>(object: I): CreateCheckoutSessionRequest {
+    const message = createBaseCreateCheckoutSessionRequest();
+    message.orgId = object.orgId ?? "";
+    message.plan = object.plan ?? Plan.PLAN_UNSPECIFIED;
+    message.billingCycle = object.billingCycle ?? BillingCycle.BILLING_CYCLE_UNSPECIFIED;
+    message.requestedByEmail = object.requestedByEmail ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateCheckoutSessionResponse(): CreateCheckoutSessionResponse {
+  return { url: "" };
+}
+
+export const CreateCheckoutSessionResponse: MessageFns<CreateCheckoutSessionResponse> = {
+  encode(message: CreateCheckoutSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.url !== "") {
+      writer.uint32(10).string(message.url);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateCheckoutSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateCheckoutSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateCheckoutSessionResponse {
+    return { url: isSet(object.url) ? globalThis.String(object.url) : "" };
+  },
+
+  toJSON(message: CreateCheckoutSessionResponse): unknown {
+    const obj: any = {};
+    if (message.url !== "") {
+      obj.url = message.url;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateCheckoutSessionResponse>, I>>(base?: I): CreateCheckoutSessionResponse {
+    return CreateCheckoutSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateCheckoutSessionResponse>, I>>(
+    object: I,
+  ): CreateCheckoutSessionResponse {
+    const message = createBaseCreateCheckoutSessionResponse();
+    message.url = object.url ?? "";
+    return message;
+  },
+};
+
+function createBaseCreatePortalSessionRequest(): CreatePortalSessionRequest {
+  return { orgId: "" };
+}
+
+export const CreatePortalSessionRequest: MessageFns<CreatePortalSessionRequest> = {
+  encode(message: CreatePortalSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreatePortalSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreatePortalSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreatePortalSessionRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+    };
+  },
+
+  toJSON(message: CreatePortalSessionRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreatePortalSessionRequest>, I>>(base?: I): CreatePortalSessionRequest {
+    return CreatePortalSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreatePortalSessionRequest>, I>>(object: I): CreatePortalSessionRequest {
+    const message = createBaseCreatePortalSessionRequest();
+    message.orgId = object.orgId ?? "";
+    return message;
+  },
+};
+
+function createBaseCreatePortalSessionResponse(): CreatePortalSessionResponse {
+  return { url: "" };
+}
+
+export const CreatePortalSessionResponse: MessageFns<CreatePortalSessionResponse> = {
+  encode(message: CreatePortalSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.url !== "") {
+      writer.uint32(10).string(message.url);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreatePortalSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreatePortalSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreatePortalSessionResponse {
+    return { url: isSet(object.url) ? globalThis.String(object.url) : "" };
+  },
+
+  toJSON(message: CreatePortalSessionResponse): unknown {
+    const obj: any = {};
+    if (message.url !== "") {
+      obj.url = message.url;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreatePortalSessionResponse>, I>>(base?: I): CreatePortalSessionResponse {
+    return CreatePortalSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreatePortalSessionResponse>, I>>(object: I): CreatePortalSessionResponse {
+    const message = createBaseCreatePortalSessionResponse();
+    message.url = object.url ?? "";
+    return message;
+  },
+};
+
+function createBaseHandlePaymentEventRequest(): HandlePaymentEventRequest {
+  return { payload: Buffer.alloc(0), signature: "" };
+}
+
+export const HandlePaymentEventRequest: MessageFns<HandlePaymentEventRequest> = {
+  encode(message: HandlePaymentEventRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.payload.length !== 0) {
+      writer.uint32(10).bytes(message.payload);
+    }
+    if (message.signature !== "") {
+      writer.uint32(18).string(message.signature);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HandlePaymentEventRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHandlePaymentEventRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.payload = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.signature = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HandlePaymentEventRequest {
+    return {
+      payload: isSet(object.payload) ? Buffer.from(bytesFromBase64(object.payload)) : Buffer.alloc(0),
+      signature: isSet(object.signature) ? globalThis.String(object.signature) : "",
+    };
+  },
+
+  toJSON(message: HandlePaymentEventRequest): unknown {
+    const obj: any = {};
+    if (message.payload.length !== 0) {
+      obj.payload = base64FromBytes(message.payload);
+    }
+    if (message.signature !== "") {
+      obj.signature = message.signature;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HandlePaymentEventRequest>, I>>(base?: I): HandlePaymentEventRequest {
+    return HandlePaymentEventRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HandlePaymentEventRequest>, I>>(object: I): HandlePaymentEventRequest {
+    const message = createBaseHandlePaymentEventRequest();
+    message.payload = object.payload ?? Buffer.alloc(0);
+    message.signature = object.signature ?? "";
+    return message;
+  },
+};
+
+function createBaseHandlePaymentEventResponse(): HandlePaymentEventResponse {
+  return { orgId: "", outcome: "" };
+}
+
+export const HandlePaymentEventResponse: MessageFns<HandlePaymentEventResponse> = {
+  encode(message: HandlePaymentEventResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.outcome !== "") {
+      writer.uint32(18).string(message.outcome);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HandlePaymentEventResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHandlePaymentEventResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.outcome = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HandlePaymentEventResponse {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      outcome: isSet(object.outcome) ? globalThis.String(object.outcome) : "",
+    };
+  },
+
+  toJSON(message: HandlePaymentEventResponse): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.outcome !== "") {
+      obj.outcome = message.outcome;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HandlePaymentEventResponse>, I>>(base?: I): HandlePaymentEventResponse {
+    return HandlePaymentEventResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HandlePaymentEventResponse>, I>>(object: I): HandlePaymentEventResponse {
+    const message = createBaseHandlePaymentEventResponse();
+    message.orgId = object.orgId ?? "";
+    message.outcome = object.outcome ?? "";
+    return message;
+  },
+};
+
+/** Licenses of organizations, paid through Stripe. */
 export type BillingServiceService = typeof BillingServiceService;
 export const BillingServiceService = {
   /**
@@ -536,6 +1087,53 @@ export const BillingServiceService = {
     responseSerialize: (value: GetLicenseResponse): Buffer => Buffer.from(GetLicenseResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetLicenseResponse => GetLicenseResponse.decode(value),
   },
+  /**
+   * A Stripe Checkout Session (subscription mode) for the organization's Stripe customer, created
+   * once and reused; the license moves to onboarding. FAILED_PRECONDITION when the organization
+   * already has an active subscription (it changes plans in the portal).
+   */
+  createCheckoutSession: {
+    path: "/billing.v1.BillingService/CreateCheckoutSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateCheckoutSessionRequest): Buffer =>
+      Buffer.from(CreateCheckoutSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateCheckoutSessionRequest => CreateCheckoutSessionRequest.decode(value),
+    responseSerialize: (value: CreateCheckoutSessionResponse): Buffer =>
+      Buffer.from(CreateCheckoutSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateCheckoutSessionResponse => CreateCheckoutSessionResponse.decode(value),
+  },
+  /**
+   * A Stripe billing portal session for the organization's customer; FAILED_PRECONDITION when the
+   * organization never started a checkout.
+   */
+  createPortalSession: {
+    path: "/billing.v1.BillingService/CreatePortalSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreatePortalSessionRequest): Buffer =>
+      Buffer.from(CreatePortalSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreatePortalSessionRequest => CreatePortalSessionRequest.decode(value),
+    responseSerialize: (value: CreatePortalSessionResponse): Buffer =>
+      Buffer.from(CreatePortalSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreatePortalSessionResponse => CreatePortalSessionResponse.decode(value),
+  },
+  /**
+   * A payment event exactly as Stripe posted it: verified with the Stripe-Signature header, applied
+   * once per event id. INVALID_ARGUMENT for a bad signature or body; UNAVAILABLE when Stripe's API
+   * could not be reached (nothing was applied: Stripe retries).
+   */
+  handlePaymentEvent: {
+    path: "/billing.v1.BillingService/HandlePaymentEvent" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: HandlePaymentEventRequest): Buffer =>
+      Buffer.from(HandlePaymentEventRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HandlePaymentEventRequest => HandlePaymentEventRequest.decode(value),
+    responseSerialize: (value: HandlePaymentEventResponse): Buffer =>
+      Buffer.from(HandlePaymentEventResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HandlePaymentEventResponse => HandlePaymentEventResponse.decode(value),
+  },
 } as const;
 
 export interface BillingServiceServer extends UntypedServiceImplementation {
@@ -544,6 +1142,23 @@ export interface BillingServiceServer extends UntypedServiceImplementation {
    * has not been processed yet (so a brand-new organization always has a license).
    */
   getLicense: handleUnaryCall<GetLicenseRequest, GetLicenseResponse>;
+  /**
+   * A Stripe Checkout Session (subscription mode) for the organization's Stripe customer, created
+   * once and reused; the license moves to onboarding. FAILED_PRECONDITION when the organization
+   * already has an active subscription (it changes plans in the portal).
+   */
+  createCheckoutSession: handleUnaryCall<CreateCheckoutSessionRequest, CreateCheckoutSessionResponse>;
+  /**
+   * A Stripe billing portal session for the organization's customer; FAILED_PRECONDITION when the
+   * organization never started a checkout.
+   */
+  createPortalSession: handleUnaryCall<CreatePortalSessionRequest, CreatePortalSessionResponse>;
+  /**
+   * A payment event exactly as Stripe posted it: verified with the Stripe-Signature header, applied
+   * once per event id. INVALID_ARGUMENT for a bad signature or body; UNAVAILABLE when Stripe's API
+   * could not be reached (nothing was applied: Stripe retries).
+   */
+  handlePaymentEvent: handleUnaryCall<HandlePaymentEventRequest, HandlePaymentEventResponse>;
 }
 
 export interface BillingServiceClient extends Client {
@@ -566,6 +1181,65 @@ export interface BillingServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetLicenseResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * A Stripe Checkout Session (subscription mode) for the organization's Stripe customer, created
+   * once and reused; the license moves to onboarding. FAILED_PRECONDITION when the organization
+   * already has an active subscription (it changes plans in the portal).
+   */
+  createCheckoutSession(
+    request: CreateCheckoutSessionRequest,
+    callback: (error: ServiceError | null, response: CreateCheckoutSessionResponse) => void,
+  ): ClientUnaryCall;
+  createCheckoutSession(
+    request: CreateCheckoutSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateCheckoutSessionResponse) => void,
+  ): ClientUnaryCall;
+  createCheckoutSession(
+    request: CreateCheckoutSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateCheckoutSessionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * A Stripe billing portal session for the organization's customer; FAILED_PRECONDITION when the
+   * organization never started a checkout.
+   */
+  createPortalSession(
+    request: CreatePortalSessionRequest,
+    callback: (error: ServiceError | null, response: CreatePortalSessionResponse) => void,
+  ): ClientUnaryCall;
+  createPortalSession(
+    request: CreatePortalSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreatePortalSessionResponse) => void,
+  ): ClientUnaryCall;
+  createPortalSession(
+    request: CreatePortalSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreatePortalSessionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * A payment event exactly as Stripe posted it: verified with the Stripe-Signature header, applied
+   * once per event id. INVALID_ARGUMENT for a bad signature or body; UNAVAILABLE when Stripe's API
+   * could not be reached (nothing was applied: Stripe retries).
+   */
+  handlePaymentEvent(
+    request: HandlePaymentEventRequest,
+    callback: (error: ServiceError | null, response: HandlePaymentEventResponse) => void,
+  ): ClientUnaryCall;
+  handlePaymentEvent(
+    request: HandlePaymentEventRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: HandlePaymentEventResponse) => void,
+  ): ClientUnaryCall;
+  handlePaymentEvent(
+    request: HandlePaymentEventRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: HandlePaymentEventResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const BillingServiceClient = makeGenericClientConstructor(
@@ -576,6 +1250,14 @@ export const BillingServiceClient = makeGenericClientConstructor(
   service: typeof BillingServiceService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 
