@@ -50,7 +50,7 @@ export interface Clock {
  */
 export interface PaymentProvider {
   /** Creates the organization's customer; the same organization asking twice gets the same customer. */
-  createCustomer(request: { orgId: string; email: string }): Promise<string>;
+  createCustomer(request: { orgId: string; email: string | null }): Promise<string>;
   /** The price of a plan and cycle (found by the lookup key `<plan>_<cycle>`). */
   priceOf(plan: Exclude<Plan, 'none'>, cycle: BillingCycle): Promise<string>;
   /** The address of a new hosted checkout (subscription mode) for one price. */

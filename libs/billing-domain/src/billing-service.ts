@@ -63,7 +63,8 @@ export class BillingService {
     orgId: string;
     plan: Exclude<Plan, 'none'>;
     cycle: BillingCycle;
-    requestedByEmail: string;
+    /** Prefills the checkout for a new customer; null for a caller without one (a client credential). */
+    requestedByEmail: string | null;
   }): Promise<string> {
     const provider = requirePaymentProvider(this.provider);
     const license = await this.getLicense(request.orgId);
@@ -118,7 +119,11 @@ export class BillingService {
    * The organization's account, created once: concurrent first checkouts ask the provider with the
    * same organization (which answers with one customer) and the first stored account wins.
    */
-  private async accountFor(provider: PaymentProvider, orgId: string, email: string): Promise<BillingAccount> {
+  private async accountFor(
+    provider: PaymentProvider,
+    orgId: string,
+    email: string | null,
+  ): Promise<BillingAccount> {
     const existing = await this.store.read((repos) => repos.findAccount(orgId));
     if (existing) return existing;
     const customerId = await provider.createCustomer({ orgId, email });

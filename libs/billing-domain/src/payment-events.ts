@@ -1,4 +1,5 @@
 import type { EventData } from '@sts/events/event-catalogue';
+import { formatMoney } from '@sts/vocabulary/money';
 import type { BillingRepositories, BillingStore, Clock, PaymentProvider } from './billing-ports';
 import { initialLicense, PLAN_NAMES, type LicenseRecord } from './billing-model';
 import { requirePaymentProvider } from './billing-service';
@@ -59,16 +60,6 @@ function billingUpdated(license: LicenseRecord, summary: string): EventData<'bil
   };
 }
 
-function formatAmount(amount: number, currency: string): string {
-  try {
-    return new Intl.NumberFormat('en', { style: 'currency', currency: currency.toUpperCase() }).format(
-      amount / 100,
-    );
-  } catch {
-    return `${amount} ${currency.toUpperCase()}`;
-  }
-}
-
 /**
  * Applies verified payment events to licenses (contract section 3; DESIGN section 3 "License"):
  * - the organization is the one whose customer the event names; an event of a customer that is none
@@ -114,7 +105,7 @@ export class PaymentEventHandler {
         case 'notify-payment-failed': {
           if (event.type !== 'invoice.payment_failed') throw new Error(`${event.type} cannot fail a payment`);
           const { invoice } = event;
-          const amount = formatAmount(invoice.amountDue, invoice.currency);
+          const amount = formatMoney(invoice.amountDue, invoice.currency);
           await repos.emit(
             'billing.updated',
             billingUpdated(

@@ -89,7 +89,7 @@ export function billingGrpcHandlers(
         orgId,
         plan,
         cycle,
-        requestedByEmail: required(request.requestedByEmail, 'requested_by_email'),
+        requestedByEmail: request.requestedByEmail.trim() || null,
       });
       return { url };
     },

@@ -24,8 +24,9 @@ export function createStripeClient(settings: StripeSettings): Stripe | null {
     port: base.port || (protocol === 'http' ? 80 : 443),
     protocol,
     timeout: settings.STRIPE_TIMEOUT_MS,
-    // The SDK retries connection errors, 409s and 5xx with backoff and one idempotency key.
-    maxNetworkRetries: 2,
+    // The SDK retries connection errors, 409s and 5xx once, with the same idempotency key: at most
+    // two STRIPE_TIMEOUT_MS within the gateway's deadline for billing calls.
+    maxNetworkRetries: 1,
     telemetry: false,
     appInfo: { name: 'security-telemetry-service' },
   });
@@ -222,13 +223,18 @@ export class StripePaymentProvider implements PaymentProvider {
     }
   }
 
-  createCustomer(request: { orgId: string; email: string }): Promise<string> {
+  createCustomer(request: { orgId: string; email: string | null }): Promise<string> {
     // One key per organization and e-mail: a retried or concurrent first checkout gets the customer
     // Stripe created the first time (Stripe refuses one key with other parameters, hence the e-mail in it).
-    const idempotencyKey = `customer-${request.orgId}-${createHash('sha256').update(request.email).digest('hex').slice(0, 16)}`;
+    const idempotencyKey = `customer-${request.orgId}-${createHash('sha256')
+      .update(request.email ?? '')
+      .digest('hex')
+      .slice(0, 16)}`;
     return this.call('create the customer', async () => {
       const customer = await this.stripe.customers.create(
-        { email: request.email, metadata: { org_id: request.orgId } },
+        request.email
+          ? { email: request.email, metadata: { org_id: request.orgId } }
+          : { metadata: { org_id: request.orgId } },
         { idempotencyKey },
       );
       return customer.id;

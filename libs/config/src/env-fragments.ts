@@ -155,6 +155,6 @@ export const stripeEnv = {
   ),
   /** Where the Stripe SDK sends its requests: another host for a local stand-in. */
   STRIPE_API_BASE: url(['https:', 'http:']).default('https://api.stripe.com'),
-  /** How long one call to Stripe may take; a webhook waits for it. */
-  STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
+  /** How long one request to Stripe may take (tried at most twice, within the gateway's 15 s for billing calls). */
+  STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(7_000).default(5_000),
 };

@@ -19,6 +19,7 @@ import type { GatewayCaches } from './gateway-caches';
 import { responseSerializerCompiler } from './response-serializer';
 import { FailureLimiter } from './failure-limiter';
 import type { DeviceCredentials } from './device-credentials';
+import { billingRoutes, billingWebhookRoute } from './routes/billing-routes';
 import { alertEndpointRoutes } from './routes/alert-endpoint-routes';
 import { analyticsRoutes } from './routes/analytics-routes';
 import { deviceEnrollRoute } from './routes/device-enroll-route';
@@ -153,6 +154,7 @@ export async function buildGateway({
     perAddressPerMinute: config.ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE,
     failures: new FailureLimiter(config.ENROLL_FAILURES_PER_MINUTE, now),
   });
+  await app.register(billingWebhookRoute, { clients, caches });
   await app.register(telemetryRoute, {
     credentials,
     sink: telemetry,
@@ -171,6 +173,7 @@ export async function buildGateway({
     await authenticated.register(deviceRoutes, { clients });
     await authenticated.register(analyticsRoutes, { clients, caches });
     await authenticated.register(alertEndpointRoutes, { clients });
+    await authenticated.register(billingRoutes, { clients });
   });
 
   return app;

@@ -33,7 +33,8 @@ export class GatewayCaches {
     this.callers = new TtlCache(config.CALLER_CACHE_TTL_MS, {
       groupsOf: (_key, caller) => [userGroup(caller.userId), orgGroup(caller.org.id)],
     });
-    this.licenses = new TtlCache(config.LICENSE_CACHE_TTL_MS);
+    // Keys are org ids.
+    this.licenses = new TtlCache(config.LICENSE_CACHE_TTL_MS, { groupsOf: (orgId) => [orgGroup(orgId)] });
     this.memberPages = new TtlCache(config.MEMBER_LIST_CACHE_TTL_MS, {
       maxEntries: 1_000,
       // Keys are `<org id>|<limit>|<cursor>` (see memberPage).
@@ -62,6 +63,11 @@ export class GatewayCaches {
   /** A device of the organization changed state: its figures (organization-wide ones too) are stale. */
   devicesChanged(orgId: string): void {
     this.analyticsAnswers.deleteGroup(orgGroup(orgId));
+  }
+
+  /** The organization's license changed (a payment event): the next session read loads it again. */
+  licenseChanged(orgId: string): void {
+    this.licenses.deleteGroup(orgGroup(orgId));
   }
 
   /** A page of an organization's members: cached, or loaded (once for concurrent requests). */

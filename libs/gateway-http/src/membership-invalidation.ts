@@ -18,3 +18,19 @@ export function subscribeToMembershipChanges(
     logger,
   );
 }
+
+/** `billing.updated` (from any gateway's webhook, or a checkout) evicts the organization's license. */
+export function subscribeToLicenseChanges(
+  nc: NatsConnection,
+  namespace: string,
+  caches: GatewayCaches,
+  logger: Logger,
+): Subscription[] {
+  return subscribeToEvents(
+    nc,
+    namespace,
+    ['billing.updated'] as const,
+    (_type, data) => caches.licenseChanged(data.org_id),
+    logger,
+  );
+}

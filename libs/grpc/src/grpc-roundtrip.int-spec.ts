@@ -51,6 +51,7 @@ describe('gRPC plumbing', () => {
       port: 0,
       services: [service],
       callers: new ServiceTokenVerifier(key, 'billing', ['gateway']),
+      everyMethodCallers: ['gateway'],
       logger,
     });
     client = createPromiseClient(BillingServiceService, `127.0.0.1:${server.port}`, 2_000, asGateway);

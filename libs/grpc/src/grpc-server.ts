@@ -11,6 +11,7 @@ import {
 import { HealthImplementation } from 'grpc-health-check';
 import { AppError, isAppError } from '@sts/errors/app-error';
 import type { Logger } from '@sts/logger/create-logger';
+import type { ServiceName } from '@sts/vocabulary/services';
 import { appErrorToGrpc, internalErrorToGrpc } from './error-metadata';
 import type { AsyncHandlers } from './service-types';
 import { SERVICE_TOKEN_METADATA_KEY, type CallerCheck, type ServiceTokenVerifier } from './service-token';
@@ -21,6 +22,8 @@ export interface ServiceRegistration {
   /** The generated definition with bytes in and out (registerService encodes and decodes). */
   definition: ServiceDefinition;
   implementation: UntypedServiceImplementation;
+  /** Services that may call these methods besides the server's callers of every method. */
+  extraCallers: Readonly<Record<string, readonly ServiceName[]>>;
 }
 
 /**
@@ -37,6 +40,10 @@ export function registerService<Definition extends ServiceDefinition>(
   definition: Definition,
   handlers: AsyncHandlers<Definition>,
   logger: Logger,
+  options: {
+    /** Least privilege between services: another service that may call only these methods. */
+    extraCallers?: Partial<Record<keyof Definition & string, readonly ServiceName[]>>;
+  } = {},
 ): ServiceRegistration {
   const implementation: UntypedServiceImplementation = {};
   const wireDefinition: Record<string, MethodDefinition<Buffer, Buffer>> = {};
@@ -75,7 +82,12 @@ export function registerService<Definition extends ServiceDefinition>(
       );
     };
   }
-  return { name, definition: wireDefinition, implementation };
+  return {
+    name,
+    definition: wireDefinition,
+    implementation,
+    extraCallers: (options.extraCallers ?? {}) as Record<string, readonly ServiceName[]>,
+  };
 }
 
 function keepBytes(bytes: Buffer): Buffer {
@@ -86,13 +98,19 @@ function keepBytes(bytes: Buffer): Buffer {
 function requireServiceToken(
   service: ServiceRegistration,
   callers: ServiceTokenVerifier,
+  everyMethodCallers: readonly ServiceName[],
   logger: Logger,
 ): UntypedServiceImplementation {
   const guarded: UntypedServiceImplementation = {};
   for (const [method, handle] of Object.entries(service.implementation)) {
     const run = handle as (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => void;
+    const allowed = new Set([...everyMethodCallers, ...(service.extraCallers[method] ?? [])]);
     guarded[method] = (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
-      const proceed = (check: CallerCheck) => {
+      const proceed = (verified: CallerCheck) => {
+        const check: CallerCheck =
+          verified.ok && !allowed.has(verified.caller)
+            ? { ok: false, reason: `service ${verified.caller} may not call ${method}` }
+            : verified;
         if (check.ok) return run(call, callback);
         logger.warn(
           { method: `${service.name}/${method}`, peer: call.getPeer(), reason: check.reason },
@@ -127,14 +145,20 @@ export async function startGrpcServer(options: {
   host: string;
   port: number;
   services: ServiceRegistration[];
+  /** Verifies service tokens; it must accept every caller of any method. */
   callers: ServiceTokenVerifier;
+  /** The services that may call every method (others only the methods that name them). */
+  everyMethodCallers: readonly ServiceName[];
   logger: Logger;
 }): Promise<RunningGrpcServer> {
   const server = new Server({ 'grpc.keepalive_permit_without_calls': 1 });
   const health = new HealthImplementation({ '': 'SERVING' });
   health.addToServer(server);
   for (const service of options.services) {
-    server.addService(service.definition, requireServiceToken(service, options.callers, options.logger));
+    server.addService(
+      service.definition,
+      requireServiceToken(service, options.callers, options.everyMethodCallers, options.logger),
+    );
     health.setStatus(service.name, 'SERVING');
   }
   const port = await new Promise<number>((resolve, reject) => {

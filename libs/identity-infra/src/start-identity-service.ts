@@ -43,6 +43,8 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
           IdentityServiceService,
           identityGrpcHandlers(service),
           logger,
+          // The notifier e-mails an organization's admins (a failed payment); it may do nothing else here.
+          { extraCallers: { listMembers: ['notification'] } },
         ),
       ];
     },

@@ -87,12 +87,19 @@ function setUp(publicApiUrl: string) {
   const store = new InMemoryNotificationStore();
   const mailer = new RecordingMailer();
   const clock = new ManualClock();
-  const handler = new NotificationEventHandler(store, mailer, clock, {
-    sealingKey: key,
-    publicAppUrl: 'http://localhost:8080',
-    publicApiUrl,
-  });
-  return { store, mailer, clock, handler };
+  const admins = new Map<string, string[]>();
+  const handler = new NotificationEventHandler(
+    store,
+    mailer,
+    { emailsOf: async (orgId) => admins.get(orgId) ?? [] },
+    clock,
+    {
+      sealingKey: key,
+      publicAppUrl: 'http://localhost:8080',
+      publicApiUrl,
+    },
+  );
+  return { store, mailer, clock, handler, admins };
 }
 
 describe('notification event handling', () => {

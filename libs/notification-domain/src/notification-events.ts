@@ -11,6 +11,7 @@ import type { EventResult } from '@sts/events/event-result';
 import { deviceDisabledMessage, threatDetectedMessage, deviceEnrolledMessage } from './device-messages';
 import { renderEnrollmentCodeEmail } from './enrollment-code-email';
 import { renderInviteEmail } from './invite-email';
+import { renderPaymentFailedEmail } from './payment-failed-email';
 import type { AlertEndpointWithSecret } from './alert-model';
 import { threatDeliveries } from './alert-service';
 import { plainTextLine } from '@sts/vocabulary/plain-text';
@@ -20,7 +21,7 @@ import {
   type NotificationType,
   type OutgoingEmail,
 } from './notification-model';
-import type { Clock, Mailer, NotificationStore } from './notification-ports';
+import type { Clock, Mailer, NotificationStore, OrgAdmins } from './notification-ports';
 
 /** The event types that become feed items: taken in batches, many items per transaction. */
 export const FEED_EVENT_TYPES = [
@@ -35,6 +36,7 @@ export const FEED_EVENT_TYPES = [
 export const EMAIL_EVENT_TYPES = [
   'invite.created',
   'enrollment_code.email_requested',
+  'billing.payment_failed',
 ] as const satisfies readonly EventType[];
 
 /**
@@ -104,6 +106,7 @@ export class NotificationEventHandler {
   constructor(
     private readonly store: NotificationStore,
     private readonly mailer: Mailer,
+    private readonly admins: OrgAdmins,
     private readonly clock: Clock,
     private readonly settings: NotificationEventSettings,
     /** Called after a commit that scheduled alert deliveries. */
@@ -157,7 +160,41 @@ export class NotificationEventHandler {
             publicApiUrl: this.settings.publicApiUrl,
           }),
         );
+      case 'billing.payment_failed':
+        return this.emailAdmins(event);
     }
+  }
+
+  /**
+   * The payment-failed e-mail, to each ORG_ADMIN of the organization (asked of identity when the
+   * event is handled, so whoever is an admin then gets it). One ledger entry covers them all: if a
+   * send fails, the event is retried and the admins reached before may get it twice (as `sendEmail`).
+   */
+  private async emailAdmins(event: DomainEvent<'billing.payment_failed'>): Promise<EventOutcome> {
+    const recipients = await this.admins.emailsOf(event.data.org_id);
+    return this.store.transaction(async (repos) => {
+      if (!(await repos.recordEventsOnce([{ id: event.id, type: event.type }])).has(event.id))
+        return 'duplicate';
+      for (const to of recipients) {
+        const email = renderPaymentFailedEmail({
+          to,
+          amountDue: event.data.amount_due,
+          currency: event.data.currency,
+          invoiceUrl: event.data.invoice_url,
+          nextAttemptAt: event.data.next_attempt_at ? new Date(event.data.next_attempt_at) : null,
+          publicAppUrl: this.settings.publicAppUrl,
+        });
+        await this.mailer.send(email);
+        await repos.insertEmailLog({
+          eventId: event.id,
+          recipient: email.to,
+          subject: email.subject,
+          template: 'payment_failed',
+          sentAt: this.clock.now(),
+        });
+      }
+      return 'applied';
+    });
   }
 
   /**

@@ -66,7 +66,7 @@ export interface EmailLogEntry {
 }
 
 /** Which template an e-mail was rendered from (the e-mail log's `template` column). */
-export type EmailTemplate = 'invite' | 'enrollment_code';
+export type EmailTemplate = 'invite' | 'enrollment_code' | 'payment_failed';
 
 export interface OutgoingEmail {
   to: string;

@@ -113,6 +113,11 @@ export interface NotificationStore {
   read<T>(work: (repositories: NotificationRepositories) => Promise<T>): Promise<T>;
 }
 
+/** Who administers an organization (identity's members with the ORG_ADMIN role). */
+export interface OrgAdmins {
+  emailsOf(orgId: string): Promise<string[]>;
+}
+
 /** Sends one e-mail; resolves once the SMTP server accepted it, rejects otherwise. */
 export interface Mailer {
   send(email: OutgoingEmail): Promise<void>;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import {
   commonEnv,
+  grpcClientsEnv,
   grpcServerEnv,
   natsEnv,
   postgresEnv,
@@ -15,6 +16,9 @@ export const notificationEnvSchema = z.object({
   ...natsEnv,
   ...grpcServerEnv,
   GRPC_PORT: grpcServerEnv.GRPC_PORT.default(50052),
+  /** Identity, asked for an organization's admins (the payment-failed e-mail). */
+  IDENTITY_GRPC_ADDRESS: grpcClientsEnv.IDENTITY_GRPC_ADDRESS,
+  GRPC_DEADLINE_MS: grpcClientsEnv.GRPC_DEADLINE_MS,
   ...smtpEnv,
   ...sealingEnv,
   ...publicUrlEnv,

@@ -18,6 +18,10 @@ import { NOTIFICATION_ENTITIES } from './notification-entities';
 import { notificationGrpcHandlers } from './notification-grpc-handlers';
 import { NOTIFICATION_MIGRATIONS, NOTIFICATION_SCHEMA } from './notification-migrations';
 import { createSmtpMailer } from './smtp-mailer';
+import { IdentityOrgAdmins } from './identity-org-admins';
+import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { ServiceTokenIssuer } from '@sts/grpc/service-token';
+import { IdentityServiceService } from '@sts/proto/gen/identity/v1/identity';
 
 export type { RunningService } from '@sts/service-host/service-host';
 
@@ -68,9 +72,20 @@ export function startNotificationService(
         disableAfterMs: config.ALERT_DISABLE_AFTER_HOURS * 3_600_000,
       });
       host.onShutdown('alert deliveries', () => deliveries.stop());
+      const identity = createPromiseClient(
+        IdentityServiceService,
+        config.IDENTITY_GRPC_ADDRESS,
+        config.GRPC_DEADLINE_MS,
+        {
+          issuer: new ServiceTokenIssuer(Buffer.from(config.SERVICE_AUTH_KEY, 'base64'), 'notification'),
+          target: 'identity',
+        },
+      );
+      host.onShutdown('identity client', () => identity.close());
       const events = new NotificationEventHandler(
         store,
         mailer,
+        new IdentityOrgAdmins(identity),
         clock,
         { sealingKey, publicAppUrl: config.PUBLIC_APP_URL, publicApiUrl: config.PUBLIC_API_URL },
         () => deliveries.wake(),

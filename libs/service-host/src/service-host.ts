@@ -156,17 +156,20 @@ export async function runServiceHost(
       lifecycle.add('retention', () => retention.stop());
     }
 
-    const callers = new ServiceTokenVerifier(
-      Buffer.from(config.SERVICE_AUTH_KEY, 'base64'),
-      options.name,
-      options.callers ?? ['gateway'],
-    );
+    const everyMethodCallers = options.callers ?? ['gateway'];
+    const callers = new ServiceTokenVerifier(Buffer.from(config.SERVICE_AUTH_KEY, 'base64'), options.name, [
+      ...new Set([
+        ...everyMethodCallers,
+        ...services.flatMap((service) => Object.values(service.extraCallers).flat()),
+      ]),
+    ]);
     const server = await startGrpcServer({
       host: config.GRPC_HOST,
       port: config.GRPC_PORT,
       logger,
       services,
       callers,
+      everyMethodCallers,
     });
     lifecycle.add('grpc server', () => server.shutdown());
     return { grpcPort: server.port, stop: () => lifecycle.close() };

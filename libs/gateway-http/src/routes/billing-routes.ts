@@ -1,0 +1,138 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { AppError } from '@sts/errors/app-error';
+import { BillingCycle, Plan } from '@sts/proto/gen/billing/v1/billing';
+import { requireCaller, requireRoles } from '../caller-context';
+import { errorResponses } from '../contract-schemas';
+import type { GatewayCaches } from '../gateway-caches';
+import type { UpstreamClients } from '../upstream-clients';
+
+/**
+ * Billing calls wait on Stripe (each request up to STRIPE_TIMEOUT_MS, tried twice), so they get a
+ * longer deadline than the gateway's default.
+ */
+const BILLING_DEADLINE_MS = 15_000;
+/** Stripe's events are at most a few hundred KB. */
+const WEBHOOK_BODY_LIMIT_BYTES = 1024 * 1024;
+
+const PLAN_TO_PROTO = {
+  basic: Plan.PLAN_BASIC,
+  pro: Plan.PLAN_PRO,
+  enterprise: Plan.PLAN_ENTERPRISE,
+} as const;
+const CYCLE_TO_PROTO = {
+  monthly: BillingCycle.BILLING_CYCLE_MONTHLY,
+  annual: BillingCycle.BILLING_CYCLE_ANNUAL,
+} as const;
+
+const urlPayload = z.object({ url: z.string() });
+
+/** Checkout and customer portal (contract section 4, Billing): ORG_ADMIN only (DESIGN section 3). */
+export const billingRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (
+  app,
+  { clients },
+) => {
+  const security = [{ bearerAuth: [] }];
+  const tags = ['Billing'];
+
+  app.post(
+    '/api/billing/checkout-session',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags,
+        summary: 'Start a Stripe Checkout for a plan and billing cycle',
+        description:
+          'Answers the address of a Stripe Checkout page (subscription mode); the license moves to `onboarding` ' +
+          'until Stripe reports the payment. 409 SUBSCRIPTION_ALREADY_ACTIVE when the organization pays already ' +
+          '(plan changes go through the portal); 503 BILLING_NOT_CONFIGURED on a deployment without Stripe.',
+        security,
+        body: z
+          .object({ plan: z.enum(['basic', 'pro', 'enterprise']), cycle: z.enum(['monthly', 'annual']) })
+          .strict(),
+        response: { 200: urlPayload, ...errorResponses(400, 401, 403, 409, 503) },
+      },
+    },
+    async (request) => {
+      const caller = requireCaller(request);
+      const { url } = await clients.billing.createCheckoutSession(
+        {
+          orgId: caller.org.id,
+          plan: PLAN_TO_PROTO[request.body.plan],
+          billingCycle: CYCLE_TO_PROTO[request.body.cycle],
+          requestedByEmail: caller.email,
+        },
+        { requestId: request.id, deadlineMs: BILLING_DEADLINE_MS },
+      );
+      return { url };
+    },
+  );
+
+  app.post(
+    '/api/billing/portal',
+    {
+      onRequest: [requireRoles('ORG_ADMIN')],
+      schema: {
+        tags,
+        summary: "Open Stripe's customer portal (subscription, payment methods, invoices)",
+        description:
+          '409 BILLING_ACCOUNT_NOT_FOUND when the organization never started a checkout; 503 BILLING_NOT_CONFIGURED on a deployment without Stripe.',
+        security,
+        response: { 200: urlPayload, ...errorResponses(401, 403, 409, 503) },
+      },
+    },
+    async (request) => {
+      const { url } = await clients.billing.createPortalSession(
+        { orgId: requireCaller(request).org.id },
+        { requestId: request.id, deadlineMs: BILLING_DEADLINE_MS },
+      );
+      return { url };
+    },
+  );
+};
+
+/**
+ * POST /api/billing/webhook: Stripe's payment events, authenticated by the Stripe-Signature header
+ * (contract section 5.7). The body reaches billing byte for byte (the signature covers it), so this
+ * route reads JSON as a buffer in a scope of its own. The answer to the caller's own license read is
+ * evicted here; other gateways evict on `billing.updated`.
+ */
+export const billingWebhookRoute: FastifyPluginAsyncZod<{
+  clients: UpstreamClients;
+  caches: GatewayCaches;
+}> = async (app, { clients, caches }) => {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) =>
+    done(null, body),
+  );
+
+  app.post(
+    '/api/billing/webhook',
+    {
+      bodyLimit: WEBHOOK_BODY_LIMIT_BYTES,
+      schema: {
+        tags: ['Billing'],
+        summary: "Stripe's payment events (for Stripe only)",
+        description:
+          'Verified with the Stripe-Signature header and the endpoint signing secret; each event id is applied once. ' +
+          '400 for a missing, wrong or stale signature or a malformed event; 503 when Stripe itself could not be ' +
+          'reached to read the subscription (Stripe sends the event again). Event types billing does not act on are acknowledged.',
+        headers: z.object({ 'stripe-signature': z.string().optional() }),
+        response: { 200: z.object({ received: z.boolean() }), ...errorResponses(400, 413, 415, 503) },
+      },
+    },
+    async (request) => {
+      const signature = request.headers['stripe-signature'];
+      if (!signature)
+        throw new AppError('WEBHOOK_SIGNATURE_INVALID', 'The Stripe-Signature header is missing');
+      if (!Buffer.isBuffer(request.body))
+        throw new AppError('MALFORMED_REQUEST', 'The body is not a JSON event');
+      const { orgId } = await clients.billing.handlePaymentEvent(
+        { payload: request.body, signature },
+        { requestId: request.id, deadlineMs: BILLING_DEADLINE_MS },
+      );
+      if (orgId) caches.licenseChanged(orgId);
+      return { received: true };
+    },
+  );
+};
