@@ -1,6 +1,7 @@
 import type { OrgAdmins } from '@sts/notification-domain/notification-ports';
 import { MAX_PAGE_SIZE } from '@sts/pagination/keyset-cursor';
-import { IdentityServiceService, Role } from '@sts/proto/gen/identity/v1/identity';
+import type { IdentityServiceService } from '@sts/proto/gen/identity/v1/identity';
+import { Role } from '@sts/proto/gen/identity/v1/identity';
 import type { createPromiseClient } from '@sts/grpc/grpc-client';
 
 type IdentityClient = Pick<
