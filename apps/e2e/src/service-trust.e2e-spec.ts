@@ -93,7 +93,7 @@ describe('trust between services, end to end', () => {
 
   it('refuses tokens signed with another key, and tokens of a service that is not an allowed caller', async () => {
     const forged = new ServiceTokenIssuer(randomBytes(32), 'gateway');
-    const realKeyWrongCaller = system.serviceAuth.as('enrollment', 'notification').issuer;
+    const realKeyWrongCaller = system.serviceAuth.as('enrollment', 'analytics').issuer;
     for (const [name, address, method, request] of attacks()) {
       const target = address === system.grpcAddresses.enrollment ? 'enrollment' : 'identity';
       for (const issuer of [forged, realKeyWrongCaller]) {
@@ -105,6 +105,31 @@ describe('trust between services, end to end', () => {
         });
       }
     }
+  });
+
+  it('lets the notifier list members (the admins it e-mails) and call nothing else of identity', async () => {
+    const notifier = system.serviceAuth.as('identity', 'notification').issuer;
+    const token = await notifier.tokenFor('identity');
+    const listed = await call(
+      system.grpcAddresses.identity,
+      IdentityServiceService.listMembers,
+      { orgId, limit: 50, cursor: '' },
+      token,
+    );
+    expect(listed.error).toBeNull();
+    expect(IdentityServiceService.listMembers.responseDeserialize(listed.bytes!).members).toEqual([
+      expect.objectContaining({ email: 'root@trust.test', role: Role.ROLE_ORG_ADMIN }),
+    ]);
+    const [, , resolveCaller, request] = attacks()[1]!;
+    const refused = await call(system.grpcAddresses.identity, resolveCaller as never, request, token);
+    expect(refused.error?.metadata.get('sts-error-code')).toEqual(['SERVICE_CALLER_REFUSED']);
+    const demote = await call(
+      system.grpcAddresses.identity,
+      IdentityServiceService.updateMember,
+      { orgId, memberId: '00000000-0000-4000-8000-000000000000', role: Role.ROLE_APP_USER },
+      token,
+    );
+    expect(demote.error?.metadata.get('sts-error-code')).toEqual(['SERVICE_CALLER_REFUSED']);
   });
 
   it('serves the gateway, which holds the key (the key is there, so the refusals above were the token)', async () => {

@@ -21,6 +21,7 @@ import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-n
 import { createTestDatabase } from '@sts/testing/postgres';
 import { testServiceAuth } from '@sts/testing/service-auth';
 import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
+import { startStripeStandIn, type StripeStandIn } from '@sts/testing/stripe-stand-in';
 
 /** Polls until a probe yields a value; re-exported for the e2e specs. */
 export { eventually } from '@sts/testing/eventually';
@@ -41,6 +42,10 @@ export interface SystemUnderTest {
   serviceAuth: ReturnType<typeof testServiceAuth>;
   idp: DevOidcProvider;
   mail: SmtpSink;
+  /** The payment provider's API (a local stand-in speaking Stripe's protocol) billing talks to. */
+  stripe: StripeStandIn;
+  /** The webhook signing secret billing verifies payment events with. */
+  stripeWebhookSecret: string;
   /** A user access token for this e-mail, signed by the trusted identity provider. */
   tokenFor(email: string, options?: { name?: string; emailVerified?: boolean }): Promise<string>;
   api<Body = unknown>(
@@ -60,6 +65,7 @@ export async function startSystem(
     gatewayEnv?: Record<string, string>;
     analyticsEnv?: Record<string, string>;
     notificationEnv?: Record<string, string>;
+    billingEnv?: Record<string, string>;
   } = {},
 ): Promise<SystemUnderTest> {
   const lifecycle = new Lifecycle();
@@ -82,6 +88,10 @@ export async function startSystem(
     const mail = await startSmtpSink();
     lifecycle.add('smtp sink', () => mail.close());
 
+    const stripe = await startStripeStandIn();
+    lifecycle.add('stripe stand-in', () => stripe.close());
+    const stripeWebhookSecret = `whsec_${randomBytes(24).toString('base64url')}`;
+
     const serviceAuth = testServiceAuth();
     const shared = {
       SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
@@ -100,11 +110,24 @@ export async function startSystem(
     const identity = await startIdentityService(loadConfig(identityEnvSchema, shared), logger);
     lifecycle.add('identity', () => identity.stop());
     const notification = await startNotificationService(
-      loadConfig(notificationEnvSchema, { ...shared, ...options.notificationEnv }),
+      loadConfig(notificationEnvSchema, {
+        ...shared,
+        IDENTITY_GRPC_ADDRESS: `127.0.0.1:${identity.grpcPort}`,
+        ...options.notificationEnv,
+      }),
       logger,
     );
     lifecycle.add('notification', () => notification.stop());
-    const billing = await startBillingService(loadConfig(billingEnvSchema, shared), logger);
+    const billing = await startBillingService(
+      loadConfig(billingEnvSchema, {
+        ...shared,
+        STRIPE_SECRET_KEY: stripe.apiKey,
+        STRIPE_WEBHOOK_SECRET: stripeWebhookSecret,
+        STRIPE_API_BASE: stripe.url,
+        ...options.billingEnv,
+      }),
+      logger,
+    );
     lifecycle.add('billing', () => billing.stop());
     const enrollment = await startEnrollmentService(loadConfig(enrollmentEnvSchema, shared), logger);
     lifecycle.add('enrollment', () => enrollment.stop());
@@ -160,6 +183,8 @@ export async function startSystem(
       serviceAuth,
       idp,
       mail,
+      stripe,
+      stripeWebhookSecret,
       tokenFor: (email, options = {}) => idp.issueUserToken({ email, ...options }),
       api: async <Body>(
         method: string,

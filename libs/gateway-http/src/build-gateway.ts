@@ -173,7 +173,7 @@ export async function buildGateway({
     await authenticated.register(deviceRoutes, { clients });
     await authenticated.register(analyticsRoutes, { clients, caches });
     await authenticated.register(alertEndpointRoutes, { clients });
-    await authenticated.register(billingRoutes, { clients });
+    await authenticated.register(billingRoutes, { clients, caches });
   });
 
   return app;

@@ -28,10 +28,10 @@ const CYCLE_TO_PROTO = {
 const urlPayload = z.object({ url: z.string() });
 
 /** Checkout and customer portal (contract section 4, Billing): ORG_ADMIN only (DESIGN section 3). */
-export const billingRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (
-  app,
-  { clients },
-) => {
+export const billingRoutes: FastifyPluginAsyncZod<{
+  clients: UpstreamClients;
+  caches: GatewayCaches;
+}> = async (app, { clients, caches }) => {
   const security = [{ bearerAuth: [] }];
   const tags = ['Billing'];
 
@@ -64,6 +64,8 @@ export const billingRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> 
         },
         { requestId: request.id, deadlineMs: BILLING_DEADLINE_MS },
       );
+      // The license may have moved to onboarding: its caller reads their own write.
+      caches.licenseChanged(caller.org.id);
       return { url };
     },
   );
