@@ -173,7 +173,7 @@ describe('billing with Stripe, end to end', () => {
       (m) => m.to.includes('admin@renewals.test') && m.subject.includes('payment'),
       10_000,
     );
-    expect(mail.text).toContain(failed.hosted_invoice_url!);
+    expect(mail.text).toContain(failed.hosted_invoice_url);
     expect(mail.text).toContain('https://dashboard.e2e.test/billing');
     await eventually(async () =>
       (await feed(org.admin)).some((item) => item.message.startsWith('Payment of')),
