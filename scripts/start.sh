@@ -191,6 +191,22 @@ if $START_DEV_IDP; then
     npm run demo -- --token \$TOKEN --devices 20 --days 7
 INFO
 fi
+if [ -n "${STRIPE_SECRET_KEY:-}" ]; then
+  cat <<INFO
+
+  Billing      Stripe (${STRIPE_API_BASE:-https://api.stripe.com}); forward its test-mode events here:
+    stripe listen --forward-to http://localhost:$PORT/api/billing/webhook
+  and start with the whsec_ secret it prints as STRIPE_WEBHOOK_SECRET. Prices are found by lookup key:
+  basic_monthly, basic_annual, pro_monthly, pro_annual, enterprise_monthly, enterprise_annual.
+INFO
+else
+  cat <<INFO
+
+  Billing      off: checkout, portal and webhook answer 503 until npm start runs with
+               STRIPE_SECRET_KEY=sk_test_… and STRIPE_WEBHOOK_SECRET=whsec_… (from
+               stripe listen --forward-to http://localhost:$PORT/api/billing/webhook).
+INFO
+fi
 cat <<INFO
 
   Logs in .dev/logs/. Press Ctrl-C to stop.

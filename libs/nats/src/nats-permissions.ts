@@ -16,7 +16,7 @@ export interface NatsUserPermissions {
  * What each service may do on NATS. Every service may use the JetStream API (ensure the events
  * stream, create and read its durable consumer, fetch), ack its messages and receive replies; it may
  * publish only the event subjects it produces (EVENT_PRODUCERS). The gateway also publishes telemetry
- * batches and listens to membership and device events (plain subscriptions, for cache evictions).
+ * batches and listens to membership, device and license events (plain subscriptions, for cache evictions).
  */
 export function natsPermissions(namespace: string, service: ServiceName): NatsUserPermissions {
   const own = (Object.entries(EVENT_PRODUCERS) as [EventType, ServiceName][])
@@ -25,7 +25,11 @@ export function natsPermissions(namespace: string, service: ServiceName): NatsUs
   const subscribe = ['_INBOX.>'];
   // Telemetry batches are published by the gateway only, straight to their stream.
   if (service === 'gateway') {
-    subscribe.push(`${namespace}.events.member.*`, `${namespace}.events.device.*`);
+    subscribe.push(
+      `${namespace}.events.member.*`,
+      `${namespace}.events.device.*`,
+      eventSubject(namespace, 'billing.updated'),
+    );
     own.push(allTelemetrySubject(namespace));
   }
   return { publish: ['$JS.API.>', '$JS.ACK.>', ...own], subscribe };
