@@ -12,6 +12,7 @@ import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publi
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import { BillingCycle, BillingServiceService, LicenseStatus, Plan } from '@sts/proto/gen/billing/v1/billing';
 import { eventually } from '@sts/testing/eventually';
+import { startStripeStandIn, type StripeEvent, type StripeStandIn } from '@sts/testing/stripe-stand-in';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { billingEnvSchema } from './billing-config';
@@ -141,5 +142,173 @@ describe('billing service (PostgreSQL, NATS)', () => {
     const error = await client.getLicense({ orgId: '' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(AppError);
     expect((error as AppError).code).toBe('VALIDATION_FAILED');
+  });
+});
+
+describe('billing service with Stripe (PostgreSQL, NATS, a Stripe stand-in)', () => {
+  const serviceAuth = testServiceAuth();
+  const logger = createLogger('billing-int', 'silent');
+  const namespace = uniqueNatsNamespace('bills');
+  const webhookSecret = 'whsec_int_test_secret';
+  let database: TestDatabase;
+  let stripe: StripeStandIn;
+  let service: RunningService;
+  let client: ReturnType<typeof createPromiseClient<typeof BillingServiceService>>;
+  let nats: JetStreamConnection;
+
+  beforeAll(async () => {
+    database = await createTestDatabase('billing_stripe');
+    stripe = await startStripeStandIn();
+    service = await startBillingService(
+      loadConfig(billingEnvSchema, {
+        DATABASE_URL: database.url,
+        NATS_URL,
+        NATS_NAMESPACE: namespace,
+        GRPC_PORT: '0',
+        SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+        LOG_LEVEL: 'silent',
+        STRIPE_SECRET_KEY: stripe.apiKey,
+        STRIPE_WEBHOOK_SECRET: webhookSecret,
+        STRIPE_API_BASE: stripe.url,
+      }),
+      logger,
+    );
+    client = createPromiseClient(
+      BillingServiceService,
+      `127.0.0.1:${service.grpcPort}`,
+      15_000,
+      serviceAuth.as('billing'),
+    );
+    nats = await connectJetStream({ url: NATS_URL, name: 'billing-stripe-int-test', logger });
+  });
+
+  afterAll(async () => {
+    client?.close();
+    await service?.stop();
+    await stripe?.close();
+    if (nats) {
+      await deleteNamespaceStreams(nats.jsm, namespace);
+      await nats.close();
+    }
+    await database?.drop();
+  });
+
+  const deliver = (event: StripeEvent) => {
+    const { payload, signature } = stripe.signed(event, webhookSecret);
+    return client.handlePaymentEvent({ payload: Buffer.from(payload), signature });
+  };
+  const at = (secondsAgo: number) => new Date(Date.now() - secondsAgo * 1000);
+
+  /** An organization that started a checkout, and the subscription Stripe made when it paid. */
+  async function paid(orgId: string, lookup = 'pro_annual') {
+    const [plan, cycle] = lookup.split('_') as ['pro', 'annual'];
+    const { url } = await client.createCheckoutSession({
+      orgId,
+      plan: { basic: Plan.PLAN_BASIC, pro: Plan.PLAN_PRO, enterprise: Plan.PLAN_ENTERPRISE }[plan],
+      billingCycle:
+        cycle === 'annual' ? BillingCycle.BILLING_CYCLE_ANNUAL : BillingCycle.BILLING_CYCLE_MONTHLY,
+      requestedByEmail: 'admin@int.test',
+    });
+    return stripe.completeCheckout(url.split('/').pop()!, {
+      currentPeriodEnd: new Date(Math.floor(Date.now() / 1000 + 30 * 86_400) * 1000),
+    });
+  }
+
+  it('keeps the newer facts when subscription.updated arrives before checkout.session.completed', async () => {
+    const orgId = randomUUID();
+    const { session, subscription } = await paid(orgId, 'basic_monthly');
+    const completed = stripe.event('checkout.session.completed', session, { created: at(20) });
+    const upgraded = stripe.updateSubscription(subscription.id, { lookupKey: 'enterprise_annual' });
+    const updated = stripe.event('customer.subscription.updated', upgraded, { created: at(10) });
+
+    expect(await deliver(updated)).toEqual({ orgId, outcome: 'ignored' }); // no subscription known yet
+    expect(await deliver(completed)).toEqual({ orgId, outcome: 'applied' });
+    // The checkout read the subscription from Stripe: its current plan, not the session's.
+    const { license } = await client.getLicense({ orgId });
+    expect(license).toMatchObject({
+      plan: Plan.PLAN_ENTERPRISE,
+      status: LicenseStatus.LICENSE_STATUS_ACTIVE,
+    });
+  });
+
+  it('lets no older update overwrite a newer one, and answers replays as duplicates', async () => {
+    const orgId = randomUUID();
+    const { session, subscription } = await paid(orgId, 'pro_monthly');
+    await deliver(stripe.event('checkout.session.completed', session, { created: at(60) }));
+    const older = stripe.event(
+      'customer.subscription.updated',
+      stripe.updateSubscription(subscription.id, { lookupKey: 'basic_monthly' }),
+      { created: at(30) },
+    );
+    const newer = stripe.event(
+      'customer.subscription.updated',
+      stripe.updateSubscription(subscription.id, {
+        lookupKey: 'enterprise_monthly',
+        cancelAtPeriodEnd: true,
+      }),
+      { created: at(20) },
+    );
+    expect(await deliver(newer)).toEqual({ orgId, outcome: 'applied' });
+    expect(await deliver(older)).toEqual({ orgId, outcome: 'ignored' });
+    expect(await deliver(newer)).toEqual({ orgId, outcome: 'duplicate' });
+    expect((await client.getLicense({ orgId })).license?.plan).toBe(Plan.PLAN_ENTERPRISE);
+  });
+
+  it('writes billing.updated to the outbox, and the relay publishes it', async () => {
+    const orgId = randomUUID();
+    const { session } = await paid(orgId);
+    await deliver(stripe.event('checkout.session.completed', session));
+    const db = new Client({ connectionString: database.url });
+    await db.connect();
+    try {
+      await eventually(async () => {
+        const rows = await db.query<{ summary: string; published: boolean }>(
+          `select envelope->'data'->>'summary' as summary, published_at is not null as published
+             from billing.outbox where envelope->'data'->>'org_id' = $1 order by created_at`,
+          [orgId],
+        );
+        return (
+          JSON.stringify(rows.rows) ===
+          JSON.stringify([
+            { summary: 'Checkout started: Pro, billed yearly', published: true },
+            { summary: 'Subscription active: Pro, billed yearly', published: true },
+          ])
+        );
+      });
+    } finally {
+      await db.end();
+    }
+  });
+
+  it('refuses a webhook when no signing secret is configured, and changes nothing', async () => {
+    const noSecret = await startBillingService(
+      loadConfig(billingEnvSchema, {
+        DATABASE_URL: database.url,
+        NATS_URL,
+        NATS_NAMESPACE: namespace,
+        GRPC_PORT: '0',
+        SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+        LOG_LEVEL: 'silent',
+        STRIPE_SECRET_KEY: stripe.apiKey,
+        STRIPE_API_BASE: stripe.url,
+      }),
+      logger,
+    );
+    const other = createPromiseClient(
+      BillingServiceService,
+      `127.0.0.1:${noSecret.grpcPort}`,
+      5_000,
+      serviceAuth.as('billing'),
+    );
+    try {
+      const { payload, signature } = stripe.signed(stripe.event('invoice.paid', {}), webhookSecret);
+      const error = await other
+        .handlePaymentEvent({ payload: Buffer.from(payload), signature })
+        .catch((e: unknown) => e);
+      expect((error as AppError).code).toBe('BILLING_NOT_CONFIGURED');
+    } finally {
+      other.close();
+      await noSecret.stop();
+    }
   });
 });
