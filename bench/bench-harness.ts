@@ -272,6 +272,8 @@ export interface BenchSystem {
   idp: DevOidcProvider;
   mail: Awaited<ReturnType<typeof startSmtpSink>>;
   gatewayUrl: string;
+  /** With `secondGateway`. */
+  secondGatewayUrl: string | undefined;
   baselineUrl: string;
   /** host:port of each backend's gRPC server, by service name. */
   grpcAddresses: Map<string, string>;
@@ -293,6 +295,11 @@ export async function startSystem(
     analytics?: { processes: number; clickhouseUrl: string; database: string; env?: Record<string, string> };
     gatewayEnv?: Record<string, string>;
     notificationEnv?: Record<string, string>;
+    billingEnv?: Record<string, string>;
+    /** A second gateway process (same backends), at `secondGatewayUrl`. */
+    secondGateway?: boolean;
+    /** The baseline verifies Stripe signatures with this secret at `POST /stripe-webhook`. */
+    baselineWebhookSecret?: string;
   } = {},
 ): Promise<BenchSystem> {
   const logger = createLogger('bench', 'silent');
@@ -368,7 +375,11 @@ export async function startSystem(
       notificationPort,
     ],
     [
-      startService('billing', 'apps/billing/src/main.ts', { ...shared, GRPC_PORT: String(billingPort) }),
+      startService('billing', 'apps/billing/src/main.ts', {
+        ...shared,
+        GRPC_PORT: String(billingPort),
+        ...options.billingEnv,
+      }),
       billingPort,
     ],
   ];
@@ -402,14 +413,15 @@ export async function startSystem(
   const baseline = startService('baseline', 'bench/hello-fastify.ts', {
     NODE_ENV: 'production',
     PORT: String(baselinePort),
+    ...(options.baselineWebhookSecret ? { BASELINE_WEBHOOK_SECRET: options.baselineWebhookSecret } : {}),
   });
   await Promise.all(
     backends.map(([service, port]) => waitUntil(service, `gRPC port ${port}`, portOpen(port))),
   );
-  const gateway = startService('gateway', 'apps/gateway/src/main.ts', {
+  const gatewayEnv = (port: number) => ({
     ...shared,
     HOST: '127.0.0.1',
-    PORT: String(gatewayPort),
+    PORT: String(port),
     OIDC_ISSUER: issuer,
     OIDC_AUDIENCE: audience,
     IDENTITY_GRPC_ADDRESS: `127.0.0.1:${identityPort}`,
@@ -419,7 +431,19 @@ export async function startSystem(
     ANALYTICS_GRPC_ADDRESS: `127.0.0.1:${analyticsPort || 1}`,
     ...options.gatewayEnv,
   });
+  const gateway = startService('gateway', 'apps/gateway/src/main.ts', gatewayEnv(gatewayPort));
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+  let secondGatewayUrl: string | undefined;
+  if (options.secondGateway) {
+    const port = await freePort();
+    const second = startService('gateway-2', 'apps/gateway/src/main.ts', gatewayEnv(port));
+    secondGatewayUrl = `http://127.0.0.1:${port}`;
+    await waitUntil(
+      second,
+      'GET /api/analytics/health → 200',
+      answers200(`${secondGatewayUrl}/api/analytics/health`),
+    );
+  }
   const baselineUrl = `http://127.0.0.1:${baselinePort}`;
   await waitUntil(
     gateway,
@@ -432,6 +456,7 @@ export async function startSystem(
     idp,
     mail,
     gatewayUrl,
+    secondGatewayUrl,
     baselineUrl,
     nats: { url: natsUrl, namespace },
     grpcAddresses: new Map(backends.map(([service, port]) => [service.name, `127.0.0.1:${port}`])),
