@@ -1,3 +1,5 @@
+import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { BillingServiceService } from '@sts/proto/gen/billing/v1/billing';
 import { eventually, startSystem, type SystemUnderTest } from './system-under-test';
 
 interface Member {
@@ -69,6 +71,40 @@ describe('gateway caches are invalidated by membership events', () => {
     // The removed member no longer acts in the organization (they fall back to a personal one).
     const after = await system.api<{ org: { name: string } }>('GET', '/api/session', { token: newcomer });
     expect(after.body.org.name).toBe("New's organization");
+  });
+
+  it('shows a license changed elsewhere (a payment event another gateway took) within a second, with a 60 s cache', async () => {
+    const admin = await system.tokenFor('payer@cache.test', { name: 'Payer' });
+    const license = async () =>
+      (await system.api<{ license: { status: string } }>('GET', '/api/session', { token: admin })).body
+        .license.status;
+    const started = await system.api<{ url: string }>('POST', '/api/billing/checkout-session', {
+      token: admin,
+      body: { plan: 'pro', cycle: 'monthly' },
+    });
+    expect(await license()).toBe('onboarding');
+    const { session } = system.stripe.completeCheckout(started.body.url.split('/').pop()!);
+    const { payload, signature } = system.stripe.signed(
+      system.stripe.event('checkout.session.completed', session),
+      system.stripeWebhookSecret,
+    );
+    // Straight to billing, as through another gateway: only billing.updated can tell this one.
+    const billing = createPromiseClient(
+      BillingServiceService,
+      system.grpcAddresses.billing,
+      5_000,
+      system.serviceAuth.as('billing'),
+    );
+    try {
+      expect(await billing.handlePaymentEvent({ payload: Buffer.from(payload), signature })).toMatchObject({
+        outcome: 'applied',
+      });
+    } finally {
+      billing.close();
+    }
+    const changed = Date.now();
+    await eventually(async () => (await license()) === 'active', 1_000);
+    expect(Date.now() - changed).toBeLessThan(1_000);
   });
 
   it('drops cached analytics when a device is disabled or enabled, with a 60 s cache', async () => {
