@@ -101,28 +101,30 @@ describe('billing with Stripe, end to end', () => {
     });
     expect(await license(org.admin)).toMatchObject({ plan: 'none', status: 'onboarding' });
 
-    // A second checkout reuses the customer.
+    // A second checkout (the admin changed their mind) reuses the customer and closes the first
+    // session, so that only one can be paid.
     const again = await checkout(org.admin, { plan: 'basic', cycle: 'monthly' });
     expect(again.status).toBe(200);
     const customers = [...system.stripe.customers.values()].filter((c) => c.metadata.org_id === org.orgId);
     expect(customers).toHaveLength(1);
+    expect(system.stripe.checkoutSessions.get(session.id)?.status).toBe('expired');
 
     const periodEnd = new Date(Math.floor((Date.now() + 365 * DAY_MS) / 1000) * 1000);
-    const sessionId = started.body.url.split('/').pop()!;
+    const sessionId = again.body.url.split('/').pop()!;
     const { session: paid } = system.stripe.completeCheckout(sessionId, { currentPeriodEnd: periodEnd });
     const event = system.stripe.event('checkout.session.completed', paid);
     const answer = await deliver(event);
     expect(answer.status).toBe(200);
     // Visible at once through the gateway that took the webhook.
     expect(await license(org.admin)).toEqual({
-      plan: 'pro',
+      plan: 'basic',
       status: 'active',
-      billing_cycle: 'annual',
+      billing_cycle: 'monthly',
       expires_at: periodEnd.toISOString(),
     });
     await eventually(async () => (await feed(org.admin)).length === 2);
     expect((await feed(org.admin)).map((item) => item.message)).toEqual([
-      'Subscription active: Pro, billed yearly',
+      'Subscription active: Basic, billed monthly',
       'Checkout started: Pro, billed yearly',
     ]);
 
@@ -226,8 +228,26 @@ describe('billing with Stripe, end to end', () => {
         code: 'MALFORMED_REQUEST',
       });
     }
-    const badInvoice = system.stripe.event('invoice.payment_failed', { customer: 42 });
-    expect((await deliver(badInvoice)).status).toBe(400);
+    // Shapes that would reach SQL or a date badly: not an id, a NUL byte, a time past the year 9999.
+    for (const [type, object, createdTooLate] of [
+      ['invoice.payment_failed', { customer: 42 }, false],
+      ['customer.subscription.deleted', { id: 'sub_1', customer: 'cus_\u0000x' }, false],
+      ['customer.subscription.deleted', { id: '../../etc', customer: 'cus_1' }, false],
+      [
+        'customer.subscription.updated',
+        { id: 'sub_1', customer: 'cus_1', current_period_end: 1e15 },
+        undefined,
+      ],
+      ['invoice.payment_failed', { customer: 'cus_1', amount_due: 1, currency: 'usd' }, true],
+    ] as const) {
+      const hostile = system.stripe.event(type, object);
+      const answer = await deliver(createdTooLate ? { ...hostile, created: 1e13 } : hostile);
+      expect({ type, status: answer.status, code: answer.body.code }).toEqual({
+        type,
+        status: 400,
+        code: 'MALFORMED_REQUEST',
+      });
+    }
 
     // Another content type is refused before billing; an unknown event type is acknowledged.
     const form = await system.api<Problem>('POST', '/api/billing/webhook', {
@@ -289,6 +309,8 @@ describe('billing with Stripe, end to end', () => {
     expect((await deliver(victimPaid.event)).status).toBe(200);
     expect((await deliver(deletion)).status).toBe(200);
     expect((await license(victim.admin)).status).toBe('active');
+    // Nor does it cancel the attacker's own license: that subscription is not theirs.
+    expect((await license(attacker.admin)).status).toBe('onboarding');
     // A customer of no organization.
     const stranger = system.stripe.event('customer.subscription.deleted', {
       ...victimPaid.subscription,

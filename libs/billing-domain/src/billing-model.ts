@@ -1,3 +1,5 @@
+import type { EventData } from '@sts/events/event-catalogue';
+
 /** License values of contract section 2 (Session.license). */
 export const PLANS = ['none', 'basic', 'pro', 'enterprise'] as const;
 export const LICENSE_STATUSES = ['pending', 'onboarding', 'active', 'canceled'] as const;
@@ -27,6 +29,18 @@ export interface LicenseRecord extends License {
   subscriptionId: string | null;
   cancelAtPeriodEnd: boolean;
   factsAsOf: Date | null;
+}
+
+/** The data of `billing.updated`: the license as it is now, and one line for people. */
+export function billingUpdatedData(license: LicenseRecord, summary: string): EventData<'billing.updated'> {
+  return {
+    org_id: license.orgId,
+    plan: license.plan,
+    status: license.status,
+    billing_cycle: license.billingCycle,
+    expires_at: license.expiresAt.toISOString(),
+    summary,
+  };
 }
 
 /** How people read a plan and a cycle in feed items and e-mails. */

@@ -6,6 +6,8 @@ import type { PaymentEvent, ProviderSubscription } from './payment-events';
 export interface BillingAccount {
   orgId: string;
   customerId: string;
+  /** The organization's latest checkout session: closed before another one opens, so no one pays twice. */
+  checkoutSessionId: string | null;
 }
 
 /** Repositories bound to one unit of work (a transaction or a plain read). */
@@ -29,6 +31,7 @@ export interface BillingRepositories {
   findAccountByCustomer(customerId: string): Promise<BillingAccount | null>;
   /** Inserts the account unless the organization already has one (which is then left unchanged). */
   insertAccountIfAbsent(account: BillingAccount): Promise<void>;
+  saveCheckoutSession(orgId: string, sessionId: string): Promise<void>;
   /** Writes an event to the outbox: published if and only if the transaction commits. */
   emit<Type extends EventType>(type: Type, data: EventData<Type>): Promise<void>;
 }
@@ -49,18 +52,23 @@ export interface Clock {
  * configuration is `BILLING_NOT_CONFIGURED`.
  */
 export interface PaymentProvider {
-  /** Creates the organization's customer; the same organization asking twice gets the same customer. */
+  /**
+   * Creates the organization's customer; the same organization asking twice (retries, concurrent first
+   * checkouts) gets the same customer.
+   */
   createCustomer(request: { orgId: string; email: string | null }): Promise<string>;
   /** The price of a plan and cycle (found by the lookup key `<plan>_<cycle>`). */
   priceOf(plan: Exclude<Plan, 'none'>, cycle: BillingCycle): Promise<string>;
-  /** The address of a new hosted checkout (subscription mode) for one price. */
+  /** A new hosted checkout (subscription mode) for one price: its id and address. */
   createCheckoutSession(request: {
     orgId: string;
     customerId: string;
     priceId: string;
     successUrl: string;
     cancelUrl: string;
-  }): Promise<string>;
+  }): Promise<{ id: string; url: string }>;
+  /** Makes a checkout session unpayable; `paid` when it had been completed already (nothing to close). */
+  closeCheckoutSession(sessionId: string): Promise<'closed' | 'paid'>;
   /** The address of a new customer portal session. */
   createPortalSession(request: { customerId: string; returnUrl: string }): Promise<string>;
   /** The subscription as the provider has it now; null when the provider has no such subscription. */

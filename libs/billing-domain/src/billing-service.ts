@@ -1,5 +1,7 @@
 import { AppError } from '@sts/errors/app-error';
+import { trimSlashes } from '@sts/vocabulary/urls';
 import {
+  billingUpdatedData,
   describePlan,
   initialLicense,
   type BillingCycle,
@@ -19,6 +21,13 @@ function requireOrgId(orgId: string): void {
       fields: [{ path: 'org_id', message: 'required' }],
     });
   }
+}
+
+function alreadyActive(license: LicenseRecord): AppError {
+  return new AppError(
+    'SUBSCRIPTION_ALREADY_ACTIVE',
+    `The organization has an active ${describePlan(license.plan, license.billingCycle)} subscription`,
+  );
 }
 
 /** The provider, or `BILLING_NOT_CONFIGURED` (503) on a deployment without one. */
@@ -56,8 +65,9 @@ export class BillingService {
   /**
    * A hosted checkout of one plan and cycle for the organization's customer (created at the first
    * checkout, reused after). A pending or canceled license moves to `onboarding` (and the feed says
-   * so); an active one refuses, so that no one pays twice: plan changes go through the portal.
-   * The provider is asked first and the license changed last, so a provider failure changes nothing.
+   * so). No one pays twice: an active license refuses (plan changes go through the portal), and the
+   * organization's previous checkout session is closed before a new one opens (refusing if it was
+   * paid already). Stripe is asked first and the license changed last, so a Stripe failure changes nothing.
    */
   async startCheckout(request: {
     orgId: string;
@@ -68,37 +78,52 @@ export class BillingService {
   }): Promise<string> {
     const provider = requirePaymentProvider(this.provider);
     const license = await this.getLicense(request.orgId);
-    if (license.status === 'active') {
+    if (license.status === 'active') throw alreadyActive(license);
+    const account = await this.accountFor(provider, request.orgId, request.requestedByEmail);
+    // A paid session of an onboarding license is a subscription whose activation is on its way (a
+    // canceled license's paid session is history).
+    const previous = account.checkoutSessionId
+      ? await provider.closeCheckoutSession(account.checkoutSessionId)
+      : 'closed';
+    if (previous === 'paid' && license.status === 'onboarding') {
       throw new AppError(
         'SUBSCRIPTION_ALREADY_ACTIVE',
-        `The organization has an active ${describePlan(license.plan, license.billingCycle)} subscription`,
+        "The organization's last checkout was paid; its subscription is being activated",
       );
     }
-    const account = await this.accountFor(provider, request.orgId, request.requestedByEmail);
     const priceId = await provider.priceOf(request.plan, request.cycle);
-    const base = this.settings.publicAppUrl.replace(/\/+$/, '');
-    const url = await provider.createCheckoutSession({
+    const base = trimSlashes(this.settings.publicAppUrl);
+    const session = await provider.createCheckoutSession({
       orgId: request.orgId,
       customerId: account.customerId,
       priceId,
       successUrl: `${base}/billing?checkout=success`,
       cancelUrl: `${base}/billing?checkout=canceled`,
     });
-    await this.store.transaction(async (repos) => {
+    const outcome = await this.store.transaction(async (repos) => {
       const current = await repos.findLicenseForUpdate(request.orgId);
-      if (!current || (current.status !== 'pending' && current.status !== 'canceled')) return;
-      const onboarding = { ...current, status: 'onboarding' as const, updatedAt: this.clock.now() };
-      await repos.saveLicense(onboarding);
-      await repos.emit('billing.updated', {
-        org_id: onboarding.orgId,
-        plan: onboarding.plan,
-        status: onboarding.status,
-        billing_cycle: onboarding.billingCycle,
-        expires_at: onboarding.expiresAt.toISOString(),
-        summary: `Checkout started: ${describePlan(request.plan, request.cycle)}`,
-      });
+      if (!current) throw new Error(`license of organization ${request.orgId} vanished`);
+      if (current.status === 'active') return { kind: 'refused' as const, license: current };
+      // Whatever session a concurrent checkout stored since is closed below: only the newest stays open.
+      const stored = (await repos.findAccount(request.orgId))?.checkoutSessionId ?? null;
+      await repos.saveCheckoutSession(request.orgId, session.id);
+      if (current.status === 'pending' || current.status === 'canceled') {
+        const onboarding = { ...current, status: 'onboarding' as const, updatedAt: this.clock.now() };
+        await repos.saveLicense(onboarding);
+        await repos.emit(
+          'billing.updated',
+          billingUpdatedData(onboarding, `Checkout started: ${describePlan(request.plan, request.cycle)}`),
+        );
+      }
+      return { kind: 'started' as const, superseded: stored !== account.checkoutSessionId ? stored : null };
     });
-    return url;
+    if (outcome.kind === 'refused') {
+      // Activated while this checkout was being made (a webhook of another session): it must not be paid.
+      await provider.closeCheckoutSession(session.id);
+      throw alreadyActive(outcome.license);
+    }
+    if (outcome.superseded) await provider.closeCheckoutSession(outcome.superseded);
+    return session.url;
   }
 
   /** A customer portal session; only for an organization that has a customer (it checked out once). */
@@ -111,7 +136,7 @@ export class BillingService {
     }
     return provider.createPortalSession({
       customerId: account.customerId,
-      returnUrl: `${this.settings.publicAppUrl.replace(/\/+$/, '')}/billing`,
+      returnUrl: `${trimSlashes(this.settings.publicAppUrl)}/billing`,
     });
   }
 
@@ -128,7 +153,7 @@ export class BillingService {
     if (existing) return existing;
     const customerId = await provider.createCustomer({ orgId, email });
     return this.store.transaction(async (repos) => {
-      await repos.insertAccountIfAbsent({ orgId, customerId });
+      await repos.insertAccountIfAbsent({ orgId, customerId, checkoutSessionId: null });
       const account = await repos.findAccount(orgId);
       if (!account) throw new Error(`billing account of organization ${orgId} vanished after insert`);
       return account;

@@ -10,8 +10,9 @@ const subscription = (extra: Partial<SubscriptionFacts> = {}): SubscriptionFacts
   id: 'sub_1',
   plan: 'pro',
   cycle: 'annual',
+  status: 'active',
   currentPeriodEnd: new Date('2027-11-25T12:00:00Z'),
-  cancelAtPeriodEnd: false,
+  endsAt: null,
   ...extra,
 });
 
@@ -103,13 +104,14 @@ describe('license transitions (contract section 3)', () => {
 
   it('keeps plan, cycle, period end and a pending cancellation in step with subscription updates, newest wins', () => {
     const { license, kinds } = run([
-      // Before the checkout completed (out of order): the checkout brings the current subscription.
+      // Before the checkout completed (out of order): a live subscription activates the onboarding
+      // license, and the late checkout finds it so.
       [{ type: 'customer.subscription.updated', subscription: subscription({ plan: 'enterprise' }) }, t(2)],
       [{ type: 'checkout.session.completed', subscription: subscription({ plan: 'enterprise' }) }, t(1)],
       [
         {
           type: 'customer.subscription.updated',
-          subscription: subscription({ plan: 'basic', cancelAtPeriodEnd: true }),
+          subscription: subscription({ plan: 'basic', endsAt: new Date('2027-11-25T12:00:00Z') }),
         },
         t(4),
       ],
@@ -117,12 +119,12 @@ describe('license transitions (contract section 3)', () => {
       [
         {
           type: 'customer.subscription.updated',
-          subscription: subscription({ plan: 'basic', cancelAtPeriodEnd: true }),
+          subscription: subscription({ plan: 'basic', endsAt: new Date('2027-11-25T12:00:00Z') }),
         },
         t(5),
       ],
     ]);
-    expect(kinds).toEqual(['ignore', 'change', 'change', 'ignore', 'ignore']);
+    expect(kinds).toEqual(['change', 'ignore', 'change', 'ignore', 'ignore']);
     expect(license).toMatchObject({
       status: 'active',
       plan: 'basic',
@@ -143,5 +145,59 @@ describe('license transitions (contract section 3)', () => {
     expect(
       decideLicense(active, { type: 'invoice.payment_failed', subscriptionId: 'sub_9' }, t(2), now).kind,
     ).toBe('ignore');
+  });
+
+  it('ignores an older checkout of another subscription, so the current one keeps the license', () => {
+    const { license, kinds } = run([
+      [{ type: 'checkout.session.completed', subscription: subscription({ id: 'sub_b' }) }, t(10)],
+      [
+        { type: 'checkout.session.completed', subscription: subscription({ id: 'sub_a', plan: 'basic' }) },
+        t(5),
+      ],
+      [{ type: 'customer.subscription.deleted', subscriptionId: 'sub_b' }, t(20)],
+    ]);
+    expect(kinds).toEqual(['change', 'ignore', 'change']);
+    expect(license).toMatchObject({ status: 'canceled', subscriptionId: 'sub_b', plan: 'pro' });
+  });
+
+  it("never cancels for a subscription that is not the license's, nor activates one Stripe ended", () => {
+    const { license, kinds } = run([
+      [{ type: 'customer.subscription.deleted', subscriptionId: 'sub_dashboard' }, t(1)],
+      [{ type: 'checkout.session.completed', subscription: subscription({ status: 'canceled' }) }, t(2)],
+      [{ type: 'checkout.session.completed', subscription: subscription({ status: 'incomplete' }) }, t(2)],
+      [{ type: 'customer.subscription.updated', subscription: subscription({ status: 'incomplete' }) }, t(2)],
+    ]);
+    expect(kinds).toEqual(['ignore', 'ignore', 'ignore', 'ignore']);
+    expect(license.status).toBe('onboarding');
+  });
+
+  it('does not revive a license whose deletion came in the same second as a late checkout (Stripe says canceled)', () => {
+    const { license, kinds } = run([
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+      [{ type: 'customer.subscription.deleted', subscriptionId: 'sub_1' }, t(2)],
+      [{ type: 'checkout.session.completed', subscription: subscription({ status: 'canceled' }) }, t(2)],
+    ]);
+    expect(kinds).toEqual(['change', 'change', 'ignore']);
+    expect(license.status).toBe('canceled');
+  });
+
+  it('says when a scheduled cancellation takes effect', () => {
+    const active = run([
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+    ]).license;
+    const decision = decideLicense(
+      active,
+      {
+        type: 'customer.subscription.updated',
+        subscription: subscription({ endsAt: new Date('2027-03-01T00:00:00Z') }),
+      },
+      t(2),
+      now,
+    );
+    expect(decision).toMatchObject({
+      kind: 'change',
+      summary: 'Subscription ends on 2027-03-01',
+      license: { cancelAtPeriodEnd: true, status: 'active' },
+    });
   });
 });

@@ -1,12 +1,28 @@
 import { describePlan, type BillingCycle, type LicenseRecord, type Plan } from './billing-model';
 
-/** A subscription as Stripe's API describes it now (fetched, not taken from a possibly stale payload). */
+/** Stripe's subscription statuses. */
+export type SubscriptionStatus =
+  | 'active'
+  | 'trialing'
+  | 'past_due'
+  | 'unpaid'
+  | 'paused'
+  | 'incomplete'
+  | 'incomplete_expired'
+  | 'canceled';
+
+/** The statuses of a subscription that is paid for (or being retried): it backs an active license. */
+const LIVE: ReadonlySet<SubscriptionStatus> = new Set(['active', 'trialing', 'past_due']);
+
+/** A subscription as Stripe's API describes it (fetched, not taken from a possibly stale payload). */
 export interface SubscriptionFacts {
   id: string;
+  status: SubscriptionStatus;
   plan: Exclude<Plan, 'none'>;
   cycle: BillingCycle;
   currentPeriodEnd: Date;
-  cancelAtPeriodEnd: boolean;
+  /** When a cancellation made in the portal takes effect; null when none is pending. */
+  endsAt: Date | null;
 }
 
 /** The payment events of contract section 6 that billing acts on, reduced to what the rules need. */
@@ -25,6 +41,15 @@ export type LicenseDecision =
   /** Nothing to do (logged with the reason). */
   | { kind: 'ignore'; reason: string };
 
+const ignore = (reason: string): LicenseDecision => ({ kind: 'ignore', reason });
+
+/** The time of the newest facts applied: an event's facts never make it older. */
+const newestOf = (factsAsOf: Date | null, createdAt: Date) =>
+  factsAsOf && factsAsOf > createdAt ? factsAsOf : createdAt;
+
+const isOlder = (license: LicenseRecord, createdAt: Date) =>
+  license.factsAsOf !== null && createdAt < license.factsAsOf;
+
 function withFacts(
   license: LicenseRecord,
   facts: SubscriptionFacts,
@@ -37,26 +62,50 @@ function withFacts(
     billingCycle: facts.cycle,
     expiresAt: facts.currentPeriodEnd,
     subscriptionId: facts.id,
-    cancelAtPeriodEnd: facts.cancelAtPeriodEnd,
-    factsAsOf: license.factsAsOf && license.factsAsOf > createdAt ? license.factsAsOf : createdAt,
+    cancelAtPeriodEnd: facts.endsAt !== null,
+    factsAsOf: newestOf(license.factsAsOf, createdAt),
     updatedAt: at,
   };
 }
 
-const isOlder = (license: LicenseRecord, createdAt: Date) =>
-  license.factsAsOf !== null && createdAt < license.factsAsOf;
+const sameFacts = (a: LicenseRecord, b: LicenseRecord) =>
+  a.status === b.status &&
+  a.plan === b.plan &&
+  a.billingCycle === b.billingCycle &&
+  a.expiresAt.getTime() === b.expiresAt.getTime() &&
+  a.subscriptionId === b.subscriptionId &&
+  a.cancelAtPeriodEnd === b.cancelAtPeriodEnd;
+
+/** The license activated with the subscription's facts (a checkout, or a payment that completed later). */
+function activate(
+  license: LicenseRecord,
+  facts: SubscriptionFacts,
+  createdAt: Date,
+  now: Date,
+): LicenseDecision {
+  const next: LicenseRecord = { ...withFacts(license, facts, createdAt, now), status: 'active' };
+  if (sameFacts(next, license)) return ignore('already active with these facts');
+  return {
+    kind: 'change',
+    license: next,
+    summary: `Subscription active: ${describePlan(facts.plan, facts.cycle)}`,
+  };
+}
 
 /**
- * The license after a payment event (contract section 3; DESIGN section 3 "License"):
- * - `checkout.session.completed` activates the license with the subscription's plan, cycle and period
- *   end, unless the license was canceled by a later event (a deletion that happened after it);
+ * The license after a payment event (contract section 3; DESIGN section 3 "License"). `eventCreatedAt`
+ * is the event's `created` (whole seconds); `factsAsOf` the newest one applied, so an older event never
+ * overwrites newer facts.
+ * - `checkout.session.completed` activates the license with a live subscription's plan, cycle and
+ *   period end, unless the event is older than what was applied and names another subscription (a
+ *   stale checkout) or the license was canceled after it;
  * - `invoice.payment_succeeded` renews an active license of the same subscription (the period end
  *   never moves back); a renewal of a canceled, pending or onboarding license changes nothing;
  * - `invoice.payment_failed` changes nothing and is told to the organization;
  * - `customer.subscription.updated` keeps plan, cycle, period end and a pending cancellation in step
- *   for the license's own subscription, if it is not older than what was applied;
- * - `customer.subscription.deleted` cancels the license of that subscription (a deletion of an earlier
- *   subscription leaves a newer one alone).
+ *   for the license's own subscription, if it is not older than what was applied; for an onboarding
+ *   license without a subscription, a live one activates it (a payment that completed after checkout);
+ * - `customer.subscription.deleted` cancels the license of that subscription only.
  * Replays are the ledger's business (each event id once); this decides on order and relevance.
  */
 export function decideLicense(
@@ -67,35 +116,21 @@ export function decideLicense(
 ): LicenseDecision {
   switch (fact.type) {
     case 'checkout.session.completed': {
-      if (license.status === 'canceled' && isOlder(license, eventCreatedAt)) {
-        return { kind: 'ignore', reason: 'the license was canceled after this checkout' };
+      const subscription = fact.subscription;
+      if (!LIVE.has(subscription.status))
+        return ignore(`subscription ${subscription.id} is ${subscription.status}`);
+      if (isOlder(license, eventCreatedAt)) {
+        if (license.subscriptionId !== subscription.id)
+          return ignore('an older checkout of another subscription');
+        if (license.status === 'canceled') return ignore('the license was canceled after this checkout');
       }
-      const next = withFacts(license, fact.subscription, eventCreatedAt, now);
-      // Facts newer than this event's (an update applied first) stay.
-      const facts =
-        isOlder(license, eventCreatedAt) && license.subscriptionId === fact.subscription.id ? license : next;
-      return {
-        kind: 'change',
-        license: {
-          ...next,
-          plan: facts.plan,
-          billingCycle: facts.billingCycle,
-          expiresAt: facts.expiresAt,
-          cancelAtPeriodEnd: facts.cancelAtPeriodEnd,
-          status: 'active',
-        },
-        summary: `Subscription active: ${describePlan(fact.subscription.plan, fact.subscription.cycle)}`,
-      };
+      return activate(license, subscription, eventCreatedAt, now);
     }
     case 'invoice.payment_succeeded': {
-      if (license.status !== 'active')
-        return { kind: 'ignore', reason: `a renewal of a ${license.status} license` };
-      if (license.subscriptionId !== fact.subscription.id) {
-        return { kind: 'ignore', reason: 'a renewal of another subscription' };
-      }
-      if (fact.subscription.currentPeriodEnd <= license.expiresAt) {
-        return { kind: 'ignore', reason: 'the period was already renewed' };
-      }
+      if (license.status !== 'active') return ignore(`a renewal of a ${license.status} license`);
+      if (license.subscriptionId !== fact.subscription.id) return ignore('a renewal of another subscription');
+      if (fact.subscription.currentPeriodEnd <= license.expiresAt)
+        return ignore('the period was already renewed');
       return {
         kind: 'change',
         license: { ...withFacts(license, fact.subscription, eventCreatedAt, now), status: 'active' },
@@ -108,47 +143,44 @@ export function decideLicense(
         license.subscriptionId !== null &&
         fact.subscriptionId !== license.subscriptionId
       ) {
-        return { kind: 'ignore', reason: 'a failed payment of another subscription' };
+        return ignore('a failed payment of another subscription');
       }
       return { kind: 'notify-payment-failed' };
     case 'customer.subscription.updated': {
-      if (license.subscriptionId !== fact.subscription.id) {
-        return {
-          kind: 'ignore',
-          reason: 'an update of another subscription (or before its checkout completed)',
-        };
+      const subscription = fact.subscription;
+      if (license.subscriptionId === null) {
+        if (
+          license.status === 'onboarding' &&
+          LIVE.has(subscription.status) &&
+          !isOlder(license, eventCreatedAt)
+        ) {
+          return activate(license, subscription, eventCreatedAt, now);
+        }
+        return ignore(`an update of subscription ${subscription.id} before the license has one`);
       }
-      if (license.status === 'canceled')
-        return { kind: 'ignore', reason: 'an update of a canceled subscription' };
-      if (isOlder(license, eventCreatedAt)) return { kind: 'ignore', reason: 'older than the facts applied' };
-      const next = withFacts(license, fact.subscription, eventCreatedAt, now);
-      const same =
-        next.plan === license.plan &&
-        next.billingCycle === license.billingCycle &&
-        next.expiresAt.getTime() === license.expiresAt.getTime() &&
-        next.cancelAtPeriodEnd === license.cancelAtPeriodEnd;
-      if (same) return { kind: 'ignore', reason: 'nothing changed' };
+      if (license.subscriptionId !== subscription.id) return ignore('an update of another subscription');
+      if (license.status === 'canceled') return ignore('an update of a canceled subscription');
+      if (isOlder(license, eventCreatedAt)) return ignore('older than the facts applied');
+      const next = withFacts(license, subscription, eventCreatedAt, now);
+      if (sameFacts(next, license)) return ignore('nothing changed');
       return {
         kind: 'change',
         license: next,
-        summary: next.cancelAtPeriodEnd
-          ? `Subscription ends on ${next.expiresAt.toISOString().slice(0, 10)}`
-          : `Subscription changed: ${describePlan(fact.subscription.plan, fact.subscription.cycle)}`,
+        summary: subscription.endsAt
+          ? `Subscription ends on ${subscription.endsAt.toISOString().slice(0, 10)}`
+          : `Subscription changed: ${describePlan(subscription.plan, subscription.cycle)}`,
       };
     }
     case 'customer.subscription.deleted': {
-      if (license.subscriptionId !== null && license.subscriptionId !== fact.subscriptionId) {
-        return { kind: 'ignore', reason: 'a deletion of another subscription' };
-      }
-      if (license.status === 'canceled') return { kind: 'ignore', reason: 'already canceled' };
+      if (license.subscriptionId !== fact.subscriptionId) return ignore('a deletion of another subscription');
+      if (license.status === 'canceled') return ignore('already canceled');
       return {
         kind: 'change',
         license: {
           ...license,
           status: 'canceled',
           cancelAtPeriodEnd: false,
-          factsAsOf:
-            license.factsAsOf && license.factsAsOf > eventCreatedAt ? license.factsAsOf : eventCreatedAt,
+          factsAsOf: newestOf(license.factsAsOf, eventCreatedAt),
           updatedAt: now,
         },
         summary: 'Subscription canceled',

@@ -1,7 +1,6 @@
-import type { EventData } from '@sts/events/event-catalogue';
 import { formatMoney } from '@sts/vocabulary/money';
 import type { BillingRepositories, BillingStore, Clock, PaymentProvider } from './billing-ports';
-import { initialLicense, PLAN_NAMES, type LicenseRecord } from './billing-model';
+import { billingUpdatedData, initialLicense, PLAN_NAMES, type LicenseRecord } from './billing-model';
 import { requirePaymentProvider } from './billing-service';
 import { decideLicense, type PaymentFact, type SubscriptionFacts } from './license-transitions';
 
@@ -49,17 +48,6 @@ const ignored = (orgId: string | null, reason: string): PaymentEventResult => ({
   reason,
 });
 
-function billingUpdated(license: LicenseRecord, summary: string): EventData<'billing.updated'> {
-  return {
-    org_id: license.orgId,
-    plan: license.plan,
-    status: license.status,
-    billing_cycle: license.billingCycle,
-    expires_at: license.expiresAt.toISOString(),
-    summary,
-  };
-}
-
 /**
  * Applies verified payment events to licenses (contract section 3; DESIGN section 3 "License"):
  * - the organization is the one whose customer the event names; an event of a customer that is none
@@ -100,7 +88,7 @@ export class PaymentEventHandler {
       switch (decision.kind) {
         case 'change':
           await repos.saveLicense(decision.license);
-          await repos.emit('billing.updated', billingUpdated(decision.license, decision.summary));
+          await repos.emit('billing.updated', billingUpdatedData(decision.license, decision.summary));
           return { outcome: 'applied', orgId };
         case 'notify-payment-failed': {
           if (event.type !== 'invoice.payment_failed') throw new Error(`${event.type} cannot fail a payment`);
@@ -108,9 +96,9 @@ export class PaymentEventHandler {
           const amount = formatMoney(invoice.amountDue, invoice.currency);
           await repos.emit(
             'billing.updated',
-            billingUpdated(
+            billingUpdatedData(
               license,
-              `Payment of ${amount} for the ${PLAN_NAMES[license.plan]} subscription failed; update the payment method in the billing portal`,
+              `Payment of ${amount}${license.plan === 'none' ? '' : ` for the ${PLAN_NAMES[license.plan]} subscription`} failed; update the payment method in the billing portal`,
             ),
           );
           await repos.emit('billing.payment_failed', {

@@ -35,6 +35,7 @@ export const LicenseEntity = new EntitySchema<LicenseRow>({
 export interface AccountRow {
   orgId: string;
   customerId: string;
+  checkoutSessionId: string | null;
 }
 
 export const AccountEntity = new EntitySchema<AccountRow>({
@@ -43,6 +44,7 @@ export const AccountEntity = new EntitySchema<AccountRow>({
   properties: {
     orgId: { type: 'text', primary: true, fieldName: 'org_id' },
     customerId: { type: 'text', fieldName: 'customer_id', unique: true },
+    checkoutSessionId: { type: 'text', fieldName: 'checkout_session_id', nullable: true },
   },
 });
 

@@ -40,6 +40,7 @@ class StripeBilling extends Migration {
       create table billing.accounts (
         org_id text primary key,
         customer_id text not null unique,
+        checkout_session_id text null,
         created_at timestamptz not null default now()
       );
       create table billing.payment_events (

@@ -214,16 +214,17 @@ describe('billing service with Stripe (PostgreSQL, NATS, a Stripe stand-in)', ()
     });
   }
 
-  it('keeps the newer facts when subscription.updated arrives before checkout.session.completed', async () => {
+  it('activates on subscription.updated that arrives before checkout.session.completed, and keeps its newer facts', async () => {
     const orgId = randomUUID();
     const { session, subscription } = await paid(orgId, 'basic_monthly');
     const completed = stripe.event('checkout.session.completed', session, { created: at(20) });
     const upgraded = stripe.updateSubscription(subscription.id, { lookupKey: 'enterprise_annual' });
     const updated = stripe.event('customer.subscription.updated', upgraded, { created: at(10) });
 
-    expect(await deliver(updated)).toEqual({ orgId, outcome: 'ignored' }); // no subscription known yet
-    expect(await deliver(completed)).toEqual({ orgId, outcome: 'applied' });
-    // The checkout read the subscription from Stripe: its current plan, not the session's.
+    // A live subscription of the organization's customer activates the onboarding license; the late
+    // checkout then finds it so (it read the same subscription from Stripe).
+    expect(await deliver(updated)).toEqual({ orgId, outcome: 'applied' });
+    expect(await deliver(completed)).toEqual({ orgId, outcome: 'ignored' });
     const { license } = await client.getLicense({ orgId });
     expect(license).toMatchObject({
       plan: Plan.PLAN_ENTERPRISE,
@@ -301,11 +302,19 @@ describe('billing service with Stripe (PostgreSQL, NATS, a Stripe stand-in)', ()
       serviceAuth.as('billing'),
     );
     try {
-      const { payload, signature } = stripe.signed(stripe.event('invoice.paid', {}), webhookSecret);
+      const orgId = randomUUID();
+      const { session } = await paid(orgId);
+      const event = stripe.event('checkout.session.completed', session);
+      const { payload, signature } = stripe.signed(event, webhookSecret);
       const error = await other
         .handlePaymentEvent({ payload: Buffer.from(payload), signature })
         .catch((e: unknown) => e);
       expect((error as AppError).code).toBe('BILLING_NOT_CONFIGURED');
+      expect((await client.getLicense({ orgId })).license?.status).toBe(
+        LicenseStatus.LICENSE_STATUS_ONBOARDING,
+      );
+      // The same event through a configured billing is applied: it was not taken as handled.
+      expect(await deliver(event)).toEqual({ orgId, outcome: 'applied' });
     } finally {
       other.close();
       await noSecret.stop();

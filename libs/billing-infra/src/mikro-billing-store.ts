@@ -5,7 +5,7 @@ import { recordEventOnce } from '@sts/db/processed-events';
 import { sqlRunner } from '@sts/db/sql-runner';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
 import { enqueueEvent } from '@sts/outbox/outbox';
-import { AccountEntity, LicenseEntity, type LicenseRow } from './billing-entities';
+import { AccountEntity, LicenseEntity, type AccountRow, type LicenseRow } from './billing-entities';
 
 /** BillingStore over PostgreSQL (schema `billing`). `onCommitWithEvents` lets the outbox relay publish at once. */
 export class MikroBillingStore implements BillingStore {
@@ -104,21 +104,29 @@ class BillingRepositoriesSql implements BillingRepositories {
 
   async findAccount(orgId: string): Promise<BillingAccount | null> {
     const row = await this.em.findOne(AccountEntity, { orgId }, { disableIdentityMap: true });
-    return row ? { orgId: row.orgId, customerId: row.customerId } : null;
+    return row ? toAccount(row) : null;
   }
 
   async findAccountByCustomer(customerId: string): Promise<BillingAccount | null> {
     const row = await this.em.findOne(AccountEntity, { customerId }, { disableIdentityMap: true });
-    return row ? { orgId: row.orgId, customerId: row.customerId } : null;
+    return row ? toAccount(row) : null;
   }
 
   async insertAccountIfAbsent(account: BillingAccount): Promise<void> {
     await this.em
       .createQueryBuilder(AccountEntity)
-      .insert({ orgId: account.orgId, customerId: account.customerId })
+      .insert({
+        orgId: account.orgId,
+        customerId: account.customerId,
+        checkoutSessionId: account.checkoutSessionId,
+      })
       .onConflict('orgId')
       .ignore()
       .execute();
+  }
+
+  async saveCheckoutSession(orgId: string, sessionId: string): Promise<void> {
+    await this.em.nativeUpdate(AccountEntity, { orgId }, { checkoutSessionId: sessionId });
   }
 
   async emit<Type extends EventType>(type: Type, data: EventData<Type>): Promise<void> {
@@ -168,4 +176,8 @@ function toRow(license: LicenseRecord): LicenseRow {
     cancelAtPeriodEnd: license.cancelAtPeriodEnd,
     factsAsOf: license.factsAsOf,
   };
+}
+
+function toAccount(row: AccountRow): BillingAccount {
+  return { orgId: row.orgId, customerId: row.customerId, checkoutSessionId: row.checkoutSessionId };
 }

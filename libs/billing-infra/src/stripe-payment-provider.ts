@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import Stripe from 'stripe';
 import { z } from 'zod';
 import type { BillingCycle, Plan } from '@sts/billing-domain/billing-model';
@@ -32,21 +31,35 @@ export function createStripeClient(settings: StripeSettings): Stripe | null {
   });
 }
 
+/** Stripe's ids (`cus_…`, `sub_…`, `evt_…`): nothing else reaches SQL or a request path. */
+const stripeId = z.string().regex(/^[A-Za-z0-9_]{1,255}$/, 'not a Stripe id');
 /** An id, or an expanded object that has one (Stripe expands references on request). */
-const reference = z.union([z.string().min(1), z.object({ id: z.string().min(1) }).transform((o) => o.id)]);
+const reference = z.union([stripeId, z.object({ id: stripeId }).transform((o) => o.id)]);
+/** Unix seconds that make a valid date (up to the year 9999). */
+const unixSeconds = z.number().int().min(0).max(253_402_300_799);
 
 const subscriptionSchema = z.object({
-  id: z.string().min(1),
+  id: stripeId,
   customer: reference,
+  status: z.enum([
+    'active',
+    'trialing',
+    'past_due',
+    'unpaid',
+    'paused',
+    'incomplete',
+    'incomplete_expired',
+    'canceled',
+  ]),
   cancel_at_period_end: z.boolean(),
-  cancel_at: z.number().int().nullish(),
+  cancel_at: unixSeconds.nullish(),
   /** Before API version 2025-03-31 the period was the subscription's; now it is each item's. */
-  current_period_end: z.number().int().nullish(),
+  current_period_end: unixSeconds.nullish(),
   items: z.object({
     data: z
       .array(
         z.object({
-          current_period_end: z.number().int().nullish(),
+          current_period_end: unixSeconds.nullish(),
           price: z.object({ lookup_key: z.string().nullish() }),
         }),
       )
@@ -62,10 +75,13 @@ const checkoutSessionSchema = z.object({
 
 const invoiceSchema = z.object({
   customer: reference,
-  amount_due: z.number().int().nonnegative(),
-  currency: z.string().length(3),
-  hosted_invoice_url: z.url().nullish(),
-  next_payment_attempt: z.number().int().nullish(),
+  amount_due: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+  currency: z.string().regex(/^[a-zA-Z]{3}$/),
+  hosted_invoice_url: z
+    .url({ protocol: /^https?$/ })
+    .max(2_048)
+    .nullish(),
+  next_payment_attempt: unixSeconds.nullish(),
   /** Where the invoice names its subscription since API version 2025-03-31 … */
   parent: z.object({ subscription_details: z.object({ subscription: reference }).nullish() }).nullish(),
   /** … and before it. */
@@ -73,11 +89,13 @@ const invoiceSchema = z.object({
 });
 
 const eventSchema = z.object({
-  id: z.string().min(1).max(255),
-  type: z.string().min(1),
-  created: z.number().int().positive(),
+  id: stripeId,
+  type: z.string().min(1).max(200),
+  created: unixSeconds,
   data: z.object({ object: z.record(z.string(), z.unknown()) }),
 });
+
+const PRICE_CACHE_MS = 10 * 60 * 1000;
 
 const LOOKUP_KEY = /^(basic|pro|enterprise)_(monthly|annual)$/;
 
@@ -98,9 +116,14 @@ function toProviderSubscription(subscription: z.infer<typeof subscriptionSchema>
             id: subscription.id,
             plan: match[1] as Exclude<Plan, 'none'>,
             cycle: match[2] as BillingCycle,
+            status: subscription.status,
             currentPeriodEnd: new Date(periodEnd * 1000),
             // The portal ends a subscription either at the period's end or at a set date.
-            cancelAtPeriodEnd: subscription.cancel_at_period_end || (subscription.cancel_at ?? null) !== null,
+            endsAt: subscription.cancel_at
+              ? new Date(subscription.cancel_at * 1000)
+              : subscription.cancel_at_period_end
+                ? new Date(periodEnd * 1000)
+                : null,
           }
         : null,
   };
@@ -187,7 +210,6 @@ function providerError(error: unknown, what: string): Error {
     error instanceof Stripe.errors.StripeConnectionError ||
     error instanceof Stripe.errors.StripeAPIError ||
     error instanceof Stripe.errors.StripeRateLimitError ||
-    error instanceof Stripe.errors.StripeIdempotencyError ||
     (error instanceof Stripe.errors.StripeError && (error.statusCode ?? 0) >= 500)
   ) {
     return new AppError('PAYMENT_PROVIDER_UNAVAILABLE', `Stripe could not ${what}; try again`, {
@@ -207,6 +229,9 @@ function providerError(error: unknown, what: string): Error {
 
 /** PaymentProvider over Stripe's API (the official SDK for every call and for signatures). */
 export class StripePaymentProvider implements PaymentProvider {
+  /** Price ids by lookup key: prices change rarely, and a checkout then needs two calls instead of three. */
+  private readonly prices = new Map<string, { priceId: string; until: number }>();
+
   constructor(
     private readonly stripe: Stripe,
     private readonly webhookSecret: string | undefined,
@@ -223,26 +248,26 @@ export class StripePaymentProvider implements PaymentProvider {
     }
   }
 
-  createCustomer(request: { orgId: string; email: string | null }): Promise<string> {
-    // One key per organization and e-mail: a retried or concurrent first checkout gets the customer
-    // Stripe created the first time (Stripe refuses one key with other parameters, hence the e-mail in it).
-    const idempotencyKey = `customer-${request.orgId}-${createHash('sha256')
-      .update(request.email ?? '')
-      .digest('hex')
-      .slice(0, 16)}`;
-    return this.call('create the customer', async () => {
-      const customer = await this.stripe.customers.create(
-        request.email
-          ? { email: request.email, metadata: { org_id: request.orgId } }
-          : { metadata: { org_id: request.orgId } },
-        { idempotencyKey },
-      );
-      return customer.id;
-    });
+  async createCustomer(request: { orgId: string; email: string | null }): Promise<string> {
+    // One key per organization: a retried or concurrent first checkout gets the customer Stripe made the
+    // first time (Stripe refuses one key with other parameters, so the admin's e-mail is set after).
+    const customer = await this.call('create the customer', () =>
+      this.stripe.customers.create(
+        { metadata: { org_id: request.orgId } },
+        { idempotencyKey: `customer-of-org-${request.orgId}` },
+      ),
+    );
+    if (request.email && !customer.email) {
+      const email = request.email;
+      await this.call('set the customer e-mail', () => this.stripe.customers.update(customer.id, { email }));
+    }
+    return customer.id;
   }
 
   async priceOf(plan: Exclude<Plan, 'none'>, cycle: BillingCycle): Promise<string> {
     const lookupKey = lookupKeyOf(plan, cycle);
+    const cached = this.prices.get(lookupKey);
+    if (cached && cached.until > Date.now()) return cached.priceId;
     const prices = await this.call('find the price', () =>
       this.stripe.prices.list({ lookup_keys: [lookupKey], active: true, limit: 1 }),
     );
@@ -250,6 +275,7 @@ export class StripePaymentProvider implements PaymentProvider {
     if (!price) {
       throw new AppError('BILLING_NOT_CONFIGURED', `No active Stripe price has the lookup key ${lookupKey}`);
     }
+    this.prices.set(lookupKey, { priceId: price.id, until: Date.now() + PRICE_CACHE_MS });
     return price.id;
   }
 
@@ -259,7 +285,7 @@ export class StripePaymentProvider implements PaymentProvider {
     priceId: string;
     successUrl: string;
     cancelUrl: string;
-  }): Promise<string> {
+  }): Promise<{ id: string; url: string }> {
     const session = await this.call('create the checkout session', () =>
       this.stripe.checkout.sessions.create({
         mode: 'subscription',
@@ -273,7 +299,25 @@ export class StripePaymentProvider implements PaymentProvider {
       }),
     );
     if (!session.url) throw new Error(`Stripe returned checkout session ${session.id} without a url`);
-    return session.url;
+    return { id: session.id, url: session.url };
+  }
+
+  async closeCheckoutSession(sessionId: string): Promise<'closed' | 'paid'> {
+    const session = await this.call('read the checkout session', async () => {
+      try {
+        return await this.stripe.checkout.sessions.retrieve(sessionId);
+      } catch (error) {
+        if (error instanceof Stripe.errors.StripeInvalidRequestError && error.code === 'resource_missing')
+          return null;
+        throw error;
+      }
+    });
+    if (!session) return 'closed';
+    if (session.status === 'complete') return 'paid';
+    if (session.status === 'open') {
+      await this.call('expire the checkout session', () => this.stripe.checkout.sessions.expire(sessionId));
+    }
+    return 'closed';
   }
 
   async createPortalSession(request: { customerId: string; returnUrl: string }): Promise<string> {

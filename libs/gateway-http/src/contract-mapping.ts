@@ -85,6 +85,17 @@ export function notificationToContract(notification: ProtoNotification): z.infer
   };
 }
 
+/** A plan and cycle a checkout asks for (contract section 4, Billing), in billing.v1's words. */
+export const CHECKOUT_PLAN_TO_PROTO = {
+  basic: Plan.PLAN_BASIC,
+  pro: Plan.PLAN_PRO,
+  enterprise: Plan.PLAN_ENTERPRISE,
+} as const;
+export const CHECKOUT_CYCLE_TO_PROTO = {
+  monthly: BillingCycle.BILLING_CYCLE_MONTHLY,
+  annual: BillingCycle.BILLING_CYCLE_ANNUAL,
+} as const;
+
 const PLAN: Record<Plan, z.infer<typeof licensePayload>['plan'] | null> = {
   [Plan.PLAN_NONE]: 'none',
   [Plan.PLAN_BASIC]: 'basic',

@@ -3,7 +3,7 @@ import type { Logger } from '@sts/logger/create-logger';
 import { buildGateway } from './build-gateway';
 import type { GatewayConfig } from './gateway-config';
 import { GatewayCaches } from './gateway-caches';
-import { subscribeToLicenseChanges, subscribeToMembershipChanges } from './membership-invalidation';
+import { subscribeToLicenseChanges, subscribeToMembershipChanges } from './cache-invalidation';
 import { createUpstreamClients } from './upstream-clients';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { ensureTelemetryStream } from '@sts/nats/event-stream';

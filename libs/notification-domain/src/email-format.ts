@@ -22,10 +22,6 @@ export function formatUtc(date: Date): string {
   return `${date.toISOString().slice(0, 16).replace('T', ' ')} UTC`;
 }
 
-export function trimSlashes(url: string): string {
-  return url.replace(/\/+$/, '');
-}
-
 /**
  * One argument for a POSIX shell: as it is when it holds only characters no shell treats specially
  * (so ordinary keys, codes and URLs read naturally), otherwise single-quoted.

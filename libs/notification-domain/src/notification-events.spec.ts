@@ -112,6 +112,33 @@ describe('notification event handling', () => {
     ({ store, mailer, clock, handler } = setUp('https://api.example.com'));
   });
 
+  it('e-mails a failed payment to each admin the directory names, once per event id', async () => {
+    const context = setUp('https://api.example.com');
+    context.admins.set('org-1', ['ada@example.com', 'grace@example.com']);
+    const event = newEnvelope('billing.payment_failed', {
+      org_id: 'org-1',
+      amount_due: 2900,
+      currency: 'usd',
+      invoice_url: 'https://invoice.stripe.test/i/1',
+      next_attempt_at: '2026-11-28T12:00:00.000Z',
+      failed_at: '2026-11-25T12:00:00.000Z',
+    });
+
+    expect(await context.handler.handle(event)).toBe('applied');
+    expect(await context.handler.handle(event)).toBe('duplicate');
+
+    expect(context.mailer.sent.map((mail) => [mail.to, mail.subject])).toEqual([
+      ['ada@example.com', 'Security Telemetry: a payment of $29.00 failed'],
+      ['grace@example.com', 'Security Telemetry: a payment of $29.00 failed'],
+    ]);
+    expect(context.mailer.sent[0]?.text).toContain('https://invoice.stripe.test/i/1');
+    expect(context.mailer.sent[0]?.text).toContain('http://localhost:8080/billing');
+    expect(context.store.state.emailLog.map((entry) => entry.template)).toEqual([
+      'payment_failed',
+      'payment_failed',
+    ]);
+  });
+
   it('turns member.joined into one feed item, once per event id', async () => {
     const event = memberJoined();
 

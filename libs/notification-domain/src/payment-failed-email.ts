@@ -1,4 +1,5 @@
-import { escapeHtml, formatUtc, headerSafe, PRODUCT_NAME, trimSlashes } from './email-format';
+import { escapeHtml, formatUtc, headerSafe, PRODUCT_NAME } from './email-format';
+import { trimSlashes } from '@sts/vocabulary/urls';
 import { formatMoney } from '@sts/vocabulary/money';
 import type { OutgoingEmail } from './notification-model';
 

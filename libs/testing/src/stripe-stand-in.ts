@@ -617,6 +617,21 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       },
     },
     {
+      method: 'POST',
+      path: /^\/v1\/customers\/([^/]+)$/,
+      answer: (params, [id = '']) => {
+        const customer = customers.get(id) ?? throwError(resourceMissing('customer', id, 'id', 404));
+        const email = stringParam(params, 'email');
+        const updated: StandInCustomer = {
+          ...customer,
+          email: email ?? customer.email,
+          metadata: { ...customer.metadata, ...metadataParam(params.metadata) },
+        };
+        customers.set(id, updated);
+        return updated;
+      },
+    },
+    {
       method: 'GET',
       path: /^\/v1\/customers\/([^/]+)$/,
       answer: (_params, [id = '']) =>
@@ -700,6 +715,24 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
           ),
         });
         return session;
+      },
+    },
+    {
+      // As at Stripe: only an open session can be expired.
+      method: 'POST',
+      path: /^\/v1\/checkout\/sessions\/([^/]+)\/expire$/,
+      answer: (_params, [id = '']) => {
+        const session =
+          checkoutSessions.get(id) ?? throwError(resourceMissing('checkout.session', id, 'session', 404));
+        if (session.status !== 'open') {
+          throw new StripeHttpError(400, {
+            type: 'invalid_request_error',
+            message: `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${session.status}".`,
+          });
+        }
+        const expired: StandInCheckoutSession = { ...session, status: 'expired', url: null };
+        checkoutSessions.set(id, expired);
+        return expired;
       },
     },
     {

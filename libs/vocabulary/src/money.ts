@@ -1,9 +1,11 @@
-/** An amount in the currency's smallest unit (as Stripe gives it), as people read it: "$29.00". */
+/**
+ * An amount in the currency's smallest unit (as Stripe gives it), as people read it: 2900 usd is
+ * "$29.00", 5000 jpy is "¥5,000" (a currency without minor units is not divided).
+ */
 export function formatMoney(amount: number, currency: string): string {
   try {
-    return new Intl.NumberFormat('en', { style: 'currency', currency: currency.toUpperCase() }).format(
-      amount / 100,
-    );
+    const format = new Intl.NumberFormat('en', { style: 'currency', currency: currency.toUpperCase() });
+    return format.format(amount / 10 ** (format.resolvedOptions().maximumFractionDigits ?? 2));
   } catch {
     return `${amount} ${currency.toUpperCase()}`;
   }

@@ -83,6 +83,11 @@ export class InMemoryBillingStore implements BillingStore {
           this.state.accounts.set(account.orgId, structuredClone(account));
         return Promise.resolve();
       },
+      saveCheckoutSession: (orgId, sessionId) => {
+        const account = this.state.accounts.get(orgId);
+        if (account) account.checkoutSessionId = sessionId;
+        return Promise.resolve();
+      },
       emit: (type, data) => {
         this.state.emitted.push({ type, data: structuredClone(data) });
         return Promise.resolve();

@@ -1,29 +1,21 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError } from '@sts/errors/app-error';
-import { BillingCycle, Plan } from '@sts/proto/gen/billing/v1/billing';
 import { requireCaller, requireRoles } from '../caller-context';
+import { CHECKOUT_CYCLE_TO_PROTO, CHECKOUT_PLAN_TO_PROTO } from '../contract-mapping';
 import { errorResponses } from '../contract-schemas';
 import type { GatewayCaches } from '../gateway-caches';
 import type { UpstreamClients } from '../upstream-clients';
 
 /**
- * Billing calls wait on Stripe (each request up to STRIPE_TIMEOUT_MS, tried twice), so they get a
- * longer deadline than the gateway's default.
+ * Billing calls wait on Stripe: each request up to STRIPE_TIMEOUT_MS and tried twice. A webhook makes
+ * at most one request (≈ 11 s when Stripe hangs); a checkout usually two to four (the first one a few
+ * more), so it gets the longer deadline. When Stripe is that slow the caller sees 504 and tries again.
  */
-const BILLING_DEADLINE_MS = 15_000;
+const WEBHOOK_DEADLINE_MS = 15_000;
+const CHECKOUT_DEADLINE_MS = 30_000;
 /** Stripe's events are at most a few hundred KB. */
 const WEBHOOK_BODY_LIMIT_BYTES = 1024 * 1024;
-
-const PLAN_TO_PROTO = {
-  basic: Plan.PLAN_BASIC,
-  pro: Plan.PLAN_PRO,
-  enterprise: Plan.PLAN_ENTERPRISE,
-} as const;
-const CYCLE_TO_PROTO = {
-  monthly: BillingCycle.BILLING_CYCLE_MONTHLY,
-  annual: BillingCycle.BILLING_CYCLE_ANNUAL,
-} as const;
 
 const urlPayload = z.object({ url: z.string() });
 
@@ -58,11 +50,11 @@ export const billingRoutes: FastifyPluginAsyncZod<{
       const { url } = await clients.billing.createCheckoutSession(
         {
           orgId: caller.org.id,
-          plan: PLAN_TO_PROTO[request.body.plan],
-          billingCycle: CYCLE_TO_PROTO[request.body.cycle],
+          plan: CHECKOUT_PLAN_TO_PROTO[request.body.plan],
+          billingCycle: CHECKOUT_CYCLE_TO_PROTO[request.body.cycle],
           requestedByEmail: caller.email,
         },
-        { requestId: request.id, deadlineMs: BILLING_DEADLINE_MS },
+        { requestId: request.id, deadlineMs: CHECKOUT_DEADLINE_MS },
       );
       // The license may have moved to onboarding: its caller reads their own write.
       caches.licenseChanged(caller.org.id);
@@ -86,7 +78,7 @@ export const billingRoutes: FastifyPluginAsyncZod<{
     async (request) => {
       const { url } = await clients.billing.createPortalSession(
         { orgId: requireCaller(request).org.id },
-        { requestId: request.id, deadlineMs: BILLING_DEADLINE_MS },
+        { requestId: request.id, deadlineMs: WEBHOOK_DEADLINE_MS },
       );
       return { url };
     },
@@ -131,7 +123,7 @@ export const billingWebhookRoute: FastifyPluginAsyncZod<{
         throw new AppError('MALFORMED_REQUEST', 'The body is not a JSON event');
       const { orgId } = await clients.billing.handlePaymentEvent(
         { payload: request.body, signature },
-        { requestId: request.id, deadlineMs: BILLING_DEADLINE_MS },
+        { requestId: request.id, deadlineMs: WEBHOOK_DEADLINE_MS },
       );
       if (orgId) caches.licenseChanged(orgId);
       return { received: true };

@@ -2,7 +2,7 @@ import type { Msg, NatsConnection, SubscriptionOptions } from '@nats-io/nats-cor
 import { newEnvelope } from '@sts/events/event-envelope';
 import type { Logger } from '@sts/logger/create-logger';
 import { GatewayCaches } from './gateway-caches';
-import { subscribeToMembershipChanges } from './membership-invalidation';
+import { subscribeToMembershipChanges } from './cache-invalidation';
 
 /** Records each subscription's callback, so a test can deliver messages to it. */
 function fakeNats() {

@@ -5,7 +5,7 @@ import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-
 import { eventually } from '@sts/testing/eventually';
 import { uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { GatewayCaches } from './gateway-caches';
-import { subscribeToMembershipChanges } from './membership-invalidation';
+import { subscribeToMembershipChanges } from './cache-invalidation';
 
 describe('membership invalidation over a real NATS server', () => {
   const logger = createLogger('membership-int', 'silent');

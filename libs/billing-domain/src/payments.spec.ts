@@ -1,0 +1,224 @@
+import { AppError } from '@sts/errors/app-error';
+import { BillingService } from './billing-service';
+import type { SubscriptionFacts } from './license-transitions';
+import { PaymentEventHandler, type PaymentEvent } from './payment-events';
+import { FakePaymentProvider } from './test/fake-payment-provider';
+import { InMemoryBillingStore, ManualClock } from './test/in-memory-billing-store';
+
+const codeOf = (error: unknown) => (error instanceof AppError ? error.code : String(error));
+
+describe('checkout and portal', () => {
+  let store: InMemoryBillingStore;
+  let provider: FakePaymentProvider;
+  let service: BillingService;
+
+  beforeEach(() => {
+    store = new InMemoryBillingStore();
+    provider = new FakePaymentProvider();
+    service = new BillingService(store, new ManualClock(), provider, { publicAppUrl: 'https://app.test/' });
+  });
+
+  const checkout = (orgId = 'o1') =>
+    service.startCheckout({ orgId, plan: 'pro', cycle: 'annual', requestedByEmail: 'admin@o1.test' });
+
+  it('creates the customer once, moves the license to onboarding once, and closes the previous session', async () => {
+    const first = await checkout();
+    const second = await checkout();
+    expect(provider.customers.size).toBe(1);
+    expect(store.state.licenses.get('o1')?.status).toBe('onboarding');
+    expect(store.emittedOf('billing.updated').map((data) => data.summary)).toEqual([
+      'Checkout started: Pro, billed yearly',
+    ]);
+    const firstId = first.split('/').pop()!;
+    const secondId = second.split('/').pop()!;
+    expect(provider.sessions.get(firstId)?.status).toBe('closed');
+    expect(provider.sessions.get(secondId)?.status).toBe('open');
+    expect(store.state.accounts.get('o1')?.checkoutSessionId).toBe(secondId);
+  });
+
+  it('refuses while the last session is paid but not yet activated, and when the license is active', async () => {
+    const url = await checkout();
+    provider.sessions.get(url.split('/').pop()!)!.status = 'paid';
+    expect(codeOf(await checkout().catch((e: unknown) => e))).toBe('SUBSCRIPTION_ALREADY_ACTIVE');
+    store.state.licenses.get('o1')!.status = 'active';
+    expect(codeOf(await checkout().catch((e: unknown) => e))).toBe('SUBSCRIPTION_ALREADY_ACTIVE');
+  });
+
+  it('closes its own session when the license became active meanwhile', async () => {
+    await service.getLicense('o1');
+    provider.onCheckout = async () => {
+      store.state.licenses.get('o1')!.status = 'active';
+    };
+    expect(codeOf(await checkout().catch((e: unknown) => e))).toBe('SUBSCRIPTION_ALREADY_ACTIVE');
+    expect([...provider.sessions.values()].map((session) => session.status)).toEqual(['closed']);
+    expect(store.emittedOf('billing.updated')).toEqual([]);
+  });
+
+  it('changes nothing when the provider fails', async () => {
+    provider.down = true;
+    expect(codeOf(await checkout().catch((e: unknown) => e))).toBe('PAYMENT_PROVIDER_UNAVAILABLE');
+    expect(store.state.licenses.get('o1')?.status).toBe('pending');
+    expect(store.state.accounts.size).toBe(0);
+    expect(store.state.emitted).toEqual([]);
+  });
+
+  it('opens the portal only for an organization that checked out', async () => {
+    expect(codeOf(await service.openPortal('o1').catch((e: unknown) => e))).toBe('BILLING_ACCOUNT_NOT_FOUND');
+    await checkout();
+    expect(await service.openPortal('o1')).toBe('https://portal.test/cus_1');
+  });
+
+  it('answers BILLING_NOT_CONFIGURED without a provider', async () => {
+    const unconfigured = new BillingService(store, new ManualClock(), null, {
+      publicAppUrl: 'https://app.test',
+    });
+    expect(codeOf(await unconfigured.openPortal('o1').catch((e: unknown) => e))).toBe(
+      'BILLING_NOT_CONFIGURED',
+    );
+    const handler = new PaymentEventHandler(store, null, new ManualClock());
+    expect(codeOf(await handler.handle(Buffer.from('{}'), 'ok').catch((e: unknown) => e))).toBe(
+      'BILLING_NOT_CONFIGURED',
+    );
+  });
+});
+
+describe('payment events', () => {
+  let store: InMemoryBillingStore;
+  let provider: FakePaymentProvider;
+  let handler: PaymentEventHandler;
+  let customerId: string;
+  const facts = (extra: Partial<SubscriptionFacts> = {}): SubscriptionFacts => ({
+    id: 'sub_1',
+    status: 'active',
+    plan: 'pro',
+    cycle: 'monthly',
+    currentPeriodEnd: new Date('2027-01-01T00:00:00Z'),
+    endsAt: null,
+    ...extra,
+  });
+  let sequence = 0;
+  const deliver = (event: Record<string, unknown>) => {
+    const full = {
+      id: `evt_${++sequence}`,
+      created: new Date('2026-11-25T12:00:00Z'),
+      ...event,
+    } as PaymentEvent;
+    return handler.handle(provider.payloadOf(full), 'ok');
+  };
+
+  beforeEach(async () => {
+    store = new InMemoryBillingStore();
+    provider = new FakePaymentProvider();
+    const clock = new ManualClock();
+    await new BillingService(store, clock, provider, { publicAppUrl: 'https://app.test' }).startCheckout({
+      orgId: 'o1',
+      plan: 'pro',
+      cycle: 'monthly',
+      requestedByEmail: null,
+    });
+    customerId = store.state.accounts.get('o1')!.customerId;
+    provider.subscriptions.set('sub_1', { id: 'sub_1', customerId, facts: facts() });
+    handler = new PaymentEventHandler(store, provider, clock);
+  });
+
+  it('activates once per event id', async () => {
+    const event = {
+      id: 'evt_checkout',
+      type: 'checkout.session.completed',
+      customerId,
+      subscriptionId: 'sub_1',
+      created: new Date('2026-11-25T12:00:00Z'),
+    } as PaymentEvent;
+    expect(await handler.handle(provider.payloadOf(event), 'ok')).toEqual({
+      outcome: 'applied',
+      orgId: 'o1',
+    });
+    expect(await handler.handle(provider.payloadOf(event), 'ok')).toEqual({
+      outcome: 'duplicate',
+      orgId: 'o1',
+    });
+    expect(store.state.licenses.get('o1')).toMatchObject({
+      status: 'active',
+      plan: 'pro',
+      subscriptionId: 'sub_1',
+    });
+    expect(store.emittedOf('billing.updated')).toHaveLength(2);
+  });
+
+  it('ignores events of unknown customers and subscriptions of other customers', async () => {
+    provider.subscriptions.set('sub_other', {
+      id: 'sub_other',
+      customerId: 'cus_other',
+      facts: facts({ id: 'sub_other' }),
+    });
+    expect(
+      await deliver({
+        type: 'checkout.session.completed',
+        customerId: 'cus_nobody',
+        subscriptionId: 'sub_1',
+      }),
+    ).toMatchObject({
+      outcome: 'ignored',
+      orgId: null,
+    });
+    expect(
+      await deliver({ type: 'checkout.session.completed', customerId, subscriptionId: 'sub_other' }),
+    ).toMatchObject({
+      outcome: 'ignored',
+      orgId: 'o1',
+    });
+    expect(store.state.licenses.get('o1')?.status).toBe('onboarding');
+  });
+
+  it('records nothing when the provider cannot be reached, and applies the event when it comes again', async () => {
+    const event = {
+      id: 'evt_retry',
+      type: 'checkout.session.completed',
+      customerId,
+      subscriptionId: 'sub_1',
+      created: new Date('2026-11-25T12:00:00Z'),
+    } as PaymentEvent;
+    provider.down = true;
+    expect(codeOf(await handler.handle(provider.payloadOf(event), 'ok').catch((e: unknown) => e))).toBe(
+      'PAYMENT_PROVIDER_UNAVAILABLE',
+    );
+    expect(store.state.paymentEvents.size).toBe(0);
+    provider.down = false;
+    expect(await handler.handle(provider.payloadOf(event), 'ok')).toEqual({
+      outcome: 'applied',
+      orgId: 'o1',
+    });
+  });
+
+  it('tells of a failed payment through billing.updated and billing.payment_failed, and changes nothing', async () => {
+    const before = structuredClone(store.state.licenses.get('o1'));
+    expect(
+      await deliver({
+        type: 'invoice.payment_failed',
+        customerId,
+        subscriptionId: null,
+        invoice: { amountDue: 2900, currency: 'usd', url: 'https://pay.test/in_1', nextAttemptAt: null },
+      }),
+    ).toEqual({ outcome: 'applied', orgId: 'o1' });
+    expect(store.state.licenses.get('o1')).toEqual(before);
+    expect(store.emittedOf('billing.updated').at(-1)?.summary).toBe(
+      'Payment of $29.00 failed; update the payment method in the billing portal',
+    );
+    expect(store.emittedOf('billing.payment_failed')).toEqual([
+      {
+        org_id: 'o1',
+        amount_due: 2900,
+        currency: 'usd',
+        invoice_url: 'https://pay.test/in_1',
+        next_attempt_at: null,
+        failed_at: '2026-11-25T12:00:00.000Z',
+      },
+    ]);
+  });
+
+  it('refuses a bad signature before reading anything', async () => {
+    expect(codeOf(await handler.handle(Buffer.from('x'), 'bad').catch((e: unknown) => e))).toBe(
+      'WEBHOOK_SIGNATURE_INVALID',
+    );
+  });
+});
