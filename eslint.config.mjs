@@ -7,8 +7,11 @@ import { createRequire } from 'node:module';
 
 // @nx/enforce-module-boundaries reads Nx's cached project graph and, without one, skips itself with a
 // warning. Outside an Nx task (plain `npx eslint`, an editor, a fresh clone) bring the graph up to date first;
-// building it loads this file again (Nx's ESLint plugin reads the configuration), hence the guard.
-if (!process.env.NX_TASK_TARGET_PROJECT && !process.env.STS_BUILDING_PROJECT_GRAPH) {
+// building it loads this file again (Nx's ESLint plugin reads the configuration), hence the guard. Inside
+// any Nx process (a task, or Nx's plugin worker building the graph) this must not run: the child would wait
+// for the graph its parent is building.
+const insideNx = process.argv.some((arg) => /[\\/]nx[\\/](dist|bin)[\\/]/.test(arg));
+if (!insideNx && !process.env.NX_TASK_TARGET_PROJECT && !process.env.STS_BUILDING_PROJECT_GRAPH) {
   execFileSync(process.execPath, [createRequire(import.meta.url).resolve('nx/bin/nx'), 'show', 'projects'], {
     cwd: import.meta.dirname,
     env: { ...process.env, NX_DAEMON: 'false', STS_BUILDING_PROJECT_GRAPH: '1' },
