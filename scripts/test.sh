@@ -24,6 +24,9 @@ npx prettier --check . </dev/null
 step "lint"
 npx eslint . --max-warnings=0
 
+step "build (every app bundled into dist/apps; the e2e tier runs the production bundles once)"
+npx nx run-many -t build --parallel=2 </dev/null
+
 step "tests (unit, integration, e2e)"
 mkdir -p tmp
 npx jest --ci --json --outputFile=tmp/jest-results.json </dev/null

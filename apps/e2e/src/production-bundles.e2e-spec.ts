@@ -1,0 +1,224 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
+import { createLogger } from '@sts/logger/create-logger';
+import { connectJetStream } from '@sts/nats/jetstream-connection';
+import { Lifecycle } from '@sts/runtime/lifecycle';
+import { testClickHouseDatabase } from '@sts/testing/clickhouse';
+import { eventually } from '@sts/testing/eventually';
+import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
+import { createTestDatabase } from '@sts/testing/postgres';
+import { freePort, portOpen, ServiceProcess } from '@sts/testing/service-process';
+import { startSmtpSink } from '@sts/testing/smtp-sink';
+import { startStripeStandIn, type StripeStandIn } from '@sts/testing/stripe-stand-in';
+
+const ROOT = resolve(__dirname, '../../..');
+const SERVICES = ['identity', 'notification', 'billing', 'enrollment', 'analytics'] as const;
+const BUNDLES = [...SERVICES, 'gateway', 'agent'] as const;
+const bundle = (app: string) => join(ROOT, 'dist', 'apps', app, 'main.js');
+const run = promisify(execFile);
+
+/**
+ * The production build, run as production runs it: every service from its bundle
+ * (`node dist/apps/<app>/main.js`, no tsx, NODE_ENV=production) in a process of its own, the agent's
+ * bundle as a device would run it. `npm test` builds the bundles first (`npm run build`, cached by Nx).
+ */
+describe('production bundles, end to end', () => {
+  const lifecycle = new Lifecycle();
+  const processes: ServiceProcess[] = [];
+  let gatewayUrl: string;
+  let idp: DevOidcProvider;
+  let stripe: StripeStandIn;
+  let agentDir: string;
+  const webhookSecret = `whsec_${randomBytes(24).toString('base64url')}`;
+
+  beforeAll(async () => {
+    const missing = BUNDLES.filter((app) => !existsSync(bundle(app)));
+    if (missing.length > 0) {
+      throw new Error(`no bundle for ${missing.join(', ')}: run \`npm run build\` first (npm test does)`);
+    }
+    const logger = createLogger('e2e-bundles', 'silent');
+    const database = await createTestDatabase('bundles');
+    lifecycle.add('database', () => database.drop());
+    const clickhouse = testClickHouseDatabase('bundles');
+    lifecycle.add('clickhouse', () => clickhouse.drop());
+    const namespace = uniqueNatsNamespace('bund');
+    const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+    lifecycle.add('nats streams', async () => {
+      const nats = await connectJetStream({ url: natsUrl, name: 'e2e-bundles-cleanup', logger });
+      await deleteNamespaceStreams(nats.jsm, namespace);
+      await nats.close();
+    });
+    const audience = 'https://api.bundles.test';
+    idp = await DevOidcProvider.create({ audience });
+    const issuer = await idp.start();
+    lifecycle.add('identity provider', () => idp.stop());
+    const mail = await startSmtpSink();
+    lifecycle.add('smtp sink', () => mail.close());
+    stripe = await startStripeStandIn();
+    lifecycle.add('stripe stand-in', () => stripe.close());
+    agentDir = await mkdtemp(join(tmpdir(), 'sts-agent-'));
+    lifecycle.add('agent dir', () => rm(agentDir, { recursive: true, force: true }));
+    // Stopped before the databases go (the lifecycle closes in reverse order).
+    lifecycle.add('services', () =>
+      Promise.all(processes.map((service) => service.stop())).then(() => undefined),
+    );
+
+    const ports = Object.fromEntries(
+      await Promise.all([...SERVICES, 'gateway'].map(async (name) => [name, await freePort()] as const)),
+    ) as Record<(typeof SERVICES)[number] | 'gateway', number>;
+    const shared = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: database.url,
+      NATS_URL: natsUrl,
+      NATS_NAMESPACE: namespace,
+      SERVICE_AUTH_KEY: randomBytes(32).toString('base64'),
+      SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
+      PUBLIC_APP_URL: 'https://dashboard.bundles.test',
+    };
+    const env: Record<(typeof SERVICES)[number], Record<string, string>> = {
+      identity: {},
+      notification: { SMTP_URL: mail.url, IDENTITY_GRPC_ADDRESS: `127.0.0.1:${ports.identity}` },
+      billing: {
+        STRIPE_SECRET_KEY: stripe.apiKey,
+        STRIPE_WEBHOOK_SECRET: webhookSecret,
+        STRIPE_API_BASE: stripe.url,
+      },
+      enrollment: { ENROLLMENT_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64') },
+      analytics: {
+        CLICKHOUSE_URL: clickhouse.url,
+        CLICKHOUSE_DATABASE: clickhouse.name,
+        TELEMETRY_BATCH_WAIT_MS: '20',
+      },
+    };
+    const start = (name: string, extra: Record<string, string>) => {
+      const service = new ServiceProcess(
+        name,
+        ['--enable-source-maps', bundle(name)],
+        Object.assign({}, shared, extra),
+        ROOT,
+      );
+      processes.push(service);
+      return service;
+    };
+    // One after another: each runs its migrations at start.
+    for (const name of SERVICES) {
+      const service = start(name, Object.assign({ GRPC_PORT: String(ports[name]) }, env[name]));
+      await service.waitUntil(`gRPC port ${ports[name]}`, () => portOpen(ports[name]));
+    }
+    const gateway = start('gateway', {
+      PORT: String(ports.gateway),
+      OIDC_ISSUER: issuer,
+      OIDC_AUDIENCE: audience,
+      IDENTITY_GRPC_ADDRESS: `127.0.0.1:${ports.identity}`,
+      NOTIFICATION_GRPC_ADDRESS: `127.0.0.1:${ports.notification}`,
+      BILLING_GRPC_ADDRESS: `127.0.0.1:${ports.billing}`,
+      ENROLLMENT_GRPC_ADDRESS: `127.0.0.1:${ports.enrollment}`,
+      ANALYTICS_GRPC_ADDRESS: `127.0.0.1:${ports.analytics}`,
+      ANALYTICS_CACHE_TTL_MS: '0',
+    });
+    gatewayUrl = `http://127.0.0.1:${ports.gateway}`;
+    await gateway.waitUntil(
+      'GET /api/analytics/health → 200',
+      async () => (await fetch(`${gatewayUrl}/api/analytics/health`)).status === 200,
+    );
+  }, 120_000);
+
+  afterAll(async () => {
+    await lifecycle.close();
+  });
+
+  const api = async <Body>(method: string, path: string, token?: string, body?: unknown) => {
+    const headers: Record<string, string> = {};
+    if (token) headers.authorization = `Bearer ${token}`;
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const response = await fetch(`${gatewayUrl}${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, body: (text ? JSON.parse(text) : undefined) as Body };
+  };
+  const agent = (...args: string[]) =>
+    run(process.execPath, ['--enable-source-maps', bundle('agent'), ...args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    });
+
+  it('enrolls a device with the agent, counts its telemetry, and activates a license through a payment event', async () => {
+    const admin = await idp.issueUserToken({ email: 'admin@bundles.test', name: 'Admin' });
+    const session = await api<{ org: { id: string }; license: { status: string } }>(
+      'GET',
+      '/api/session',
+      admin,
+    );
+    expect(session.status).toBe(200);
+    expect(session.body.license.status).toBe('pending');
+
+    const key = await api<{ key: string }>('POST', '/api/enrollment-key', admin);
+    const codes = await api<{ codes: { code: string }[] }>('POST', '/api/enrollment-codes', admin, {
+      count: 1,
+    });
+    const config = join(agentDir, 'agent.json');
+    await agent(
+      'enroll',
+      '--server',
+      gatewayUrl,
+      '--key',
+      key.body.key,
+      '--code',
+      codes.body.codes[0]!.code,
+      '--config',
+      config,
+    );
+    await agent('simulate', '--events', '40', '--hours', '1', '--config', config);
+    const summary = await eventually(async () => {
+      const answer = await api<{ total_analyzed: number }>('GET', '/api/analytics/summary?window=24h', admin);
+      return answer.body.total_analyzed === 40 ? answer.body : undefined;
+    }, 20_000);
+    expect(summary.total_analyzed).toBe(40);
+
+    const checkout = await api<{ url: string }>('POST', '/api/billing/checkout-session', admin, {
+      plan: 'enterprise',
+      cycle: 'annual',
+    });
+    expect(checkout.status).toBe(200);
+    const { session: paid } = stripe.completeCheckout(checkout.body.url.split('/').pop()!);
+    const { payload, signature } = stripe.signed(
+      stripe.event('checkout.session.completed', paid),
+      webhookSecret,
+    );
+    const webhook = await fetch(`${gatewayUrl}/api/billing/webhook`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'stripe-signature': signature },
+      body: payload,
+    });
+    expect(webhook.status).toBe(200);
+    const after = await api<{ license: { plan: string; status: string } }>('GET', '/api/session', admin);
+    expect(after.body.license).toMatchObject({ plan: 'enterprise', status: 'active' });
+    const feed = await eventually(async () => {
+      const items = (await api<{ type: string }[]>('GET', '/api/notifications', admin)).body;
+      return items.length >= 3 ? items : undefined;
+    }, 10_000);
+    expect(feed.map((item) => item.type).sort()).toEqual([
+      'billing.updated',
+      'billing.updated',
+      'device.enrolled',
+    ]);
+  });
+
+  it('stops every service cleanly on SIGTERM', async () => {
+    for (const service of [...processes].reverse()) await service.stop();
+    expect(processes.map((service) => [service.name, service.status])).toEqual(
+      processes.map((service) => [service.name, 'code 0']),
+    );
+  });
+});
