@@ -16,5 +16,5 @@ runProcess('analytics', async () => {
           }
         : undefined,
   });
-  return { logger, stop: () => service.stop() };
+  return { logger, stop: () => service.stop(), finished: service.migratedOnly };
 });

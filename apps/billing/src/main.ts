@@ -8,5 +8,5 @@ runProcess('billing', async () => {
   const config = loadConfig(billingEnvSchema);
   const logger = createLogger('billing', config.LOG_LEVEL);
   const service = await startBillingService(config, logger);
-  return { logger, stop: () => service.stop() };
+  return { logger, stop: () => service.stop(), finished: service.migratedOnly };
 });

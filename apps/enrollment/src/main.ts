@@ -8,5 +8,5 @@ runProcess('enrollment', async () => {
   const config = loadConfig(enrollmentEnvSchema);
   const logger = createLogger('enrollment', config.LOG_LEVEL);
   const service = await startEnrollmentService(config, logger);
-  return { logger, stop: () => service.stop() };
+  return { logger, stop: () => service.stop(), finished: service.migratedOnly };
 });

@@ -8,5 +8,5 @@ runProcess('identity', async () => {
   const config = loadConfig(identityEnvSchema);
   const logger = createLogger('identity', config.LOG_LEVEL);
   const service = await startIdentityService(config, logger);
-  return { logger, stop: () => service.stop() };
+  return { logger, stop: () => service.stop(), finished: service.migratedOnly };
 });

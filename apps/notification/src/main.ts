@@ -8,5 +8,5 @@ runProcess('notification', async () => {
   const config = loadConfig(notificationEnvSchema);
   const logger = createLogger('notification', config.LOG_LEVEL);
   const service = await startNotificationService(config, logger);
-  return { logger, stop: () => service.stop() };
+  return { logger, stop: () => service.stop(), finished: service.migratedOnly };
 });

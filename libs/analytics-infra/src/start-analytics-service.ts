@@ -1,7 +1,7 @@
 import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
 import { TelemetryIngestion, type IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
 import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
-import { runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
+import { assertClickHouseMigrated, runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
 import { allTelemetrySubject, parseTelemetryBatch, telemetryStreamName } from '@sts/events/telemetry';
 import { registerService } from '@sts/grpc/grpc-server';
 import type { Logger } from '@sts/logger/create-logger';
@@ -9,7 +9,7 @@ import { startBatchConsumer } from '@sts/nats/batch-consumer';
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { ensureTelemetryStream } from '@sts/nats/event-stream';
 import { AnalyticsServiceService } from '@sts/proto/gen/analytics/v1/analytics';
-import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
+import { migratedOnly, runServiceHost, type RunningService } from '@sts/service-host/service-host';
 import type { AnalyticsConfig } from './analytics-config';
 import { analyticsGrpcHandlers } from './analytics-grpc-handlers';
 import { ANALYTICS_MIGRATIONS } from './analytics-migrations';
@@ -38,12 +38,15 @@ export async function startAnalyticsService(
   options: AnalyticsServiceOptions = {},
 ): Promise<RunningService> {
   const connection = { url: config.CLICKHOUSE_URL, logger };
-  await runClickHouseMigrations({
+  const migrations = {
     connection,
     database: config.CLICKHOUSE_DATABASE,
     migrations: ANALYTICS_MIGRATIONS,
     logger,
-  });
+  };
+  if (config.MIGRATIONS === 'check') await assertClickHouseMigrated(migrations);
+  else await runClickHouseMigrations(migrations);
+  if (config.MIGRATIONS === 'only') return migratedOnly;
   const retained = retentionOf(config);
   const clock = { now: () => new Date() };
 

@@ -104,6 +104,30 @@ export async function runClickHouseMigrations(
   }
 }
 
+/**
+ * Fails unless every migration ran to its last statement (MIGRATIONS=check: a release's job migrates).
+ * A database or ledger that does not exist yet counts as nothing applied.
+ */
+export async function assertClickHouseMigrated(options: ClickHouseMigrationOptions): Promise<void> {
+  checkMigrations(options.migrations);
+  const client = createClickHouseClient({ ...options.connection, database: options.database });
+  let progress: Map<string, number>;
+  try {
+    progress = await migrationProgress(client).catch(() => new Map<string, number>());
+  } finally {
+    await client.close();
+  }
+  const pending = options.migrations.filter(
+    (migration) => (progress.get(migration.id) ?? 0) < migration.statements.length,
+  );
+  if (pending.length > 0) {
+    throw new Error(
+      `ClickHouse database ${options.database} has ${pending.length} pending migration(s) (${pending.map((m) => m.id).join(', ')}): ` +
+        "run this release's migrations first (MIGRATIONS=only, the migrate job)",
+    );
+  }
+}
+
 /** For each migration recorded in `schema_migrations` of the client's database, how many statements ran. */
 export async function migrationProgress(client: ClickHouseClient): Promise<Map<string, number>> {
   const result = await client.query({

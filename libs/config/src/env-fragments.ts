@@ -55,6 +55,12 @@ export const grpcServerEnv = {
   ...serviceAuthEnv,
   GRPC_HOST: z.string().default('127.0.0.1'),
   GRPC_PORT: port,
+  /**
+   * `run`: apply pending migrations at start (one process at a time; development, single host).
+   * `only`: apply them and exit 0 (a release's migration job). `check`: refuse to start while any is
+   * pending (replicas of a release whose job migrates).
+   */
+  MIGRATIONS: z.enum(['run', 'only', 'check']).default('run'),
 };
 
 /** Addresses of the gRPC services, `host:port`, and the key of the tokens presented to them. */

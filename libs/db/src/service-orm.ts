@@ -1,5 +1,6 @@
 import { MikroORM, type EntitySchema, type LoggerNamespace } from '@mikro-orm/postgresql';
 import { Migrator, type Migration } from '@mikro-orm/migrations';
+import { Client } from 'pg';
 import type { Logger } from '@sts/logger/create-logger';
 
 export type ServiceOrm = MikroORM;
@@ -51,8 +52,31 @@ export async function createServiceOrm(options: ServiceOrmOptions): Promise<Serv
   });
 }
 
-/** Applies pending migrations of the service's schema; safe to run on every start. */
+/**
+ * Applies pending migrations of the service's schema; safe to run on every start and from several
+ * processes at once: a session-level advisory lock per schema, held on a connection of its own, lets
+ * one process migrate while the others wait and then find nothing to do.
+ */
 export async function migrateToLatest(orm: ServiceOrm, logger: Logger): Promise<void> {
-  const applied = await orm.getMigrator().up();
-  if (applied.length > 0) logger.info({ migrations: applied.map((m) => m.name) }, 'migrations applied');
+  const lock = new Client({ connectionString: orm.config.get('clientUrl') });
+  await lock.connect();
+  try {
+    await lock.query('select pg_advisory_lock(hashtext($1))', [`sts-migrations:${orm.config.get('schema')}`]);
+    const applied = await orm.getMigrator().up();
+    if (applied.length > 0) logger.info({ migrations: applied.map((m) => m.name) }, 'migrations applied');
+  } finally {
+    // Closing the session releases the lock.
+    await lock.end();
+  }
+}
+
+/** Fails unless the schema is at the latest migration (MIGRATIONS=check: a release's job migrates). */
+export async function assertMigrated(orm: ServiceOrm): Promise<void> {
+  const pending = await orm.getMigrator().getPendingMigrations();
+  if (pending.length > 0) {
+    throw new Error(
+      `schema ${orm.config.get('schema')} has ${pending.length} pending migration(s) (${pending.map((m) => m.name).join(', ')}): ` +
+        "run this release's migrations first (MIGRATIONS=only, the migrate job)",
+    );
+  }
 }

@@ -44,6 +44,8 @@ export class Lifecycle {
 export interface StartedProcess {
   logger: Logger;
   stop(): Promise<void>;
+  /** The start did all the process had to do (a one-off such as migrations): it exits 0 now. */
+  finished?: boolean;
 }
 
 /**
@@ -55,6 +57,11 @@ export function runProcess(name: string, start: () => Promise<StartedProcess>): 
   start().then(
     (started) => {
       const { logger } = started;
+      if (started.finished) {
+        logger.info({ process: name }, 'done');
+        void started.stop().then(() => process.exit(0));
+        return;
+      }
       const lifecycle = new Lifecycle((resource, error) =>
         logger.error({ err: error, resource }, 'shutdown step failed'),
       );

@@ -1,7 +1,13 @@
 import type { EntitySchema } from '@mikro-orm/postgresql';
 import { PROCESSED_EVENTS_RETENTION } from '@sts/db/processed-events';
 import { startRetention, type RetainedTable } from '@sts/db/retention';
-import { createServiceOrm, migrateToLatest, type MigrationEntry, type ServiceOrm } from '@sts/db/service-orm';
+import {
+  assertMigrated,
+  createServiceOrm,
+  migrateToLatest,
+  type MigrationEntry,
+  type ServiceOrm,
+} from '@sts/db/service-orm';
 import type { EventType } from '@sts/events/event-catalogue';
 import { startGrpcServer, type ServiceRegistration } from '@sts/grpc/grpc-server';
 import { ServiceTokenVerifier } from '@sts/grpc/service-token';
@@ -23,6 +29,8 @@ export interface ServiceHostConfig {
   GRPC_HOST: string;
   GRPC_PORT: number;
   SERVICE_AUTH_KEY: string;
+  /** run (default), only (migrate and stop), check (refuse to start with pending migrations). */
+  MIGRATIONS?: 'run' | 'only' | 'check';
 }
 
 export interface ServiceHostOptions {
@@ -67,7 +75,12 @@ export interface ServiceHost<Orm extends ServiceOrm | null = ServiceOrm> {
 export interface RunningService {
   grpcPort: number;
   stop(): Promise<void>;
+  /** MIGRATIONS=only: the migrations ran and nothing else started; the process should exit. */
+  migratedOnly?: boolean;
 }
+
+/** What a service start answers with MIGRATIONS=only. */
+export const migratedOnly: RunningService = { grpcPort: 0, stop: async () => undefined, migratedOnly: true };
 
 /**
  * Runs a gRPC service process the one way all of ours run: migrate its PostgreSQL schema, connect
@@ -105,7 +118,12 @@ export async function runServiceHost(
       });
       orm = opened;
       lifecycle.add('postgres', () => opened.close());
-      await migrateToLatest(opened, logger);
+      if (config.MIGRATIONS === 'check') await assertMigrated(opened);
+      else await migrateToLatest(opened, logger);
+    }
+    if (config.MIGRATIONS === 'only') {
+      await lifecycle.close();
+      return migratedOnly;
     }
 
     const nats = await connectJetStream({ url: config.NATS_URL, name: options.name, logger });

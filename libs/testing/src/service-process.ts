@@ -80,6 +80,23 @@ export class ServiceProcess {
     }
   }
 
+  /** How it ends (`code 0`…), for a one-off process such as a migration job; its output on timeout. */
+  async finished(timeoutMs = 60_000): Promise<string> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`${this.name} still runs after ${timeoutMs} ms:\n${this.tail()}`)),
+        timeoutMs,
+      );
+    });
+    try {
+      await Promise.race([this.exited, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+    return this.exitStatus!;
+  }
+
   /** SIGTERM, then SIGKILL if it has not exited within `graceMs`. */
   async stop(graceMs = 10_000): Promise<void> {
     if (this.exitStatus !== undefined) return;
