@@ -69,6 +69,6 @@ describe('service migrations (PostgreSQL)', () => {
     } finally {
       await client.end();
     }
-    await expect(assertMigrated(processes[0]!)).resolves.toBeUndefined();
+    await expect(assertMigrated(processes[0])).resolves.toBeUndefined();
   });
 });
