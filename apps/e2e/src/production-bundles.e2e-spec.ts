@@ -19,7 +19,7 @@ import { startStripeStandIn, type StripeStandIn } from '@sts/testing/stripe-stan
 
 const ROOT = resolve(__dirname, '../../..');
 const SERVICES = ['identity', 'notification', 'billing', 'enrollment', 'analytics'] as const;
-const BUNDLES = [...SERVICES, 'gateway', 'agent'] as const;
+const BUNDLES = [...SERVICES, 'gateway', 'agent', 'healthcheck'] as const;
 const bundle = (app: string) => join(ROOT, 'dist', 'apps', app, 'main.js');
 const run = promisify(execFile);
 
@@ -32,6 +32,7 @@ describe('production bundles, end to end', () => {
   const lifecycle = new Lifecycle();
   const processes: ServiceProcess[] = [];
   let gatewayUrl: string;
+  let ports: Record<(typeof SERVICES)[number] | 'gateway', number>;
   let idp: DevOidcProvider;
   let stripe: StripeStandIn;
   let agentDir: string;
@@ -69,7 +70,7 @@ describe('production bundles, end to end', () => {
       Promise.all(processes.map((service) => service.stop())).then(() => undefined),
     );
 
-    const ports = Object.fromEntries(
+    ports = Object.fromEntries(
       await Promise.all([...SERVICES, 'gateway'].map(async (name) => [name, await freePort()] as const)),
     ) as Record<(typeof SERVICES)[number] | 'gateway', number>;
     const shared = {
@@ -229,6 +230,22 @@ describe('production bundles, end to end', () => {
       'billing.updated',
       'device.enrolled',
     ]);
+  });
+
+  it("answers the containers' health check for every service and the gateway, and fails it for a dead port", async () => {
+    const probe = (env: Record<string, string>) =>
+      run(process.execPath, [bundle('healthcheck')], {
+        cwd: ROOT,
+        env: Object.assign({ PATH: process.env.PATH ?? '' }, env),
+      }).then(
+        () => 0,
+        (error: { code?: number }) => error.code ?? -1,
+      );
+    for (const name of SERVICES)
+      expect([name, await probe({ GRPC_PORT: String(ports[name]) })]).toEqual([name, 0]);
+    expect(await probe({ PORT: String(ports.gateway) })).toBe(0);
+    expect(await probe({ GRPC_PORT: String(await freePort()) })).toBe(1);
+    expect(await probe({ PORT: String(await freePort()) })).toBe(1);
   });
 
   it('stops every service cleanly on SIGTERM', async () => {
