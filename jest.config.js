@@ -31,7 +31,7 @@ module.exports = {
     {
       ...common,
       displayName: 'integration',
-      testMatch: ['<rootDir>/{apps,libs}/**/*.int-spec.ts'],
+      testMatch: ['<rootDir>/{apps,libs,deploy}/**/*.int-spec.ts'],
       setupFilesAfterEnv: ['<rootDir>/tools/jest/slow-tests.setup.js'],
     },
     {

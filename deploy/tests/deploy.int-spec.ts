@@ -1,0 +1,271 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+
+/**
+ * deploy/ checked offline (no daemon, no cluster): kustomize renders, every rendered object is valid
+ * against the Kubernetes schemas, the production overlay holds the properties a platform team relies on,
+ * and docker-compose accepts the compose file only with its secrets given.
+ */
+const ROOT = join(__dirname, '..', '..');
+const SERVICES = ['identity', 'notification', 'billing', 'enrollment', 'analytics'] as const;
+const WORKLOADS = [...SERVICES, 'gateway'] as const;
+/** Names of variables whose values are secrets: they must come from a Secret, never from a literal. */
+const SECRET_NAME = /KEY|SECRET|PASSWORD|TOKEN|DATABASE_URL|SMTP_URL|CLICKHOUSE_URL/;
+
+interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: { secretKeyRef?: { name: string; key: string } };
+}
+interface Container {
+  name: string;
+  image: string;
+  env?: EnvVar[];
+  envFrom?: unknown[];
+  ports?: { containerPort: number }[];
+  readinessProbe?: { grpc?: { port: number }; httpGet?: { path: string } };
+  livenessProbe?: unknown;
+  resources: { requests: Record<string, string>; limits: Record<string, string> };
+  securityContext?: Record<string, unknown>;
+}
+interface PodSpec {
+  containers: Container[];
+  initContainers?: Container[];
+  securityContext: { runAsNonRoot?: boolean };
+  automountServiceAccountToken?: boolean;
+}
+interface Selector {
+  matchLabels?: Record<string, string>;
+}
+/** The parts of the rendered objects these checks read; the schema check covers the rest. */
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string> };
+  data?: Record<string, string>;
+  spec: {
+    replicas?: number;
+    template: { spec: PodSpec };
+    selector: Selector;
+    scaleTargetRef: { name: string };
+    minReplicas: number;
+    podSelector: Selector;
+    policyTypes: string[];
+    ingress: { from?: { podSelector: Selector }[] }[];
+  };
+}
+
+const render = (path: string) =>
+  execFileSync('kubectl', ['kustomize', join(ROOT, path)], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+const objectsOf = (yaml: string) =>
+  parseAllDocuments(yaml)
+    .map((document) => document.toJS() as K8sObject)
+    .filter(Boolean);
+const validate = (yaml: string) =>
+  JSON.parse(
+    execFileSync(process.execPath, [join(__dirname, 'validate-objects.mjs')], {
+      input: yaml,
+      encoding: 'utf8',
+    }),
+  ) as { objects: number; errors: string[] };
+
+describe('deploy/k8s', () => {
+  const production = render('deploy/k8s/overlays/production');
+  const objects = objectsOf(production);
+  const ofKind = (kind: string) => objects.filter((object) => object.kind === kind);
+  const named = (kind: string, name: string) => {
+    const found = ofKind(kind).find((object) => object.metadata.name === name);
+    if (!found) throw new Error(`no ${kind} ${name}`);
+    return found;
+  };
+  const podSpecs = () => [
+    ...ofKind('Deployment').map((object) => [object.metadata.name, object.spec.template.spec] as const),
+    ...ofKind('Job').map((object) => [object.metadata.name, object.spec.template.spec] as const),
+  ];
+
+  it('renders the base and the production overlay into objects valid against the Kubernetes schemas', () => {
+    for (const yaml of [render('deploy/k8s/base'), production]) {
+      const result = validate(yaml);
+      expect(result.errors).toEqual([]);
+      expect(result.objects).toBeGreaterThan(20);
+    }
+    // The check itself rejects what the schemas reject.
+    const broken = production.replace('containerPort: 8080', 'containerPort: eighty');
+    expect(validate(broken).errors).toEqual([
+      expect.stringMatching(/^Deployment\/gateway: .*containerPort must be integer/),
+    ]);
+  });
+
+  it('runs every service as a Deployment of two or more replicas with probes, resources and a locked-down pod', () => {
+    expect(
+      ofKind('Deployment')
+        .map((object) => object.metadata.name)
+        .sort(),
+    ).toEqual([...WORKLOADS].sort());
+    for (const deployment of ofKind('Deployment')) {
+      const name = deployment.metadata.name;
+      expect([name, (deployment.spec.replicas ?? 1) >= 2]).toEqual([name, true]);
+      const pod = deployment.spec.template.spec;
+      expect([name, pod.securityContext.runAsNonRoot, pod.automountServiceAccountToken]).toEqual([
+        name,
+        true,
+        false,
+      ]);
+      for (const container of pod.containers) {
+        expect([name, Boolean(container.readinessProbe), Boolean(container.livenessProbe)]).toEqual([
+          name,
+          true,
+          true,
+        ]);
+        for (const bound of ['requests', 'limits'] as const) {
+          expect([name, bound, Object.keys(container.resources[bound]).sort()]).toEqual([
+            name,
+            bound,
+            ['cpu', 'memory'],
+          ]);
+        }
+        expect([name, container.securityContext]).toEqual([
+          name,
+          expect.objectContaining({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false }),
+        ]);
+        expect(container.image).toMatch(/^registry\.example\.com\/sts\/[a-z]+:1\.0\.0$/);
+      }
+    }
+    // gRPC health for the services, HTTP for the gateway.
+    for (const name of SERVICES) {
+      const container = named('Deployment', name).spec.template.spec.containers[0]!;
+      expect([name, container.readinessProbe?.grpc?.port]).toEqual([
+        name,
+        container.ports?.[0]?.containerPort,
+      ]);
+    }
+    expect(
+      named('Deployment', 'gateway').spec.template.spec.containers[0]?.readinessProbe?.httpGet?.path,
+    ).toBe('/api/analytics/health');
+  });
+
+  it('takes configuration from the ConfigMap and every secret from a Secret reference, never a literal', () => {
+    expect(ofKind('Secret')).toEqual([]);
+    const config = ofKind('ConfigMap');
+    expect(config).toHaveLength(1);
+    expect(Object.keys(config[0]!.data ?? {}).filter((key) => SECRET_NAME.test(key))).toEqual([]);
+    for (const [name, pod] of podSpecs()) {
+      for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
+        expect([name, container.envFrom]).toEqual([
+          name,
+          [{ configMapRef: { name: config[0]!.metadata.name } }],
+        ]);
+        for (const variable of container.env ?? []) {
+          if (!SECRET_NAME.test(variable.name)) continue;
+          expect([name, variable.name, variable.value, variable.valueFrom?.secretKeyRef?.name]).toEqual([
+            name,
+            variable.name,
+            undefined,
+            'sts-secrets',
+          ]);
+        }
+      }
+    }
+  });
+
+  it('keeps each workload available through voluntary disruptions and scales the gateway and analytics', () => {
+    for (const name of WORKLOADS) {
+      expect(named('PodDisruptionBudget', name).spec.selector.matchLabels).toEqual({
+        'app.kubernetes.io/name': name,
+      });
+    }
+    expect(
+      ofKind('HorizontalPodAutoscaler')
+        .map((hpa) => [hpa.spec.scaleTargetRef.name, hpa.spec.minReplicas >= 2])
+        .sort(),
+    ).toEqual([
+      ['analytics', true],
+      ['gateway', true],
+    ]);
+  });
+
+  it('lets only the gateway be reached from outside, and each service only from those that call it', () => {
+    const denyAll = named('NetworkPolicy', 'default-deny-ingress').spec;
+    expect(denyAll).toEqual({ podSelector: {}, policyTypes: ['Ingress'] });
+    const callersOf = (name: string) => {
+      const policy = named('NetworkPolicy', `${name}-ingress`).spec;
+      expect(policy.podSelector.matchLabels).toEqual({ 'app.kubernetes.io/name': name });
+      return policy.ingress.flatMap((rule) =>
+        rule.from
+          ? rule.from.map((peer) => peer.podSelector.matchLabels?.['app.kubernetes.io/name'])
+          : ['anyone'],
+      );
+    };
+    expect(callersOf('gateway')).toEqual(['anyone']);
+    expect(callersOf('identity').sort()).toEqual(['gateway', 'notification']);
+    for (const name of ['notification', 'billing', 'enrollment', 'analytics']) {
+      expect([name, callersOf(name)]).toEqual([name, ['gateway']]);
+    }
+  });
+
+  it('migrates once per release in a Job, and the replicas only check', () => {
+    expect(ofKind('ConfigMap')[0]!.data?.MIGRATIONS).toBe('check');
+    const pod = named('Job', 'migrate').spec.template.spec;
+    const steps = [...(pod.initContainers ?? []), ...pod.containers];
+    expect(steps.map((container) => container.image.split('/').pop()!.split(':')[0]).sort()).toEqual(
+      [...SERVICES].sort(),
+    );
+    for (const step of steps) {
+      expect([step.name, step.env?.find((variable) => variable.name === 'MIGRATIONS')?.value]).toEqual([
+        step.name,
+        'only',
+      ]);
+    }
+  });
+});
+
+describe('deploy/compose.yaml and deploy/Dockerfile', () => {
+  const secrets = {
+    POSTGRES_PASSWORD: 'p',
+    SERVICE_AUTH_KEY: 'k',
+    SECRET_SEALING_KEY: 's',
+    ENROLLMENT_KEY_ENCRYPTION_KEY: 'e',
+    SMTP_URL: 'smtp://mail.example.com',
+    OIDC_ISSUER: 'https://login.example.com/',
+    OIDC_AUDIENCE: 'https://api.example.com',
+  };
+  const compose = (env: Record<string, string>) =>
+    spawnSync('docker-compose', ['-f', join(ROOT, 'deploy/compose.yaml'), 'config'], {
+      env: Object.assign({ PATH: process.env.PATH ?? '' }, env),
+      encoding: 'utf8',
+    });
+
+  it('is a valid compose file with the whole system, and refuses to render without its secrets', () => {
+    const valid = compose(secrets);
+    expect(valid.stderr).toBe('');
+    expect(valid.status).toBe(0);
+    const services = Object.keys(
+      (parseAllDocuments(valid.stdout)[0]!.toJS() as { services: Record<string, unknown> }).services,
+    ).sort();
+    expect(services).toEqual(
+      ['postgres', 'nats', 'clickhouse', ...WORKLOADS, ...SERVICES.map((name) => `migrate-${name}`)].sort(),
+    );
+    for (const missing of Object.keys(secrets)) {
+      const without = Object.fromEntries(Object.entries(secrets).filter(([key]) => key !== missing));
+      const refused = compose(without);
+      expect([missing, refused.status]).toEqual([missing, 1]);
+      expect(refused.stderr).toContain(`set ${missing}`);
+    }
+  });
+
+  it('builds one image per app from a pinned Node, with production dependencies only, as a non-root user, with a health check', () => {
+    const dockerfile = readFileSync(join(ROOT, 'deploy/Dockerfile'), 'utf8');
+    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:\d+\.\d+\.\d+-bookworm-slim$/m);
+    expect(dockerfile).not.toMatch(/:latest/);
+    expect(dockerfile).toMatch(/^ARG APP$/m);
+    expect(dockerfile).toMatch(/npm ci --omit=dev/);
+    expect(dockerfile).toMatch(/^USER node$/m);
+    expect(dockerfile).toMatch(/^HEALTHCHECK .*healthcheck\.js/m);
+    expect(dockerfile).toMatch(/^CMD \["node", "--enable-source-maps"/m);
+  });
+});
