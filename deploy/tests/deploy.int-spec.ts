@@ -11,8 +11,11 @@ import { parseAllDocuments } from 'yaml';
 const ROOT = join(__dirname, '..', '..');
 const SERVICES = ['identity', 'notification', 'billing', 'enrollment', 'analytics'] as const;
 const WORKLOADS = [...SERVICES, 'gateway'] as const;
-/** Names of variables whose values are secrets: they must come from a Secret, never from a literal. */
-const SECRET_NAME = /KEY|SECRET|PASSWORD|TOKEN|DATABASE_URL|SMTP_URL|CLICKHOUSE_URL/;
+/**
+ * Names of variables whose values are secrets: they must come from a Secret, never from a literal. A
+ * `_FILE` variable holds the path of a mounted secret, not the secret.
+ */
+const SECRET_NAME = /^(?!.*_FILE$).*(KEY|SECRET|PASSWORD|TOKEN|DATABASE_URL|SMTP_URL|CLICKHOUSE_URL)/;
 
 interface EnvVar {
   name: string;
@@ -27,11 +30,13 @@ interface Container {
   ports?: { containerPort: number }[];
   readinessProbe?: { grpc?: { port: number }; httpGet?: { path: string } };
   livenessProbe?: unknown;
+  volumeMounts?: { name: string; mountPath: string }[];
   resources: { requests: Record<string, string>; limits: Record<string, string> };
   securityContext?: Record<string, unknown>;
 }
 interface PodSpec {
   containers: Container[];
+  volumes: { name: string; secret?: { secretName: string } }[];
   initContainers?: Container[];
   securityContext: { runAsNonRoot?: boolean };
   automountServiceAccountToken?: boolean;
@@ -136,9 +141,13 @@ describe('deploy/k8s', () => {
         expect(container.image).toMatch(/^registry\.example\.com\/sts\/[a-z]+:1\.0\.0$/);
       }
     }
-    // gRPC health for the services, HTTP for the gateway.
+    // Without TLS (the base), Kubernetes' own gRPC probe asks each service; HTTP for the gateway.
+    const base = objectsOf(render('deploy/k8s/base'));
     for (const name of SERVICES) {
-      const container = named('Deployment', name).spec.template.spec.containers[0]!;
+      const deployment = base.find(
+        (object) => object.kind === 'Deployment' && object.metadata.name === name,
+      )!;
+      const container = deployment.spec.template.spec.containers[0]!;
       expect([name, container.readinessProbe?.grpc?.port]).toEqual([
         name,
         container.ports?.[0]?.containerPort,
@@ -205,6 +214,32 @@ describe('deploy/k8s', () => {
     expect(callersOf('identity').sort()).toEqual(['gateway', 'notification']);
     for (const name of ['notification', 'billing', 'enrollment', 'analytics']) {
       expect([name, callersOf(name)]).toEqual([name, ['gateway']]);
+    }
+  });
+
+  it('speaks gRPC over mutual TLS between every workload, probing the services with a certificate', () => {
+    const config = ofKind('ConfigMap')[0]!.data ?? {};
+    expect([config.GRPC_TLS_CA_FILE, config.GRPC_TLS_CERT_FILE, config.GRPC_TLS_KEY_FILE]).toEqual([
+      '/etc/sts/grpc-tls/ca.crt',
+      '/etc/sts/grpc-tls/tls.crt',
+      '/etc/sts/grpc-tls/tls.key',
+    ]);
+    for (const deployment of ofKind('Deployment')) {
+      const name = deployment.metadata.name;
+      const pod = deployment.spec.template.spec;
+      const volume = pod.volumes.find((candidate) => candidate.secret?.secretName === 'sts-grpc-tls');
+      expect([name, volume?.name]).toEqual([name, 'grpc-tls']);
+      const mount = pod.containers[0]!.volumeMounts?.find((candidate) => candidate.name === 'grpc-tls');
+      expect([name, mount?.mountPath]).toEqual([name, '/etc/sts/grpc-tls']);
+    }
+    for (const name of SERVICES) {
+      const container = named('Deployment', name).spec.template.spec.containers[0]!;
+      for (const probe of [container.readinessProbe, container.livenessProbe]) {
+        expect([name, probe]).toEqual([
+          name,
+          expect.objectContaining({ exec: { command: ['node', 'healthcheck.js'] } }),
+        ]);
+      }
     }
   });
 

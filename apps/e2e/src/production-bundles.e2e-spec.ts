@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -13,6 +13,7 @@ import { testClickHouseDatabase } from '@sts/testing/clickhouse';
 import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase } from '@sts/testing/postgres';
+import { testCertificateAuthority } from '@sts/testing/https-receiver';
 import { freePort, portOpen, ServiceProcess } from '@sts/testing/service-process';
 import { startSmtpSink } from '@sts/testing/smtp-sink';
 import { startStripeStandIn, type StripeStandIn } from '@sts/testing/stripe-stand-in';
@@ -25,14 +26,15 @@ const run = promisify(execFile);
 
 /**
  * The production build, run as production runs it: every service from its bundle
- * (`node dist/apps/<app>/main.js`, no tsx, NODE_ENV=production) in a process of its own, the agent's
- * bundle as a device would run it. `npm test` builds the bundles first (`npm run build`, cached by Nx).
+ * (`node dist/apps/<app>/main.js`, no tsx, NODE_ENV=production) in a process of its own, talking gRPC
+ * over mutual TLS, the agent's bundle as a device would run it. `npm test` builds the bundles first (`npm run build`, cached by Nx).
  */
 describe('production bundles, end to end', () => {
   const lifecycle = new Lifecycle();
   const processes: ServiceProcess[] = [];
   let gatewayUrl: string;
   let ports: Record<(typeof SERVICES)[number] | 'gateway', number>;
+  let tlsEnv: Record<'GRPC_TLS_CA_FILE' | 'GRPC_TLS_CERT_FILE' | 'GRPC_TLS_KEY_FILE', string>;
   let idp: DevOidcProvider;
   let stripe: StripeStandIn;
   let agentDir: string;
@@ -65,6 +67,18 @@ describe('production bundles, end to end', () => {
     lifecycle.add('stripe stand-in', () => stripe.close());
     agentDir = await mkdtemp(join(tmpdir(), 'sts-agent-'));
     lifecycle.add('agent dir', () => rm(agentDir, { recursive: true, force: true }));
+    // Mutual TLS between the services, as the production overlay runs them: a CA made for this run and
+    // one certificate (server and client use) every process presents.
+    const ca = await testCertificateAuthority();
+    const leaf = await ca.issueLocalhost({ clientAuth: true });
+    tlsEnv = {
+      GRPC_TLS_CA_FILE: join(agentDir, 'ca.pem'),
+      GRPC_TLS_CERT_FILE: join(agentDir, 'tls.pem'),
+      GRPC_TLS_KEY_FILE: join(agentDir, 'tls-key.pem'),
+    };
+    await writeFile(tlsEnv.GRPC_TLS_CA_FILE, ca.certPem);
+    await writeFile(tlsEnv.GRPC_TLS_CERT_FILE, leaf.cert);
+    await writeFile(tlsEnv.GRPC_TLS_KEY_FILE, leaf.key);
     // Stopped before the databases go (the lifecycle closes in reverse order).
     lifecycle.add('services', () =>
       Promise.all(processes.map((service) => service.stop())).then(() => undefined),
@@ -83,6 +97,7 @@ describe('production bundles, end to end', () => {
       SERVICE_AUTH_KEY: randomBytes(32).toString('base64'),
       SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
       PUBLIC_APP_URL: 'https://dashboard.bundles.test',
+      ...tlsEnv,
     };
     const env: Record<(typeof SERVICES)[number], Record<string, string>> = {
       identity: {},
@@ -241,8 +256,14 @@ describe('production bundles, end to end', () => {
         () => 0,
         (error: { code?: number }) => error.code ?? -1,
       );
-    for (const name of SERVICES)
-      expect([name, await probe({ GRPC_PORT: String(ports[name]) })]).toEqual([name, 0]);
+    for (const name of SERVICES) {
+      expect([name, await probe(Object.assign({ GRPC_PORT: String(ports[name]) }, tlsEnv))]).toEqual([
+        name,
+        0,
+      ]);
+      // Without this container's certificate the service refuses the probe, as any client without one.
+      expect([name, await probe({ GRPC_PORT: String(ports[name]) })]).toEqual([name, 1]);
+    }
     expect(await probe({ PORT: String(ports.gateway) })).toBe(0);
     expect(await probe({ GRPC_PORT: String(await freePort()) })).toBe(1);
     expect(await probe({ PORT: String(await freePort()) })).toBe(1);

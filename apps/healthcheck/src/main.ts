@@ -1,3 +1,4 @@
+import { loadGrpcTls } from '@sts/grpc/grpc-tls';
 import { probeGrpcHealth } from '@sts/grpc/health-probe';
 
 /**
@@ -13,7 +14,18 @@ async function healthy(): Promise<boolean> {
     (process.env.GRPC_PORT
       ? `grpc://127.0.0.1:${process.env.GRPC_PORT}`
       : `http://127.0.0.1:${process.env.PORT ?? '8080'}/api/analytics/health`);
-  if (target.startsWith('grpc://')) return probeGrpcHealth(target.slice('grpc://'.length), TIMEOUT_MS);
+  // With mutual TLS between the services, the probe presents this container's own certificate.
+  if (target.startsWith('grpc://')) {
+    return probeGrpcHealth(
+      target.slice('grpc://'.length),
+      TIMEOUT_MS,
+      loadGrpcTls({
+        GRPC_TLS_CA_FILE: process.env.GRPC_TLS_CA_FILE,
+        GRPC_TLS_CERT_FILE: process.env.GRPC_TLS_CERT_FILE,
+        GRPC_TLS_KEY_FILE: process.env.GRPC_TLS_KEY_FILE,
+      }),
+    );
+  }
   const response = await fetch(target, { signal: AbortSignal.timeout(TIMEOUT_MS) });
   return response.status === 200;
 }

@@ -39,6 +39,16 @@ export const natsEnv = {
 };
 
 /**
+ * Mutual TLS between the services: PEM files of the CA, this process's certificate (server and client
+ * use) and its key. All three or none (plaintext: one host, development).
+ */
+export const grpcTlsEnv = {
+  GRPC_TLS_CA_FILE: z.string().min(1).optional(),
+  GRPC_TLS_CERT_FILE: z.string().min(1).optional(),
+  GRPC_TLS_KEY_FILE: z.string().min(1).optional(),
+};
+
+/**
  * Key (base64, at least 32 bytes) that signs and checks the tokens services present to each other
  * on every gRPC call (@sts/grpc/service-token). Every service and the gateway share it.
  */
@@ -53,6 +63,7 @@ const serviceAuthEnv = {
 
 export const grpcServerEnv = {
   ...serviceAuthEnv,
+  ...grpcTlsEnv,
   GRPC_HOST: z.string().default('127.0.0.1'),
   GRPC_PORT: port,
   /**
@@ -66,6 +77,7 @@ export const grpcServerEnv = {
 /** Addresses of the gRPC services, `host:port`, and the key of the tokens presented to them. */
 export const grpcClientsEnv = {
   ...serviceAuthEnv,
+  ...grpcTlsEnv,
   IDENTITY_GRPC_ADDRESS: z.string().default('127.0.0.1:50051'),
   NOTIFICATION_GRPC_ADDRESS: z.string().default('127.0.0.1:50052'),
   BILLING_GRPC_ADDRESS: z.string().default('127.0.0.1:50053'),

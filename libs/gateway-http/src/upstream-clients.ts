@@ -1,4 +1,5 @@
 import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { loadGrpcTls } from '@sts/grpc/grpc-tls';
 import { ServiceTokenIssuer } from '@sts/grpc/service-token';
 import { AnalyticsServiceService } from '@sts/proto/gen/analytics/v1/analytics';
 import { BillingServiceService } from '@sts/proto/gen/billing/v1/billing';
@@ -17,14 +18,24 @@ export function createUpstreamClients(
     | 'ANALYTICS_GRPC_ADDRESS'
     | 'GRPC_DEADLINE_MS'
     | 'SERVICE_AUTH_KEY'
+    | 'GRPC_TLS_CA_FILE'
+    | 'GRPC_TLS_CERT_FILE'
+    | 'GRPC_TLS_KEY_FILE'
   >,
 ) {
+  const tls = loadGrpcTls(config);
   const issuer = new ServiceTokenIssuer(Buffer.from(config.SERVICE_AUTH_KEY, 'base64'), 'gateway');
   const deadline = config.GRPC_DEADLINE_MS;
-  const identity = createPromiseClient(IdentityServiceService, config.IDENTITY_GRPC_ADDRESS, deadline, {
-    issuer,
-    target: 'identity',
-  });
+  const identity = createPromiseClient(
+    IdentityServiceService,
+    config.IDENTITY_GRPC_ADDRESS,
+    deadline,
+    {
+      issuer,
+      target: 'identity',
+    },
+    tls,
+  );
   const notification = createPromiseClient(
     NotificationServiceService,
     config.NOTIFICATION_GRPC_ADDRESS,
@@ -33,19 +44,38 @@ export function createUpstreamClients(
       issuer,
       target: 'notification',
     },
+    tls,
   );
-  const billing = createPromiseClient(BillingServiceService, config.BILLING_GRPC_ADDRESS, deadline, {
-    issuer,
-    target: 'billing',
-  });
-  const enrollment = createPromiseClient(EnrollmentServiceService, config.ENROLLMENT_GRPC_ADDRESS, deadline, {
-    issuer,
-    target: 'enrollment',
-  });
-  const analytics = createPromiseClient(AnalyticsServiceService, config.ANALYTICS_GRPC_ADDRESS, deadline, {
-    issuer,
-    target: 'analytics',
-  });
+  const billing = createPromiseClient(
+    BillingServiceService,
+    config.BILLING_GRPC_ADDRESS,
+    deadline,
+    {
+      issuer,
+      target: 'billing',
+    },
+    tls,
+  );
+  const enrollment = createPromiseClient(
+    EnrollmentServiceService,
+    config.ENROLLMENT_GRPC_ADDRESS,
+    deadline,
+    {
+      issuer,
+      target: 'enrollment',
+    },
+    tls,
+  );
+  const analytics = createPromiseClient(
+    AnalyticsServiceService,
+    config.ANALYTICS_GRPC_ADDRESS,
+    deadline,
+    {
+      issuer,
+      target: 'analytics',
+    },
+    tls,
+  );
   return {
     identity,
     notification,

@@ -1,12 +1,6 @@
-import {
-  Client,
-  credentials,
-  Metadata,
-  status,
-  type ServiceDefinition,
-  type ServiceError,
-} from '@grpc/grpc-js';
+import { Client, Metadata, status, type ServiceDefinition, type ServiceError } from '@grpc/grpc-js';
 import { grpcErrorToAppError } from './error-metadata';
+import { grpcChannelCredentials, type GrpcTls } from './grpc-tls';
 import type { CallOptions, PromiseClient } from './service-types';
 import type { ServiceName } from '@sts/vocabulary/services';
 import { SERVICE_TOKEN_METADATA_KEY, type ServiceTokenIssuer } from './service-token';
@@ -32,8 +26,10 @@ export function createPromiseClient<Definition extends ServiceDefinition>(
   defaultDeadlineMs: number,
   /** Every call presents a service token of `issuer` meant for `target` (service-token.ts). */
   auth: { issuer: ServiceTokenIssuer; target: ServiceName },
+  /** Mutual TLS with the server (grpc-tls.ts); plaintext without. */
+  tls: GrpcTls | null = null,
 ): PromiseClient<Definition> & { close(): void } {
-  const channel = new Client(address, credentials.createInsecure(), {
+  const channel = new Client(address, grpcChannelCredentials(tls), {
     'grpc.keepalive_time_ms': 30_000,
     'grpc.keepalive_timeout_ms': 10_000,
     // All calls share one HTTP/2 connection. With the default 64 KiB receive window, a few

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import {
   Server,
-  ServerCredentials,
   type MethodDefinition,
   type ServiceDefinition,
   type UntypedServiceImplementation,
@@ -13,6 +12,7 @@ import { AppError, isAppError } from '@sts/errors/app-error';
 import type { Logger } from '@sts/logger/create-logger';
 import type { ServiceName } from '@sts/vocabulary/services';
 import { appErrorToGrpc, internalErrorToGrpc } from './error-metadata';
+import { grpcServerCredentials, type GrpcTls } from './grpc-tls';
 import type { AsyncHandlers } from './service-types';
 import { SERVICE_TOKEN_METADATA_KEY, type CallerCheck, type ServiceTokenVerifier } from './service-token';
 
@@ -149,6 +149,8 @@ export async function startGrpcServer(options: {
   callers: ServiceTokenVerifier;
   /** The services that may call every method (others only the methods that name them). */
   everyMethodCallers: readonly ServiceName[];
+  /** Mutual TLS (every client must present a certificate of the CA); plaintext without. */
+  tls?: GrpcTls | null;
   logger: Logger;
 }): Promise<RunningGrpcServer> {
   const server = new Server({ 'grpc.keepalive_permit_without_calls': 1 });
@@ -164,7 +166,7 @@ export async function startGrpcServer(options: {
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(
       `${options.host}:${options.port}`,
-      ServerCredentials.createInsecure(),
+      grpcServerCredentials(options.tls ?? null),
       (error, boundPort) => (error ? reject(error) : resolve(boundPort)),
     );
   });

@@ -1,12 +1,17 @@
-import { Client, credentials } from '@grpc/grpc-js';
+import { Client } from '@grpc/grpc-js';
+import { grpcChannelCredentials, type GrpcTls } from './grpc-tls';
 
 /**
  * Asks a server's standard health service (grpc.health.v1.Health/Check, the whole server) whether it
  * is SERVING, as Kubernetes' gRPC probes do. The messages are tiny, so they are written by hand: the
  * request is empty, and the answer's field 1 (`status`, a varint) is 1 for SERVING.
  */
-export function probeGrpcHealth(address: string, timeoutMs: number): Promise<boolean> {
-  const client = new Client(address, credentials.createInsecure());
+export function probeGrpcHealth(
+  address: string,
+  timeoutMs: number,
+  tls: GrpcTls | null = null,
+): Promise<boolean> {
+  const client = new Client(address, grpcChannelCredentials(tls));
   return new Promise<boolean>((resolve) => {
     client.makeUnaryRequest(
       '/grpc.health.v1.Health/Check',

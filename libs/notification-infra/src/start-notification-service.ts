@@ -21,6 +21,7 @@ import { createSmtpMailer } from './smtp-mailer';
 import { IdentityOrgAdmins } from './identity-org-admins';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
 import { ServiceTokenIssuer } from '@sts/grpc/service-token';
+import { loadGrpcTls } from '@sts/grpc/grpc-tls';
 import { IdentityServiceService } from '@sts/proto/gen/identity/v1/identity';
 
 export type { RunningService } from '@sts/service-host/service-host';
@@ -80,6 +81,7 @@ export function startNotificationService(
           issuer: new ServiceTokenIssuer(Buffer.from(config.SERVICE_AUTH_KEY, 'base64'), 'notification'),
           target: 'identity',
         },
+        loadGrpcTls(config),
       );
       host.onShutdown('identity client', () => identity.close());
       const events = new NotificationEventHandler(

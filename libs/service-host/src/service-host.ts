@@ -10,6 +10,7 @@ import {
 } from '@sts/db/service-orm';
 import type { EventType } from '@sts/events/event-catalogue';
 import { startGrpcServer, type ServiceRegistration } from '@sts/grpc/grpc-server';
+import { loadGrpcTls } from '@sts/grpc/grpc-tls';
 import { ServiceTokenVerifier } from '@sts/grpc/service-token';
 import type { ServiceName } from '@sts/vocabulary/services';
 import type { Logger } from '@sts/logger/create-logger';
@@ -31,6 +32,9 @@ export interface ServiceHostConfig {
   SERVICE_AUTH_KEY: string;
   /** run (default), only (migrate and stop), check (refuse to start with pending migrations). */
   MIGRATIONS?: 'run' | 'only' | 'check';
+  GRPC_TLS_CA_FILE?: string | undefined;
+  GRPC_TLS_CERT_FILE?: string | undefined;
+  GRPC_TLS_KEY_FILE?: string | undefined;
 }
 
 export interface ServiceHostOptions {
@@ -188,6 +192,7 @@ export async function runServiceHost(
       services,
       callers,
       everyMethodCallers,
+      tls: loadGrpcTls(config),
     });
     lifecycle.add('grpc server', () => server.shutdown());
     return { grpcPort: server.port, stop: () => lifecycle.close() };

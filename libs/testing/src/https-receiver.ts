@@ -7,8 +7,11 @@ import { generate } from 'selfsigned';
 export interface TestCertificateAuthority {
   /** The CA certificate (PEM): what the client is told to trust. */
   certPem: string;
-  /** A certificate and key for `localhost`, 127.0.0.1 and ::1, signed by this CA. */
-  issueLocalhost(): Promise<{ cert: string; key: string }>;
+  /**
+   * A certificate and key for `localhost`, 127.0.0.1 and ::1, signed by this CA; with `clientAuth`
+   * also good as a client certificate (mutual TLS between services).
+   */
+  issueLocalhost(options?: { clientAuth?: boolean }): Promise<{ cert: string; key: string }>;
 }
 
 export async function testCertificateAuthority(): Promise<TestCertificateAuthority> {
@@ -25,7 +28,7 @@ export async function testCertificateAuthority(): Promise<TestCertificateAuthori
   });
   return {
     certPem: ca.cert,
-    issueLocalhost: async () => {
+    issueLocalhost: async (options = {}) => {
       const leaf = await generate([{ name: 'commonName', value: 'localhost' }], {
         keyType: 'ec',
         algorithm: 'sha256',
@@ -35,7 +38,7 @@ export async function testCertificateAuthority(): Promise<TestCertificateAuthori
         extensions: [
           { name: 'basicConstraints', cA: false },
           { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
-          { name: 'extKeyUsage', serverAuth: true },
+          { name: 'extKeyUsage', serverAuth: true, clientAuth: options.clientAuth === true },
           {
             name: 'subjectAltName',
             altNames: [
