@@ -7,13 +7,16 @@ import { createLogger } from '@sts/logger/create-logger';
 import { BillingCycle, BillingServiceService, LicenseStatus, Plan } from '@sts/proto/gen/billing/v1/billing';
 import { testCertificateAuthority } from '@sts/testing/https-receiver';
 import { AppError } from '@sts/errors/app-error';
-import { createPromiseClient } from './grpc-client';
-import { registerService, startGrpcServer, type RunningGrpcServer } from './grpc-server';
-import { loadGrpcTls, type GrpcTls } from './grpc-tls';
-import { probeGrpcHealth } from './health-probe';
-import { ServiceTokenIssuer, ServiceTokenVerifier } from './service-token';
+import { createPromiseClient } from '@sts/grpc/grpc-client';
+import { registerService, startGrpcServer, type RunningGrpcServer } from '@sts/grpc/grpc-server';
+import { loadGrpcTls, type GrpcTls } from '@sts/grpc/grpc-tls';
+import { probeGrpcHealth } from '@sts/grpc/health-probe';
+import { ServiceTokenIssuer, ServiceTokenVerifier } from '@sts/grpc/service-token';
 
-/** Mutual TLS between services, with certificate authorities made on the fly. */
+/**
+ * Mutual TLS between services (libs/grpc/src/grpc-tls.ts, as the service host binds it), with certificate
+ * authorities made on the fly. Here rather than in libs/grpc, whose tests cannot use @sts/testing.
+ */
 describe('gRPC over mutual TLS', () => {
   const logger = createLogger('grpc-tls-test', 'silent');
   const key = randomBytes(32);
