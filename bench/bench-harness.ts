@@ -7,7 +7,6 @@ import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, readdirSync, readFileSync, type WriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { connect, createServer, type AddressInfo } from 'node:net';
 import { availableParallelism, loadavg } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -23,6 +22,7 @@ import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
+import { freePort, portOpen } from '@sts/testing/service-process';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { startSmtpSink } from '@sts/testing/smtp-sink';
 import { formatProfileSummary, summarizeProfileFile } from './cpu-profile-summary';
@@ -219,17 +219,6 @@ export class ChildService {
   }
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolveListen, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolveListen());
-  });
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolveClose) => server.close(resolveClose));
-  return port;
-}
-
 async function waitUntil(
   service: ChildService,
   what: string,
@@ -248,15 +237,7 @@ async function waitUntil(
   }
 }
 
-const portOpen = (port: number) => () =>
-  new Promise<boolean>((resolveProbe) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolveProbe(true);
-    });
-    socket.once('error', () => resolveProbe(false));
-  });
+const portOpenProbe = (port: number) => () => portOpen(port);
 
 const answers200 = (url: string) => async () => (await fetch(url)).status === 200;
 
@@ -408,7 +389,7 @@ export async function startSystem(
       port,
     ]);
     // One at a time: each runs the ClickHouse migrations at start, and ClickHouse has no locks.
-    await waitUntil(backends.at(-1)![0], `gRPC port ${port}`, portOpen(port));
+    await waitUntil(backends.at(-1)![0], `gRPC port ${port}`, portOpenProbe(port));
   }
   const baseline = startService('baseline', 'bench/hello-fastify.ts', {
     NODE_ENV: 'production',
@@ -416,7 +397,7 @@ export async function startSystem(
     ...(options.baselineWebhookSecret ? { BASELINE_WEBHOOK_SECRET: options.baselineWebhookSecret } : {}),
   });
   await Promise.all(
-    backends.map(([service, port]) => waitUntil(service, `gRPC port ${port}`, portOpen(port))),
+    backends.map(([service, port]) => waitUntil(service, `gRPC port ${port}`, portOpenProbe(port))),
   );
   const gatewayEnv = (port: number) => ({
     ...shared,

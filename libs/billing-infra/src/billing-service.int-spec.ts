@@ -160,13 +160,7 @@ describe('billing service with Stripe (PostgreSQL, NATS, a Stripe stand-in)', ()
     database = await createTestDatabase('billing_stripe');
     stripe = await startStripeStandIn();
     service = await startBillingService(
-      loadConfig(billingEnvSchema, {
-        DATABASE_URL: database.url,
-        NATS_URL,
-        NATS_NAMESPACE: namespace,
-        GRPC_PORT: '0',
-        SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
-        LOG_LEVEL: 'silent',
+      stripeConfig({
         STRIPE_SECRET_KEY: stripe.apiKey,
         STRIPE_WEBHOOK_SECRET: webhookSecret,
         STRIPE_API_BASE: stripe.url,
@@ -192,6 +186,24 @@ describe('billing service with Stripe (PostgreSQL, NATS, a Stripe stand-in)', ()
     }
     await database?.drop();
   });
+
+  /** Billing's configuration in this test's database and namespace, with the given Stripe variables. */
+  function stripeConfig(stripeEnv: Record<string, string>) {
+    return loadConfig(
+      billingEnvSchema,
+      Object.assign(
+        {
+          DATABASE_URL: database.url,
+          NATS_URL,
+          NATS_NAMESPACE: namespace,
+          GRPC_PORT: '0',
+          SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+          LOG_LEVEL: 'silent',
+        },
+        stripeEnv,
+      ),
+    );
+  }
 
   const deliver = (event: StripeEvent) => {
     const { payload, signature } = stripe.signed(event, webhookSecret);
@@ -283,16 +295,7 @@ describe('billing service with Stripe (PostgreSQL, NATS, a Stripe stand-in)', ()
 
   it('refuses a webhook when no signing secret is configured, and changes nothing', async () => {
     const noSecret = await startBillingService(
-      loadConfig(billingEnvSchema, {
-        DATABASE_URL: database.url,
-        NATS_URL,
-        NATS_NAMESPACE: namespace,
-        GRPC_PORT: '0',
-        SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
-        LOG_LEVEL: 'silent',
-        STRIPE_SECRET_KEY: stripe.apiKey,
-        STRIPE_API_BASE: stripe.url,
-      }),
+      stripeConfig({ STRIPE_SECRET_KEY: stripe.apiKey, STRIPE_API_BASE: stripe.url }),
       logger,
     );
     const other = createPromiseClient(

@@ -5,7 +5,7 @@ import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-
 import { eventually } from '@sts/testing/eventually';
 import { uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { GatewayCaches } from './gateway-caches';
-import { subscribeToMembershipChanges } from './cache-invalidation';
+import { subscribeToCacheEvictions } from './cache-invalidation';
 
 describe('membership invalidation over a real NATS server', () => {
   const logger = createLogger('membership-int', 'silent');
@@ -33,7 +33,7 @@ describe('membership invalidation over a real NATS server', () => {
     });
     const evicted: string[] = [];
     caches.membershipChanged = (orgId, userId) => void evicted.push(`${orgId}/${userId}`);
-    const subscriptions = subscribeToMembershipChanges(nats.nc, namespace, caches, logger);
+    const subscriptions = subscribeToCacheEvictions(nats.nc, namespace, caches, logger);
     const subject = eventSubject(namespace, 'member.removed');
     try {
       nats.nc.publish(subject, 'this is not JSON {');

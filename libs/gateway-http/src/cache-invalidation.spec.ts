@@ -2,7 +2,7 @@ import type { Msg, NatsConnection, SubscriptionOptions } from '@nats-io/nats-cor
 import { newEnvelope } from '@sts/events/event-envelope';
 import type { Logger } from '@sts/logger/create-logger';
 import { GatewayCaches } from './gateway-caches';
-import { subscribeToMembershipChanges } from './cache-invalidation';
+import { subscribeToCacheEvictions } from './cache-invalidation';
 
 /** Records each subscription's callback, so a test can deliver messages to it. */
 function fakeNats() {
@@ -54,11 +54,12 @@ describe('membership invalidation', () => {
       });
       const evicted = jest.spyOn(caches, 'membershipChanged');
       const logger = { warn: jest.fn() } as unknown as Logger;
-      subscribeToMembershipChanges(nc, 'test', caches, logger);
+      subscribeToCacheEvictions(nc, 'test', caches, logger);
       expect([...callbacks.keys()]).toEqual([
         'test.events.member.joined',
         'test.events.member.updated',
         'test.events.member.removed',
+        'test.events.billing.updated',
       ]);
 
       deliver(`test.events.${type}`, newEnvelope(type, events[type]));
@@ -71,4 +72,30 @@ describe('membership invalidation', () => {
       expect(logger.warn).toHaveBeenCalledTimes(2);
     },
   );
+
+  it("evicts the organization's license on billing.updated", () => {
+    const { nc, deliver } = fakeNats();
+    const caches = new GatewayCaches({
+      CALLER_CACHE_TTL_MS: 0,
+      LICENSE_CACHE_TTL_MS: 0,
+      MEMBER_LIST_CACHE_TTL_MS: 0,
+      ANALYTICS_CACHE_TTL_MS: 0,
+    });
+    const license = jest.spyOn(caches, 'licenseChanged');
+    const membership = jest.spyOn(caches, 'membershipChanged');
+    subscribeToCacheEvictions(nc, 'test', caches, { warn: jest.fn() } as unknown as Logger);
+    deliver(
+      'test.events.billing.updated',
+      newEnvelope('billing.updated', {
+        org_id: 'acme',
+        plan: 'pro',
+        status: 'active',
+        billing_cycle: 'annual',
+        expires_at: at,
+        summary: 'Subscription active: Pro, billed yearly',
+      }),
+    );
+    expect(license).toHaveBeenCalledWith('acme');
+    expect(membership).not.toHaveBeenCalled();
+  });
 });

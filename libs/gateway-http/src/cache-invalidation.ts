@@ -3,8 +3,12 @@ import type { Logger } from '@sts/logger/create-logger';
 import { subscribeToEvents } from './event-subscriptions';
 import type { GatewayCaches } from './gateway-caches';
 
-/** Membership events evict what they make stale (resolved callers, member pages). */
-export function subscribeToMembershipChanges(
+/**
+ * Events that make cached answers stale, from any gateway or service: membership events evict the
+ * user's resolved callers and the organization's member pages; `billing.updated` (a payment event any
+ * gateway took, a checkout) evicts the organization's license.
+ */
+export function subscribeToCacheEvictions(
   nc: NatsConnection,
   namespace: string,
   caches: GatewayCaches,
@@ -13,24 +17,11 @@ export function subscribeToMembershipChanges(
   return subscribeToEvents(
     nc,
     namespace,
-    ['member.joined', 'member.updated', 'member.removed'] as const,
-    (_type, data) => caches.membershipChanged(data.org_id, data.user_id),
-    logger,
-  );
-}
-
-/** `billing.updated` (from any gateway's webhook, or a checkout) evicts the organization's license. */
-export function subscribeToLicenseChanges(
-  nc: NatsConnection,
-  namespace: string,
-  caches: GatewayCaches,
-  logger: Logger,
-): Subscription[] {
-  return subscribeToEvents(
-    nc,
-    namespace,
-    ['billing.updated'] as const,
-    (_type, data) => caches.licenseChanged(data.org_id),
+    ['member.joined', 'member.updated', 'member.removed', 'billing.updated'] as const,
+    (type, data) => {
+      if (type === 'billing.updated') caches.licenseChanged(data.org_id);
+      else caches.membershipChanged(data.org_id, 'user_id' in data ? data.user_id : null);
+    },
     logger,
   );
 }

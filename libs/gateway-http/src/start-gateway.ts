@@ -3,7 +3,7 @@ import type { Logger } from '@sts/logger/create-logger';
 import { buildGateway } from './build-gateway';
 import type { GatewayConfig } from './gateway-config';
 import { GatewayCaches } from './gateway-caches';
-import { subscribeToLicenseChanges, subscribeToMembershipChanges } from './cache-invalidation';
+import { subscribeToCacheEvictions } from './cache-invalidation';
 import { createUpstreamClients } from './upstream-clients';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { ensureTelemetryStream } from '@sts/nats/event-stream';
@@ -29,10 +29,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     const caches = new GatewayCaches(config);
     const nats = await connectJetStream({ url: config.NATS_URL, name: 'gateway', logger });
     lifecycle.add('nats', () => nats.close());
-    const subscriptions = [
-      ...subscribeToMembershipChanges(nats.nc, config.NATS_NAMESPACE, caches, logger),
-      ...subscribeToLicenseChanges(nats.nc, config.NATS_NAMESPACE, caches, logger),
-    ];
+    const subscriptions = subscribeToCacheEvictions(nats.nc, config.NATS_NAMESPACE, caches, logger);
     lifecycle.add('membership and license subscriptions', () =>
       subscriptions.forEach((subscription) => subscription.unsubscribe()),
     );
