@@ -34,6 +34,9 @@ export interface OutboxRelayOptions {
   maxPayloadBytes?: number;
 }
 
+/** How soon a relay looks again when another one of its schema was publishing. */
+const OTHER_RELAY_RETRY_MS = 50;
+
 /** Room for the headers the publisher adds (message id, expected stream). */
 const HEADER_ALLOWANCE_BYTES = 1_024;
 
@@ -50,8 +53,9 @@ const deadLettered = new Counter({
 const AGGREGATE_SQL = `coalesce(envelope->'data'->>'org_id', '')`;
 
 /**
- * Publishes committed outbox rows in order per organization. Rows are claimed with `FOR UPDATE SKIP
- * LOCKED`, so several replicas of a service can run relays side by side. Publishing is
+ * Publishes committed outbox rows in order per organization. Replicas of a service each run a relay;
+ * one at a time publishes (a transaction-level advisory lock per schema), the others look again soon,
+ * and when the publishing one dies its lock goes with its connection. Publishing is
  * at-least-once; the envelope id is the JetStream message id, so the stream drops duplicates within
  * its window.
  *
@@ -65,6 +69,8 @@ export class OutboxRelay {
   private running: Promise<void> | undefined;
   private stopped = true;
   private wakeRequested = false;
+  /** Set when a pass found another relay of the schema publishing: this one looks again soon. */
+  private otherRelayActive = false;
 
   constructor(
     private readonly orm: MikroORM,
@@ -123,8 +129,11 @@ export class OutboxRelay {
           this.running = undefined;
           if (this.stopped) return;
           const again = this.wakeRequested;
+          const otherRelay = this.otherRelayActive;
           this.wakeRequested = false;
-          this.schedule(again ? 0 : (this.options.pollIntervalMs ?? 500));
+          this.otherRelayActive = false;
+          // Rows committed while another relay held the lock may have missed its last pass.
+          this.schedule(again ? 0 : otherRelay ? OTHER_RELAY_RETRY_MS : (this.options.pollIntervalMs ?? 500));
         });
     }, delayMs);
   }
@@ -140,6 +149,19 @@ export class OutboxRelay {
     return em.transactional(async (tx) => {
       const connection = tx.getConnection();
       const context: unknown = tx.getTransactionContext();
+      // One relay of the schema publishes at a time (replicas of a service each run one): with two, the
+      // second would skip the first's locked rows and send an organization's later events before its
+      // earlier ones. The lock ends with the transaction, also when its process dies.
+      const [lock] = await connection.execute<{ locked: boolean }[]>(
+        'select pg_try_advisory_xact_lock(hashtext(?)) as locked',
+        [`sts-outbox:${schema}`],
+        'all',
+        context,
+      );
+      if (!lock?.locked) {
+        this.otherRelayActive = true;
+        return { claimed: 0, published: 0 };
+      }
       const rows = await connection.execute<OutboxRow[]>(
         `select id, ${AGGREGATE_SQL} as aggregate, envelope from "${schema}"."outbox"
          where published_at is null and dead_lettered_at is null and ${AGGREGATE_SQL} not in (select jsonb_array_elements_text(?::jsonb))
