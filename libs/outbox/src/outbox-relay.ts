@@ -34,6 +34,9 @@ export interface OutboxRelayOptions {
   maxPayloadBytes?: number;
 }
 
+/** The advisory lock the relays of one schema take turns with. */
+const relayLockKey = (schema: string | undefined) => `sts-outbox:${schema ?? ''}`;
+
 /** How soon a relay looks again when another one of its schema was publishing. */
 const OTHER_RELAY_RETRY_MS = 50;
 
@@ -154,7 +157,7 @@ export class OutboxRelay {
       // earlier ones. The lock ends with the transaction, also when its process dies.
       const [lock] = await connection.execute<{ locked: boolean }[]>(
         'select pg_try_advisory_xact_lock(hashtext(?)) as locked',
-        [`sts-outbox:${schema}`],
+        [relayLockKey(schema)],
         'all',
         context,
       );
@@ -223,18 +226,36 @@ export class OutboxRelay {
   private async recordFailures(failed: FailedRow[], blame: boolean): Promise<void> {
     const schema = this.orm.config.get('schema');
     const maxAttempts = this.options.maxAttempts ?? 10;
-    const connection = this.orm.em.fork().getConnection();
-    for (const row of failed) {
-      const message = String((row.error as Error)?.message ?? row.error).slice(0, 500);
-      const [updated] = await connection.execute<{ attempts: number; parked: boolean }[]>(
-        `update "${schema}"."outbox"
-         set attempts = attempts + ?, last_error = ?,
-             dead_lettered_at = case when attempts + ? >= ? then now() end
-         where id = ? and published_at is null
-         returning attempts, dead_lettered_at is not null as parked`,
-        [blame ? 1 : 0, message, blame ? 1 : 0, maxAttempts, row.id],
+    // Under the relays' lock, in one transaction: a row locked by this update must not be skipped by
+    // another relay's claim, which would then send its organization's later rows first.
+    const outcomes = await this.orm.em.fork().transactional(async (tx) => {
+      const connection = tx.getConnection();
+      const context: unknown = tx.getTransactionContext();
+      await connection.execute(
+        'select pg_advisory_xact_lock(hashtext(?))',
+        [relayLockKey(schema)],
         'all',
+        context,
       );
+      const rows: ({ attempts: number; parked: boolean } | undefined)[] = [];
+      for (const row of failed) {
+        const message = String((row.error as Error)?.message ?? row.error).slice(0, 500);
+        const [updated] = await connection.execute<{ attempts: number; parked: boolean }[]>(
+          `update "${schema}"."outbox"
+           set attempts = attempts + ?, last_error = ?,
+               dead_lettered_at = case when attempts + ? >= ? then now() end
+           where id = ? and published_at is null
+           returning attempts, dead_lettered_at is not null as parked`,
+          [blame ? 1 : 0, message, blame ? 1 : 0, maxAttempts, row.id],
+          'all',
+          context,
+        );
+        rows.push(updated);
+      }
+      return rows;
+    });
+    for (const [index, row] of failed.entries()) {
+      const updated = outcomes[index];
       if (updated?.parked) {
         deadLettered.inc({ schema });
         this.logger.error(
