@@ -1,0 +1,120 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from 'pg';
+import { loadConfig } from '@sts/config/load-config';
+import { sealSecret } from '@sts/crypto/secrets';
+import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
+import { newEnvelope } from '@sts/events/event-envelope';
+import { createLogger } from '@sts/logger/create-logger';
+import { createEventPublisher } from '@sts/nats/event-publisher';
+import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
+import { eventually } from '@sts/testing/eventually';
+import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
+import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
+import { testServiceAuth } from '@sts/testing/service-auth';
+import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
+import { notificationEnvSchema } from './notification-config';
+import { startNotificationService, type RunningService } from './start-notification-service';
+
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const FEED_EVENTS = 300;
+const INVITES = 20;
+
+/**
+ * Two replicas of the notifier share their durable consumers (the feed's and the e-mails'): every event
+ * has its effect once, whichever replica takes it, also when each is delivered twice.
+ */
+describe('notification replicas (PostgreSQL, NATS, SMTP)', () => {
+  const logger = createLogger('notification-replicas', 'silent');
+  const namespace = uniqueNatsNamespace('notrep');
+  const sealingKey = randomBytes(32);
+  let database: TestDatabase;
+  let sink: SmtpSink;
+  let nats: JetStreamConnection;
+  const replicas: RunningService[] = [];
+
+  beforeAll(async () => {
+    database = await createTestDatabase('notification_replicas');
+    sink = await startSmtpSink();
+    const config = loadConfig(notificationEnvSchema, {
+      DATABASE_URL: database.url,
+      NATS_URL,
+      NATS_NAMESPACE: namespace,
+      GRPC_PORT: '0',
+      SERVICE_AUTH_KEY: testServiceAuth().SERVICE_AUTH_KEY,
+      SMTP_URL: sink.url,
+      SECRET_SEALING_KEY: sealingKey.toString('base64'),
+      LOG_LEVEL: 'silent',
+    });
+    // One after the other: the first migrates (the second would wait on the migration lock anyway).
+    replicas.push(await startNotificationService(config, logger));
+    replicas.push(await startNotificationService(config, logger));
+    nats = await connectJetStream({ url: NATS_URL, name: 'notification-replicas-test', logger });
+  });
+
+  afterAll(async () => {
+    await Promise.all(replicas.map((replica) => replica.stop()));
+    if (nats) {
+      await deleteNamespaceStreams(nats.jsm, namespace);
+      await nats.close();
+    }
+    await sink?.close();
+    await database?.drop();
+  });
+
+  it('writes each feed item once and sends each e-mail once, with both replicas consuming', async () => {
+    const publish = createEventPublisher(nats.js, namespace);
+    const feedEvents = Array.from({ length: FEED_EVENTS }, (_, n) =>
+      newEnvelope('member.joined', {
+        org_id: `org-${n % 5}`,
+        member_id: `m-${n}`,
+        user_id: `u-${n}`,
+        email: `member${n}@example.com`,
+        name: `Member ${n}`,
+        role: 'ANALYST',
+        joined_at: new Date().toISOString(),
+      }),
+    );
+    const invites = Array.from({ length: INVITES }, (_, n) => {
+      const data = { org_id: 'org-i', email: `invitee${n}@example.com`, invite_id: `inv-${n}` };
+      return newEnvelope('invite.created', {
+        org_id: data.org_id,
+        org_name: 'Acme',
+        invite_id: data.invite_id,
+        email: data.email,
+        role: 'APP_USER' as const,
+        invited_by_name: 'Ada',
+        expires_at: new Date(Date.now() + 86_400_000).toISOString(),
+        token_sealed: sealSecret(`sts_inv_${n}`, sealingKey, SEALING_CONTEXTS.inviteToken(data)),
+      });
+    });
+    const all = [...feedEvents, ...invites];
+    await Promise.all(all.map((event) => publish(event)));
+    // Each again without a message id (the stream keeps the copy): a redelivery the ledgers must absorb.
+    await Promise.all(
+      all.map((event) => nats.js.publish(`${namespace}.events.${event.type}`, JSON.stringify(event))),
+    );
+
+    const db = new Client({ connectionString: database.url });
+    await db.connect();
+    try {
+      const count = async (sql: string) => Number((await db.query<{ n: string }>(sql)).rows[0]!.n);
+      await eventually(
+        async () =>
+          (await count('select count(*) as n from notification.feed_items')) === FEED_EVENTS &&
+          sink.messages.length >= INVITES,
+        30_000,
+      );
+      // Time for any double effect to show.
+      await sleep(500);
+      expect(await count('select count(*) as n from notification.feed_items')).toBe(FEED_EVENTS);
+      expect(await count('select count(distinct id) as n from notification.feed_items')).toBe(FEED_EVENTS);
+      expect(sink.messages.map((mail) => mail.envelope.to.join(',')).sort()).toEqual(
+        invites.map((invite) => invite.data.email).sort(),
+      );
+      expect(await count(`select count(*) as n from notification.email_log`)).toBe(INVITES);
+    } finally {
+      await db.end();
+    }
+  });
+});
