@@ -29,7 +29,7 @@ interface Container {
   envFrom?: unknown[];
   ports?: { containerPort: number }[];
   readinessProbe?: { grpc?: { port: number }; httpGet?: { path: string } };
-  livenessProbe?: unknown;
+  livenessProbe?: { httpGet?: { path: string } };
   volumeMounts?: { name: string; mountPath: string }[];
   resources: { requests: Record<string, string>; limits: Record<string, string> };
   securityContext?: Record<string, unknown>;
@@ -153,9 +153,12 @@ describe('deploy/k8s', () => {
         container.ports?.[0]?.containerPort,
       ]);
     }
-    expect(
-      named('Deployment', 'gateway').spec.template.spec.containers[0]?.readinessProbe?.httpGet?.path,
-    ).toBe('/api/analytics/health');
+    // The gateway: ready when NATS and every service answer, alive while it serves HTTP.
+    const gateway = named('Deployment', 'gateway').spec.template.spec.containers[0]!;
+    expect([gateway.readinessProbe?.httpGet?.path, gateway.livenessProbe?.httpGet?.path]).toEqual([
+      '/readyz',
+      '/livez',
+    ]);
   });
 
   it('takes configuration from the ConfigMap and every secret from a Secret reference, never a literal', () => {

@@ -269,6 +269,33 @@ describe('production bundles, end to end', () => {
     expect(await probe({ PORT: String(await freePort()) })).toBe(1);
   });
 
+  it('says it is ready, and names the service that went away', async () => {
+    const ready = await api<{ status: string; missing: string[] }>('GET', '/readyz');
+    expect(ready).toEqual({
+      status: 200,
+      body: {
+        status: 'ready',
+        checks: {
+          nats: 'ok',
+          identity: 'ok',
+          notification: 'ok',
+          billing: 'ok',
+          enrollment: 'ok',
+          analytics: 'ok',
+        },
+        missing: [],
+      },
+    });
+    await processes.find((service) => service.name === 'analytics')!.stop();
+    const degraded = await eventually(async () => {
+      const answer = await api<{ status: string; missing: string[] }>('GET', '/readyz');
+      return answer.status === 503 ? answer : undefined;
+    }, 5_000);
+    expect(degraded.body).toMatchObject({ status: 'not ready', missing: ['analytics'] });
+    // Alive all the same: restarting the gateway would not bring analytics back.
+    expect((await api('GET', '/livez')).status).toBe(200);
+  });
+
   it('stops every service cleanly on SIGTERM', async () => {
     for (const service of [...processes].reverse()) await service.stop();
     expect(processes.map((service) => [service.name, service.status])).toEqual(

@@ -4,7 +4,7 @@ import { probeGrpcHealth } from '@sts/grpc/health-probe';
 /**
  * The container health check of every image (`node healthcheck.js`): exit 0 when the process in this
  * container answers healthy. A service (GRPC_PORT set) is asked over gRPC health; the gateway over its
- * HTTP health route. HEALTHCHECK_URL (`grpc://host:port` or an http URL) overrides both.
+ * readiness route (/readyz: NATS and every service answer). HEALTHCHECK_URL (`grpc://host:port` or an http URL) overrides both.
  */
 const TIMEOUT_MS = 3_000;
 
@@ -13,7 +13,7 @@ async function healthy(): Promise<boolean> {
     process.env.HEALTHCHECK_URL ??
     (process.env.GRPC_PORT
       ? `grpc://127.0.0.1:${process.env.GRPC_PORT}`
-      : `http://127.0.0.1:${process.env.PORT ?? '8080'}/api/analytics/health`);
+      : `http://127.0.0.1:${process.env.PORT ?? '8080'}/readyz`);
   // With mutual TLS between the services, the probe presents this container's own certificate.
   if (target.startsWith('grpc://')) {
     return probeGrpcHealth(

@@ -26,6 +26,7 @@ import { deviceEnrollRoute } from './routes/device-enroll-route';
 import { deviceRoutes } from './routes/device-routes';
 import { enrollmentRoutes } from './routes/enrollment-routes';
 import { healthRoutes } from './routes/health-routes';
+import { Readiness } from './readiness';
 import { acceptInviteRoute, inviteRoutes } from './routes/invite-routes';
 import { memberRoutes } from './routes/member-routes';
 import { notificationRoutes } from './routes/notification-routes';
@@ -48,6 +49,8 @@ export interface GatewayDependencies {
   credentials: DeviceCredentials;
   /** Where accepted telemetry batches go (JetStream in production). */
   telemetry: TelemetrySink;
+  /** What `/readyz` asks (NATS, the services); everything ready when absent (tests without them). */
+  readiness?: Readiness;
   logger: Logger;
   clients: UpstreamClients;
   verifier: AccessTokenVerifier;
@@ -66,6 +69,7 @@ export async function buildGateway({
   caches,
   credentials,
   telemetry,
+  readiness = new Readiness({}),
   now = Date.now,
 }: GatewayDependencies) {
   const app = Fastify({
@@ -147,7 +151,7 @@ export async function buildGateway({
   });
 
   // Routes without user authentication.
-  await app.register(healthRoutes);
+  await app.register(healthRoutes, { readiness });
   await app.register(acceptInviteRoute, { clients, perMinute: config.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE });
   await app.register(deviceEnrollRoute, {
     clients,

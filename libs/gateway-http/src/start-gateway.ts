@@ -4,6 +4,9 @@ import { buildGateway } from './build-gateway';
 import type { GatewayConfig } from './gateway-config';
 import { GatewayCaches } from './gateway-caches';
 import { subscribeToCacheEvictions } from './cache-invalidation';
+import { Readiness } from './readiness';
+import { loadGrpcTls } from '@sts/grpc/grpc-tls';
+import { probeGrpcHealth } from '@sts/grpc/health-probe';
 import { createUpstreamClients } from './upstream-clients';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { ensureTelemetryStream } from '@sts/nats/event-stream';
@@ -16,6 +19,9 @@ export interface RunningGateway {
   url: string;
   stop(): Promise<void>;
 }
+
+/** How long /readyz waits for one dependency. */
+const READINESS_TIMEOUT_MS = 1_000;
 
 /** Starts the gateway; `stop()` closes everything in reverse order, and so does a failed start. */
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
@@ -51,7 +57,29 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       config.NATS_NAMESPACE,
       config.TELEMETRY_PUBLISH_TIMEOUT_MS,
     );
-    const app = await buildGateway({ config, logger, clients, verifier, caches, credentials, telemetry });
+    const tls = loadGrpcTls(config);
+    const service = (address: string) => () => probeGrpcHealth(address, READINESS_TIMEOUT_MS, tls);
+    const readiness = new Readiness(
+      {
+        nats: async () => !nats.nc.isClosed() && (await nats.nc.rtt()) >= 0,
+        identity: service(config.IDENTITY_GRPC_ADDRESS),
+        notification: service(config.NOTIFICATION_GRPC_ADDRESS),
+        billing: service(config.BILLING_GRPC_ADDRESS),
+        enrollment: service(config.ENROLLMENT_GRPC_ADDRESS),
+        analytics: service(config.ANALYTICS_GRPC_ADDRESS),
+      },
+      READINESS_TIMEOUT_MS,
+    );
+    const app = await buildGateway({
+      config,
+      logger,
+      clients,
+      verifier,
+      caches,
+      credentials,
+      telemetry,
+      readiness,
+    });
     lifecycle.add('http', () => app.close());
     await app.listen({ host: config.HOST, port: config.PORT });
     const address = app.server.address();

@@ -1,0 +1,56 @@
+/** Whether one dependency answers; a check that throws counts as not answering. */
+export type DependencyCheck = () => Promise<boolean>;
+
+export interface ReadinessReport {
+  ready: boolean;
+  /** Each dependency and whether it answered. */
+  checks: Record<string, 'ok' | 'missing'>;
+  /** The dependencies that did not answer, for people reading a failed probe. */
+  missing: string[];
+}
+
+/**
+ * The gateway's readiness: every dependency it needs to serve requests answers (NATS, and each service's
+ * gRPC health). A report is reused for `reuseMs`: several probes a second must not become as many
+ * rounds of health calls.
+ */
+export class Readiness {
+  private last: { at: number; report: Promise<ReadinessReport> } | undefined;
+
+  constructor(
+    private readonly checks: Record<string, DependencyCheck>,
+    /** A check that has not answered by then counts as missing. */
+    private readonly timeoutMs = 1_000,
+    private readonly reuseMs = 1_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  report(): Promise<ReadinessReport> {
+    if (this.last && this.now() - this.last.at < this.reuseMs) return this.last.report;
+    const report = this.run();
+    this.last = { at: this.now(), report };
+    return report;
+  }
+
+  private async run(): Promise<ReadinessReport> {
+    const names = Object.keys(this.checks);
+    const answers = await Promise.all(names.map((name) => this.answer(this.checks[name]!)));
+    const checks = Object.fromEntries(
+      names.map((name, index) => [name, answers[index] ? 'ok' : 'missing'] as const),
+    );
+    const missing = names.filter((_name, index) => !answers[index]);
+    return { ready: missing.length === 0, checks, missing };
+  }
+
+  private async answer(check: DependencyCheck): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), this.timeoutMs);
+    });
+    try {
+      return await Promise.race([check().catch(() => false), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
