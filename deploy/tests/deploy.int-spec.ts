@@ -29,7 +29,7 @@ interface Container {
   envFrom?: unknown[];
   ports?: { containerPort: number }[];
   readinessProbe?: { grpc?: { port: number }; httpGet?: { path: string } };
-  livenessProbe?: { httpGet?: { path: string } };
+  livenessProbe?: { httpGet?: { path: string }; grpc?: { port: number; service?: string } };
   volumeMounts?: { name: string; mountPath: string }[];
   resources: { requests: Record<string, string>; limits: Record<string, string> };
   securityContext?: Record<string, unknown>;
@@ -152,6 +152,8 @@ describe('deploy/k8s', () => {
         name,
         container.ports?.[0]?.containerPort,
       ]);
+      // Alive whatever the dependencies do: a restart would not bring PostgreSQL back.
+      expect([name, container.livenessProbe?.grpc?.service]).toEqual([name, 'liveness']);
     }
     // The gateway: ready when NATS and every service answer, alive while it serves HTTP.
     const gateway = named('Deployment', 'gateway').spec.template.spec.containers[0]!;
@@ -237,12 +239,14 @@ describe('deploy/k8s', () => {
     }
     for (const name of SERVICES) {
       const container = named('Deployment', name).spec.template.spec.containers[0]!;
-      for (const probe of [container.readinessProbe, container.livenessProbe]) {
-        expect([name, probe]).toEqual([
-          name,
-          expect.objectContaining({ exec: { command: ['node', 'healthcheck.js'] } }),
-        ]);
-      }
+      expect([name, container.readinessProbe]).toEqual([
+        name,
+        expect.objectContaining({ exec: { command: ['node', 'healthcheck.js'] } }),
+      ]);
+      expect([name, container.livenessProbe]).toEqual([
+        name,
+        expect.objectContaining({ exec: { command: ['node', 'healthcheck.js', '--liveness'] } }),
+      ]);
     }
   });
 

@@ -53,6 +53,7 @@ export async function startAnalyticsService(
   return runServiceHost({ name: 'analytics', config, logger }, async (host) => {
     const client = createClickHouseClient({ ...connection, database: config.CLICKHOUSE_DATABASE });
     host.onShutdown('clickhouse', () => client.close());
+    host.checkDependency('clickhouse', async () => (await client.ping()).success);
     const store = new ClickHouseAnalyticsStore(client);
 
     await host.consume({ eventTypes: DEVICE_EVENT_TYPES, handle: deviceLifecycleHandler(store) });

@@ -10,6 +10,7 @@ import {
 } from '@sts/db/service-orm';
 import type { EventType } from '@sts/events/event-catalogue';
 import { startGrpcServer, type ServiceRegistration } from '@sts/grpc/grpc-server';
+import { watchDependencies, type DependencyCheck } from '@sts/grpc/dependency-health';
 import { loadGrpcTls } from '@sts/grpc/grpc-tls';
 import { ServiceTokenVerifier } from '@sts/grpc/service-token';
 import type { ServiceName } from '@sts/vocabulary/services';
@@ -46,6 +47,8 @@ export interface ServiceHostOptions {
   database?: ServiceDatabase;
   config: ServiceHostConfig;
   logger: Logger;
+  /** How often readiness checks the dependencies (5 s unless a test wants it sooner). */
+  dependencyCheckIntervalMs?: number;
 }
 
 export interface ServiceDatabase {
@@ -74,6 +77,8 @@ export interface ServiceHost<Orm extends ServiceOrm | null = ServiceOrm> {
   ): Promise<void>;
   /** Registers something to close at shutdown (before the connections above it). */
   onShutdown(name: string, close: () => unknown): void;
+  /** A dependency besides PostgreSQL and NATS that readiness checks (gRPC health `dependency/<name>`). */
+  checkDependency(name: string, check: DependencyCheck): void;
 }
 
 export interface RunningService {
@@ -82,6 +87,10 @@ export interface RunningService {
   /** MIGRATIONS=only: the migrations ran and nothing else started; the process should exit. */
   migratedOnly?: boolean;
 }
+
+/** How often a service checks its dependencies for its readiness, and how long one check may take. */
+const DEPENDENCY_CHECK_INTERVAL_MS = 5_000;
+const DEPENDENCY_CHECK_TIMEOUT_MS = 2_000;
 
 /** What a service start answers with MIGRATIONS=only. */
 export const migratedOnly: RunningService = { grpcPort: 0, stop: async () => undefined, migratedOnly: true };
@@ -146,12 +155,16 @@ export async function runServiceHost(
     }
 
     let consumesEvents = false;
+    const extraChecks: Record<string, DependencyCheck> = {};
     const host: ServiceHost<ServiceOrm | null> = {
       orm,
       nats,
       logger,
       wakeOutbox: () => relay?.wake(),
       onShutdown: (name, close) => lifecycle.add(name, close),
+      checkDependency: (name, check) => {
+        extraChecks[name] = check;
+      },
       consume: async (consumer) => {
         consumesEvents = true;
         const running = await startEventConsumer({
@@ -195,6 +208,30 @@ export async function runServiceHost(
       tls: loadGrpcTls(config),
     });
     lifecycle.add('grpc server', () => server.shutdown());
+    // Readiness names what is missing: PostgreSQL, NATS and what the service adds (analytics: ClickHouse).
+    const openOrm = orm;
+    const dependencies = watchDependencies({
+      health: server.health,
+      services: services.map((service) => service.name),
+      checks: Object.assign(
+        openOrm
+          ? {
+              postgres: async () =>
+                (await openOrm.em.getConnection().execute('select 1', [], 'all')).length === 1,
+            }
+          : {},
+        { nats: async () => !nats.nc.isClosed() && (await nats.nc.rtt()) >= 0 },
+        extraChecks,
+      ),
+      intervalMs: options.dependencyCheckIntervalMs ?? DEPENDENCY_CHECK_INTERVAL_MS,
+      timeoutMs: DEPENDENCY_CHECK_TIMEOUT_MS,
+      onChange: (missing) =>
+        missing.length > 0
+          ? logger.warn({ missing }, 'not ready: dependencies do not answer')
+          : logger.info('ready: every dependency answers'),
+    });
+    await dependencies.checkNow();
+    lifecycle.add('dependency checks', () => dependencies.stop());
     return { grpcPort: server.port, stop: () => lifecycle.close() };
   } catch (error) {
     await lifecycle.close();
