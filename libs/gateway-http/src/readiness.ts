@@ -1,5 +1,4 @@
-/** Whether one dependency answers; a check that throws counts as not answering. */
-export type DependencyCheck = () => Promise<boolean>;
+import { answersWithin, type DependencyCheck } from '@sts/grpc/dependency-health';
 
 export interface ReadinessReport {
   ready: boolean;
@@ -34,23 +33,11 @@ export class Readiness {
 
   private async run(): Promise<ReadinessReport> {
     const names = Object.keys(this.checks);
-    const answers = await Promise.all(names.map((name) => this.answer(this.checks[name]!)));
+    const answers = await Promise.all(names.map((name) => answersWithin(this.checks[name]!, this.timeoutMs)));
     const checks = Object.fromEntries(
       names.map((name, index) => [name, answers[index] ? 'ok' : 'missing'] as const),
     );
     const missing = names.filter((_name, index) => !answers[index]);
     return { ready: missing.length === 0, checks, missing };
-  }
-
-  private async answer(check: DependencyCheck): Promise<boolean> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(false), this.timeoutMs);
-    });
-    try {
-      return await Promise.race([check().catch(() => false), late]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 }

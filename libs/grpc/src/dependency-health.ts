@@ -10,7 +10,8 @@ export const KNOWN_DEPENDENCIES = ['postgres', 'nats', 'clickhouse'] as const;
 /** Whether one dependency answers; a check that throws or takes too long counts as not answering. */
 export type DependencyCheck = () => Promise<boolean>;
 
-async function answers(check: DependencyCheck, timeoutMs: number): Promise<boolean> {
+/** Runs one check: false when it throws or has not answered within `timeoutMs`. */
+export async function answersWithin(check: DependencyCheck, timeoutMs: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<boolean>((resolve) => {
     timer = setTimeout(() => resolve(false), timeoutMs);
@@ -40,7 +41,9 @@ export function watchDependencies(options: {
   let previous = '';
   const checkNow = async () => {
     const names = Object.keys(options.checks);
-    const results = await Promise.all(names.map((name) => answers(options.checks[name]!, options.timeoutMs)));
+    const results = await Promise.all(
+      names.map((name) => answersWithin(options.checks[name]!, options.timeoutMs)),
+    );
     names.forEach((name, index) =>
       health.setStatus(dependencyHealthName(name), results[index] ? 'SERVING' : 'NOT_SERVING'),
     );
