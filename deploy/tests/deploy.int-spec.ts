@@ -31,6 +31,7 @@ interface Container {
   readinessProbe?: { grpc?: { port: number }; httpGet?: { path: string } };
   livenessProbe?: { httpGet?: { path: string }; grpc?: { port: number; service?: string } };
   volumeMounts?: { name: string; mountPath: string }[];
+  lifecycle?: { preStop?: { exec?: { command: string[] } } };
   resources: { requests: Record<string, string>; limits: Record<string, string> };
   securityContext?: Record<string, unknown>;
 }
@@ -114,7 +115,19 @@ describe('deploy/k8s', () => {
     ).toEqual([...WORKLOADS].sort());
     for (const deployment of ofKind('Deployment')) {
       const name = deployment.metadata.name;
-      expect([name, (deployment.spec.replicas ?? 1) >= 2]).toEqual([name, true]);
+      // Two or more replicas: set here, or (gateway, analytics) left to the autoscaler, whose minimum is 2.
+      const autoscaled = ofKind('HorizontalPodAutoscaler').find(
+        (hpa) => hpa.spec.scaleTargetRef.name === name,
+      );
+      if (autoscaled) {
+        expect([name, deployment.spec.replicas, autoscaled.spec.minReplicas >= 2]).toEqual([
+          name,
+          undefined,
+          true,
+        ]);
+      } else {
+        expect([name, (deployment.spec.replicas ?? 1) >= 2]).toEqual([name, true]);
+      }
       const pod = deployment.spec.template.spec;
       expect([name, pod.securityContext.runAsNonRoot, pod.automountServiceAccountToken]).toEqual([
         name,
@@ -139,6 +152,8 @@ describe('deploy/k8s', () => {
           expect.objectContaining({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false }),
         ]);
         expect(container.image).toMatch(/^registry\.example\.com\/sts\/[a-z]+:1\.0\.0$/);
+        // Load balancers stop sending to a terminating pod before it stops serving.
+        expect([name, container.lifecycle?.preStop?.exec?.command]).toEqual([name, ['sleep', '5']]);
       }
     }
     // Without TLS (the base), Kubernetes' own gRPC probe asks each service; HTTP for the gateway.
@@ -269,6 +284,7 @@ describe('deploy/k8s', () => {
 describe('deploy/compose.yaml and deploy/Dockerfile', () => {
   const secrets = {
     POSTGRES_PASSWORD: 'p',
+    CLICKHOUSE_PASSWORD: 'c',
     SERVICE_AUTH_KEY: 'k',
     SECRET_SEALING_KEY: 's',
     ENROLLMENT_KEY_ENCRYPTION_KEY: 'e',

@@ -113,7 +113,13 @@ export async function assertClickHouseMigrated(options: ClickHouseMigrationOptio
   const client = createClickHouseClient({ ...options.connection, database: options.database });
   let progress: Map<string, number>;
   try {
-    progress = await migrationProgress(client).catch(() => new Map<string, number>());
+    // A database or ledger not created yet is nothing applied; ClickHouse out of reach is an error of its own.
+    progress = await migrationProgress(client).catch((error: unknown) => {
+      if (/UNKNOWN_(TABLE|DATABASE)|does(n't| not) exist/i.test(String((error as Error)?.message ?? error))) {
+        return new Map<string, number>();
+      }
+      throw error;
+    });
   } finally {
     await client.close();
   }

@@ -9,6 +9,7 @@ describe('Readiness', () => {
         analytics: () => Promise.reject(new Error('connection refused')),
         identity: () => new Promise<boolean>(() => undefined), // never answers
       },
+      undefined,
       50,
       0,
     );
@@ -27,7 +28,13 @@ describe('Readiness', () => {
   it('reuses a report for a while, so that probes do not multiply health calls', async () => {
     let now = 0;
     let calls = 0;
-    const readiness = new Readiness({ nats: async () => (calls += 1) > 0 }, 1_000, 1_000, () => now);
+    const readiness = new Readiness(
+      { nats: async () => (calls += 1) > 0 },
+      undefined,
+      1_000,
+      1_000,
+      () => now,
+    );
     await Promise.all([readiness.report(), readiness.report()]);
     now = 999;
     await readiness.report();
@@ -35,5 +42,14 @@ describe('Readiness', () => {
     now = 1_000;
     await readiness.report();
     expect(calls).toBe(2);
+  });
+
+  it('is ready while the required dependencies answer, and still names the others that do not', async () => {
+    const readiness = new Readiness({ nats: async () => true, analytics: async () => false }, ['nats']);
+    expect(await readiness.report()).toEqual({
+      ready: true,
+      checks: { nats: 'ok', analytics: 'missing' },
+      missing: ['analytics'],
+    });
   });
 });

@@ -1,6 +1,7 @@
 import { answersWithin, type DependencyCheck } from '@sts/grpc/dependency-health';
 
 export interface ReadinessReport {
+  /** Every required dependency answers (the others are reported, and do not make the gateway unready). */
   ready: boolean;
   /** Each dependency and whether it answered. */
   checks: Record<string, 'ok' | 'missing'>;
@@ -9,15 +10,18 @@ export interface ReadinessReport {
 }
 
 /**
- * The gateway's readiness: every dependency it needs to serve requests answers (NATS, and each service's
- * gRPC health). A report is reused for `reuseMs`: several probes a second must not become as many
- * rounds of health calls.
+ * The gateway's readiness. Required dependencies (NATS: telemetry intake and cache evictions) decide it;
+ * the others (each service) are only reported: one service down must not take every gateway out of the
+ * load balancer, and with it the routes that do not need that service. A report is reused for
+ * `reuseMs`: several probes a second must not become as many rounds of health calls.
  */
 export class Readiness {
   private last: { at: number; report: Promise<ReadinessReport> } | undefined;
 
   constructor(
     private readonly checks: Record<string, DependencyCheck>,
+    /** The checks that decide readiness (default: all). */
+    private readonly required: readonly string[] = Object.keys(checks),
     /** A check that has not answered by then counts as missing. */
     private readonly timeoutMs = 1_000,
     private readonly reuseMs = 1_000,
@@ -38,6 +42,6 @@ export class Readiness {
       names.map((name, index) => [name, answers[index] ? 'ok' : 'missing'] as const),
     );
     const missing = names.filter((_name, index) => !answers[index]);
-    return { ready: missing.length === 0, checks, missing };
+    return { ready: !missing.some((name) => this.required.includes(name)), checks, missing };
   }
 }

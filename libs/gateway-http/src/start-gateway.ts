@@ -68,6 +68,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         enrollment: service(config.ENROLLMENT_GRPC_ADDRESS),
         analytics: service(config.ANALYTICS_GRPC_ADDRESS),
       },
+      ['nats'],
       READINESS_TIMEOUT_MS,
     );
     const app = await buildGateway({

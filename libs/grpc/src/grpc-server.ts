@@ -153,7 +153,14 @@ export async function startGrpcServer(options: {
   tls?: GrpcTls | null;
   logger: Logger;
 }): Promise<RunningGrpcServer> {
-  const server = new Server({ 'grpc.keepalive_permit_without_calls': 1 });
+  const server = new Server({
+    'grpc.keepalive_permit_without_calls': 1,
+    // A client keeps one HTTP/2 connection; behind a Kubernetes Service it would stay on one replica
+    // for good. Ending connections after a few minutes (calls in flight get a minute to finish) makes
+    // clients reconnect and spread over the replicas there are now, those an autoscaler added too.
+    'grpc.max_connection_age_ms': 5 * 60_000,
+    'grpc.max_connection_age_grace_ms': 60_000,
+  });
   const health = new HealthImplementation({ '': 'SERVING' });
   health.addToServer(server);
   for (const service of options.services) {

@@ -4,7 +4,9 @@ import type { Readiness } from '../readiness';
 
 const readinessPayload = z
   .object({
-    status: z.enum(['ready', 'not ready']),
+    status: z
+      .enum(['ready', 'degraded', 'not ready'])
+      .describe('degraded: ready, but a service does not answer (its routes fail, the others work)'),
     checks: z.record(z.string(), z.enum(['ok', 'missing'])),
     missing: z.array(z.string()).describe('The dependencies that did not answer'),
   })
@@ -12,7 +14,8 @@ const readinessPayload = z
 
 /**
  * The contract's health route, and the operators' probes: `/livez` (the process serves HTTP: restart it
- * otherwise) and `/readyz` (every dependency answers: send it traffic; otherwise 503 naming what is missing).
+ * otherwise) and `/readyz` (NATS answers: send it traffic; 503 otherwise), which also names every service
+ * that does not answer.
  */
 export const healthRoutes: FastifyPluginAsyncZod<{ readiness: Readiness }> = async (app, { readiness }) => {
   app.get(
@@ -44,14 +47,15 @@ export const healthRoutes: FastifyPluginAsyncZod<{ readiness: Readiness }> = asy
     {
       schema: {
         tags: ['Health'],
-        summary: 'Readiness: NATS and every service answer; 503 names the missing ones',
+        summary:
+          'Readiness: NATS answers (503 otherwise); every service is checked and the missing ones named',
         response: { 200: readinessPayload, 503: readinessPayload },
       },
     },
     async (_request, reply) => {
       const report = await readiness.report();
       return reply.status(report.ready ? 200 : 503).send({
-        status: report.ready ? 'ready' : 'not ready',
+        status: !report.ready ? 'not ready' : report.missing.length > 0 ? 'degraded' : 'ready',
         checks: report.checks,
         missing: report.missing,
       });
