@@ -2,6 +2,14 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import type { z } from 'zod';
+import { analyticsEnvSchema } from '@sts/analytics-infra/analytics-config';
+import { billingEnvSchema } from '@sts/billing-infra/billing-config';
+import { loadConfig } from '@sts/config/load-config';
+import { enrollmentEnvSchema } from '@sts/enrollment-infra/enrollment-config';
+import { gatewayEnvSchema } from '@sts/gateway-http/gateway-config';
+import { identityEnvSchema } from '@sts/identity-infra/identity-config';
+import { notificationEnvSchema } from '@sts/notification-infra/notification-config';
 
 /**
  * deploy/ checked offline (no daemon, no cluster): kustomize renders, every rendered object is valid
@@ -62,6 +70,44 @@ interface K8sObject {
     ingress: { from?: { podSelector: Selector }[] }[];
   };
 }
+
+/** Each app's configuration schema: what its process checks at start. */
+const SCHEMAS: Record<(typeof WORKLOADS)[number], z.ZodObject> = {
+  gateway: gatewayEnvSchema,
+  identity: identityEnvSchema,
+  notification: notificationEnvSchema,
+  billing: billingEnvSchema,
+  enrollment: enrollmentEnvSchema,
+  analytics: analyticsEnvSchema,
+};
+/** Values of the right shape for every secret the manifests and compose file name. */
+const KEY = Buffer.alloc(32, 7).toString('base64');
+const SECRET_VALUES: Record<string, string> = {
+  DATABASE_URL: 'postgresql://sts:secret@postgres:5432/sts',
+  CLICKHOUSE_URL: 'http://sts:secret@clickhouse:8123',
+  SMTP_URL: 'smtps://user:secret@smtp.example.com:465',
+  SERVICE_AUTH_KEY: KEY,
+  SECRET_SEALING_KEY: KEY,
+  ENROLLMENT_KEY_ENCRYPTION_KEY: KEY,
+  STRIPE_SECRET_KEY: 'sk_live_secret',
+  STRIPE_WEBHOOK_SECRET: 'whsec_secret',
+};
+/** The app a container runs, from its image (`…/sts/<app>:tag` or `sts-<app>`). */
+/** Why an app would refuse this environment at start; null when it takes it. */
+const configProblem = (app: (typeof WORKLOADS)[number], env: Record<string, string>) => {
+  try {
+    loadConfig(SCHEMAS[app], env);
+    return null;
+  } catch (error) {
+    return (error as Error).message;
+  }
+};
+const appOf = (image: string) =>
+  image
+    .replace(/:[^/]*$/, '')
+    .split('/')
+    .pop()!
+    .replace(/^sts-/, '') as (typeof WORKLOADS)[number];
 
 const render = (path: string) =>
   execFileSync('kubectl', ['kustomize', join(ROOT, path)], {
@@ -265,6 +311,21 @@ describe('deploy/k8s', () => {
     }
   });
 
+  it("gives every container the configuration its app requires at start (each app's own schema)", () => {
+    const config = ofKind('ConfigMap')[0]!.data ?? {};
+    for (const [name, pod] of podSpecs()) {
+      for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
+        const app = appOf(container.image);
+        const env: Record<string, string> = Object.assign({}, config);
+        for (const variable of container.env ?? []) {
+          const secret = variable.valueFrom?.secretKeyRef?.key;
+          env[variable.name] = secret ? SECRET_VALUES[secret]! : variable.value!;
+        }
+        expect([name, container.name, configProblem(app, env)]).toEqual([name, container.name, null]);
+      }
+    }
+  });
+
   it('migrates once per release in a Job, and the replicas only check', () => {
     expect(ofKind('ConfigMap')[0]!.data?.MIGRATIONS).toBe('check');
     const pod = named('Job', 'migrate').spec.template.spec;
@@ -285,9 +346,9 @@ describe('deploy/compose.yaml and deploy/Dockerfile', () => {
   const secrets = {
     POSTGRES_PASSWORD: 'p',
     CLICKHOUSE_PASSWORD: 'c',
-    SERVICE_AUTH_KEY: 'k',
-    SECRET_SEALING_KEY: 's',
-    ENROLLMENT_KEY_ENCRYPTION_KEY: 'e',
+    SERVICE_AUTH_KEY: KEY,
+    SECRET_SEALING_KEY: KEY,
+    ENROLLMENT_KEY_ENCRYPTION_KEY: KEY,
     SMTP_URL: 'smtp://mail.example.com',
     OIDC_ISSUER: 'https://login.example.com/',
     OIDC_AUDIENCE: 'https://api.example.com',
@@ -308,6 +369,14 @@ describe('deploy/compose.yaml and deploy/Dockerfile', () => {
     expect(services).toEqual(
       ['postgres', 'nats', 'clickhouse', ...WORKLOADS, ...SERVICES.map((name) => `migrate-${name}`)].sort(),
     );
+    // Every app service's environment passes its app's own schema.
+    const rendered = parseAllDocuments(valid.stdout)[0]!.toJS() as {
+      services: Record<string, { image?: string; environment?: Record<string, string> }>;
+    };
+    for (const [name, service] of Object.entries(rendered.services)) {
+      if (!service.image?.startsWith('sts-')) continue;
+      expect([name, configProblem(appOf(service.image), service.environment ?? {})]).toEqual([name, null]);
+    }
     for (const missing of Object.keys(secrets)) {
       const without = Object.fromEntries(Object.entries(secrets).filter(([key]) => key !== missing));
       const refused = compose(without);
