@@ -227,6 +227,17 @@ function providerError(error: unknown, what: string): Error {
   return new Error(`Stripe could not ${what}`, { cause: error });
 }
 
+/** The object, or null when Stripe has no such object (its `resource_missing` error). */
+async function nullIfMissing<T>(request: Promise<T>): Promise<T | null> {
+  try {
+    return await request;
+  } catch (error) {
+    if (error instanceof Stripe.errors.StripeInvalidRequestError && error.code === 'resource_missing')
+      return null;
+    throw error;
+  }
+}
+
 /** PaymentProvider over Stripe's API (the official SDK for every call and for signatures). */
 export class StripePaymentProvider implements PaymentProvider {
   /** Price ids by lookup key: prices change rarely, and a checkout then needs two calls instead of three. */
@@ -303,15 +314,9 @@ export class StripePaymentProvider implements PaymentProvider {
   }
 
   async closeCheckoutSession(sessionId: string): Promise<'closed' | 'paid'> {
-    const session = await this.call('read the checkout session', async () => {
-      try {
-        return await this.stripe.checkout.sessions.retrieve(sessionId);
-      } catch (error) {
-        if (error instanceof Stripe.errors.StripeInvalidRequestError && error.code === 'resource_missing')
-          return null;
-        throw error;
-      }
-    });
+    const session = await this.call('read the checkout session', () =>
+      nullIfMissing(this.stripe.checkout.sessions.retrieve(sessionId)),
+    );
     if (!session) return 'closed';
     if (session.status === 'complete') return 'paid';
     if (session.status === 'open') {
@@ -331,15 +336,9 @@ export class StripePaymentProvider implements PaymentProvider {
   }
 
   async retrieveSubscription(subscriptionId: string): Promise<ProviderSubscription | null> {
-    const subscription = await this.call('read the subscription', async () => {
-      try {
-        return await this.stripe.subscriptions.retrieve(subscriptionId);
-      } catch (error) {
-        if (error instanceof Stripe.errors.StripeInvalidRequestError && error.code === 'resource_missing')
-          return null;
-        throw error;
-      }
-    });
+    const subscription = await this.call('read the subscription', () =>
+      nullIfMissing(this.stripe.subscriptions.retrieve(subscriptionId)),
+    );
     return subscription && toProviderSubscription(parse(subscriptionSchema, subscription, 'subscription'));
   }
 

@@ -29,7 +29,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     logger.error({ err: error, resource: name }, 'shutdown step failed'),
   );
   try {
-    const clients = createUpstreamClients(config);
+    const tls = loadGrpcTls(config);
+    const clients = createUpstreamClients(config, tls);
     lifecycle.add('grpc clients', () => clients.close());
     const verifier = new AccessTokenVerifier(accessTokenVerifierOptionsFromEnv(config));
     const caches = new GatewayCaches(config);
@@ -57,7 +58,6 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       config.NATS_NAMESPACE,
       config.TELEMETRY_PUBLISH_TIMEOUT_MS,
     );
-    const tls = loadGrpcTls(config);
     const service = (address: string) => () => probeGrpcHealth(address, READINESS_TIMEOUT_MS, tls);
     const readiness = new Readiness(
       {

@@ -1,5 +1,5 @@
 import { createPromiseClient } from '@sts/grpc/grpc-client';
-import { loadGrpcTls } from '@sts/grpc/grpc-tls';
+import type { GrpcTls } from '@sts/grpc/grpc-tls';
 import { ServiceTokenIssuer } from '@sts/grpc/service-token';
 import { AnalyticsServiceService } from '@sts/proto/gen/analytics/v1/analytics';
 import { BillingServiceService } from '@sts/proto/gen/billing/v1/billing';
@@ -18,12 +18,10 @@ export function createUpstreamClients(
     | 'ANALYTICS_GRPC_ADDRESS'
     | 'GRPC_DEADLINE_MS'
     | 'SERVICE_AUTH_KEY'
-    | 'GRPC_TLS_CA_FILE'
-    | 'GRPC_TLS_CERT_FILE'
-    | 'GRPC_TLS_KEY_FILE'
   >,
+  /** Mutual TLS with the services (loadGrpcTls); plaintext when null. */
+  tls: GrpcTls | null,
 ) {
-  const tls = loadGrpcTls(config);
   const issuer = new ServiceTokenIssuer(Buffer.from(config.SERVICE_AUTH_KEY, 'base64'), 'gateway');
   const deadline = config.GRPC_DEADLINE_MS;
   const identity = createPromiseClient(

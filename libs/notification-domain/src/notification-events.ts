@@ -125,7 +125,7 @@ export class NotificationEventHandler {
         return outcome as EventOutcome;
       }
       case 'invite.created':
-        return this.sendEmail(event, 'invite', () =>
+        return this.sendEmails(event, 'invite', () => [
           renderInviteEmail({
             to: event.data.email,
             orgName: event.data.org_name,
@@ -139,9 +139,9 @@ export class NotificationEventHandler {
             expiresAt: new Date(event.data.expires_at),
             publicAppUrl: this.settings.publicAppUrl,
           }),
-        );
+        ]);
       case 'enrollment_code.email_requested':
-        return this.sendEmail(event, 'enrollment_code', () =>
+        return this.sendEmails(event, 'enrollment_code', () => [
           renderEnrollmentCodeEmail({
             to: event.data.email,
             orgName: event.data.org_name,
@@ -159,7 +159,7 @@ export class NotificationEventHandler {
             expiresAt: new Date(event.data.expires_at),
             publicApiUrl: this.settings.publicApiUrl,
           }),
-        );
+        ]);
       case 'billing.payment_failed':
         return this.emailAdmins(event);
     }
@@ -168,33 +168,22 @@ export class NotificationEventHandler {
   /**
    * The payment-failed e-mail, to each ORG_ADMIN of the organization (asked of identity when the
    * event is handled, so whoever is an admin then gets it). One ledger entry covers them all: if a
-   * send fails, the event is retried and the admins reached before may get it twice (as `sendEmail`).
+   * send fails, the event is retried and the admins reached before may get it twice (see `sendEmails`).
    */
   private async emailAdmins(event: DomainEvent<'billing.payment_failed'>): Promise<EventOutcome> {
     const recipients = await this.admins.emailsOf(event.data.org_id);
-    return this.store.transaction(async (repos) => {
-      if (!(await repos.recordEventsOnce([{ id: event.id, type: event.type }])).has(event.id))
-        return 'duplicate';
-      for (const to of recipients) {
-        const email = renderPaymentFailedEmail({
+    return this.sendEmails(event, 'payment_failed', () =>
+      recipients.map((to) =>
+        renderPaymentFailedEmail({
           to,
           amountDue: event.data.amount_due,
           currency: event.data.currency,
           invoiceUrl: event.data.invoice_url,
           nextAttemptAt: event.data.next_attempt_at ? new Date(event.data.next_attempt_at) : null,
           publicAppUrl: this.settings.publicAppUrl,
-        });
-        await this.mailer.send(email);
-        await repos.insertEmailLog({
-          eventId: event.id,
-          recipient: email.to,
-          subject: email.subject,
-          template: 'payment_failed',
-          sentAt: this.clock.now(),
-        });
-      }
-      return 'applied';
-    });
+        }),
+      ),
+    );
   }
 
   /**
@@ -269,7 +258,7 @@ export class NotificationEventHandler {
   }
 
   /**
-   * Sends one e-mail per event id. Order: claim the event id in the ledger (the row lock also makes a
+   * Sends an event's e-mails once per event id (one ledger entry covers them all). Order: claim the event id in the ledger (the row lock also makes a
    * concurrent replica wait for our outcome), render (opening sealed secrets), send, write the e-mail
    * log, commit. If opening or sending fails, the transaction rolls back and the error makes the
    * consumer nak the message, so it is retried.
@@ -281,23 +270,24 @@ export class NotificationEventHandler {
    *
    * The log row holds the recipient, subject and template only: never the body or a secret it carried.
    */
-  private sendEmail(
+  private sendEmails(
     event: NotificationEvent,
     template: EmailTemplate,
-    render: () => OutgoingEmail,
+    render: () => OutgoingEmail[],
   ): Promise<EventOutcome> {
     return this.store.transaction(async (repos) => {
       if (!(await repos.recordEventsOnce([{ id: event.id, type: event.type }])).has(event.id))
         return 'duplicate';
-      const email = render();
-      await this.mailer.send(email);
-      await repos.insertEmailLog({
-        eventId: event.id,
-        recipient: email.to,
-        subject: email.subject,
-        template,
-        sentAt: this.clock.now(),
-      });
+      for (const email of render()) {
+        await this.mailer.send(email);
+        await repos.insertEmailLog({
+          eventId: event.id,
+          recipient: email.to,
+          subject: email.subject,
+          template,
+          sentAt: this.clock.now(),
+        });
+      }
       return 'applied';
     });
   }
