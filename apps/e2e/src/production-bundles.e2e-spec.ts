@@ -15,6 +15,7 @@ import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-n
 import { createTestDatabase } from '@sts/testing/postgres';
 import { testCertificateAuthority } from '@sts/testing/https-receiver';
 import { freePort, portOpen, ServiceProcess } from '@sts/testing/service-process';
+import { startOtlpCollector, type OtlpCollector } from '@sts/testing/otlp-collector';
 import { startSmtpSink } from '@sts/testing/smtp-sink';
 import { startStripeStandIn, type StripeStandIn } from '@sts/testing/stripe-stand-in';
 
@@ -34,6 +35,8 @@ describe('production bundles, end to end', () => {
   const processes: ServiceProcess[] = [];
   let gatewayUrl: string;
   let ports: Record<(typeof SERVICES)[number] | 'gateway', number>;
+  let metricsPorts: Record<(typeof SERVICES)[number] | 'gateway', number>;
+  let collector: OtlpCollector;
   let tlsEnv: Record<'GRPC_TLS_CA_FILE' | 'GRPC_TLS_CERT_FILE' | 'GRPC_TLS_KEY_FILE', string>;
   let idp: DevOidcProvider;
   let stripe: StripeStandIn;
@@ -65,6 +68,8 @@ describe('production bundles, end to end', () => {
     lifecycle.add('smtp sink', () => mail.close());
     stripe = await startStripeStandIn();
     lifecycle.add('stripe stand-in', () => stripe.close());
+    collector = await startOtlpCollector();
+    lifecycle.add('otlp collector', () => collector.close());
     agentDir = await mkdtemp(join(tmpdir(), 'sts-agent-'));
     lifecycle.add('agent dir', () => rm(agentDir, { recursive: true, force: true }));
     // Mutual TLS between the services, as the production overlay runs them: a CA made for this run and
@@ -87,6 +92,9 @@ describe('production bundles, end to end', () => {
     ports = Object.fromEntries(
       await Promise.all([...SERVICES, 'gateway'].map(async (name) => [name, await freePort()] as const)),
     ) as Record<(typeof SERVICES)[number] | 'gateway', number>;
+    metricsPorts = Object.fromEntries(
+      await Promise.all([...SERVICES, 'gateway'].map(async (name) => [name, await freePort()] as const)),
+    ) as Record<(typeof SERVICES)[number] | 'gateway', number>;
     const shared = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       NODE_ENV: 'production',
@@ -97,6 +105,9 @@ describe('production bundles, end to end', () => {
       SERVICE_AUTH_KEY: randomBytes(32).toString('base64'),
       SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
       PUBLIC_APP_URL: 'https://dashboard.bundles.test',
+      // Metrics and traces on, as in production: spans to a collector stand-in, sent every 100 ms.
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
       ...tlsEnv,
     };
     const env: Record<(typeof SERVICES)[number], Record<string, string>> = {
@@ -141,7 +152,10 @@ describe('production bundles, end to end', () => {
     for (const name of SERVICES) {
       const service = start(
         name,
-        Object.assign({ GRPC_PORT: String(ports[name]), MIGRATIONS: 'check' }, env[name]),
+        Object.assign(
+          { GRPC_PORT: String(ports[name]), MIGRATIONS: 'check', METRICS_PORT: String(metricsPorts[name]) },
+          env[name],
+        ),
       );
       await service.waitUntil(`gRPC port ${ports[name]}`, () => portOpen(ports[name]));
     }
@@ -155,6 +169,9 @@ describe('production bundles, end to end', () => {
       ENROLLMENT_GRPC_ADDRESS: `127.0.0.1:${ports.enrollment}`,
       ANALYTICS_GRPC_ADDRESS: `127.0.0.1:${ports.analytics}`,
       ANALYTICS_CACHE_TTL_MS: '0',
+      METRICS_PORT: String(metricsPorts.gateway),
+      // Every request's line (debug) names its trace.
+      LOG_LEVEL: 'debug',
     });
     gatewayUrl = `http://127.0.0.1:${ports.gateway}`;
     await gateway.waitUntil(
@@ -245,6 +262,112 @@ describe('production bundles, end to end', () => {
       'billing.updated',
       'device.enrolled',
     ]);
+  });
+
+  it('traces one request through the gateway, identity, its outbox and the e-mail the event causes', async () => {
+    const admin = await idp.issueUserToken({ email: 'admin@bundles.test', name: 'Admin' });
+    const invite = await api<{ id: string }>('POST', '/api/invites', admin, {
+      email: 'traced@bundles.test',
+      role: 'ANALYST',
+    });
+    expect(invite.status).toBe(201);
+    const request = await eventually(async () =>
+      collector.spans.find((span) => span.service === 'gateway' && span.name === 'POST /api/invites'),
+    );
+    const handled = await eventually(
+      async () =>
+        collector.spans.find(
+          (span) => span.traceId === request.traceId && span.name === 'handle invite.created',
+        ),
+      10_000,
+    );
+    const trace = collector.spans.filter((span) => span.traceId === request.traceId);
+    const byId = new Map(trace.map((span) => [span.spanId, span]));
+    // From the consumer back to the request: every step's parent is the one before it.
+    const chain: string[] = [];
+    for (
+      let span: (typeof trace)[number] | undefined = handled;
+      span;
+      span = byId.get(span.parentSpanId ?? '')
+    ) {
+      chain.unshift(`${span.service}: ${span.name}`);
+    }
+    expect(chain).toEqual([
+      'gateway: POST /api/invites',
+      expect.stringMatching(/^gateway: identity\.v1\.IdentityService\/\w+$/),
+      expect.stringMatching(/^identity: identity\.v1\.IdentityService\/\w+$/),
+      'identity: publish invite.created',
+      'notification: handle invite.created',
+    ]);
+    expect(request.parentSpanId).toBeUndefined();
+    // The gateway's line for the request names the trace.
+    const gateway = processes.find((service) => service.name === 'gateway')!;
+    expect(gateway.tail(100)).toContain(`"trace_id":"${request.traceId}"`);
+  });
+
+  it('exports Prometheus metrics from every process: requests, calls, events, outbox, ClickHouse, runtime', async () => {
+    const scrape = async (name: (typeof SERVICES)[number] | 'gateway') => {
+      const response = await fetch(`http://127.0.0.1:${metricsPorts[name]}/metrics`);
+      expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+      return response.text();
+    };
+    const value = (text: string, series: RegExp) =>
+      text
+        .split('\n')
+        .filter((line) => series.test(line))
+        .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+    const gateway = await scrape('gateway');
+    expect(
+      value(
+        gateway,
+        /^sts_http_server_requests_total\{method="GET",route="\/api\/session",status_code="200"\}/,
+      ),
+    ).toBeGreaterThanOrEqual(2);
+    expect(
+      value(
+        gateway,
+        /^sts_http_server_request_duration_seconds_count\{method="POST",route="\/api\/invites",status_code="201"\}/,
+      ),
+    ).toBe(1);
+    expect(
+      value(
+        gateway,
+        /^sts_grpc_client_handled_total\{grpc_method="identity\.v1\.IdentityService\/\w+",grpc_code="OK"\}/,
+      ),
+    ).toBeGreaterThan(0);
+    expect(value(gateway, /^sts_nodejs_eventloop_lag_seconds /)).toBeGreaterThanOrEqual(0);
+    expect(gateway).toMatch(/^sts_process_resident_memory_bytes \d+/m);
+
+    const identity = await scrape('identity');
+    expect(
+      value(
+        identity,
+        /^sts_grpc_server_handled_total\{grpc_service="identity\.v1\.IdentityService",grpc_method="\w+",grpc_code="OK"\}/,
+      ),
+    ).toBeGreaterThan(0);
+    expect(value(identity, /^sts_outbox_published_total\{schema="identity"\}/)).toBeGreaterThan(0);
+    expect(identity).toMatch(/^sts_outbox_backlog_events\{schema="identity"\} 0$/m);
+    expect(identity).toMatch(/^sts_outbox_oldest_unpublished_age_seconds\{schema="identity"\} 0$/m);
+
+    const notification = await scrape('notification');
+    expect(
+      value(
+        notification,
+        /^sts_events_handled_total\{consumer="notification-email",event_type="invite\.created",outcome="ok"\}/,
+      ),
+    ).toBe(1);
+    expect(notification).toMatch(/^sts_consumer_pending_messages\{consumer="notification-email"\} 0$/m);
+    expect(notification).toMatch(/^sts_consumer_ack_pending_messages\{consumer="notification"\} \d+$/m);
+
+    const analytics = await scrape('analytics');
+    expect(value(analytics, /^sts_clickhouse_insert_rows_total\{table="telemetry_events"\}/)).toBe(40);
+    expect(
+      value(analytics, /^sts_clickhouse_insert_duration_seconds_count\{table="telemetry_events"\}/),
+    ).toBeGreaterThan(0);
+    expect(value(analytics, /^sts_consumer_redeliveries_total/)).toBe(0);
+
+    // Only GET /metrics; the endpoint is not the API.
+    expect((await fetch(`http://127.0.0.1:${metricsPorts.gateway}/api/session`)).status).toBe(404);
   });
 
   it("answers the containers' health check for every service and the gateway, and fails it for a dead port", async () => {

@@ -8,7 +8,7 @@ import type {
   TelemetryRow,
   TelemetryStore,
 } from '@sts/analytics-domain/analytics-ports';
-import { insertJsonEachRow, type ClickHouseClient } from '@sts/clickhouse/clickhouse-client';
+import { insertJsonEachRow, observeInsert, type ClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import {
   dateLiteral,
   dateTimeInputValue,
@@ -91,12 +91,14 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
   /** Rows go as they are (no copy through `insertJsonEachRow`): they are built in column shape (bench/ingestion.bench.ts). */
   async insert(rows: readonly TelemetryRow[]): Promise<void> {
     if (rows.length === 0) return;
-    await this.client.insert({
-      table: 'telemetry_events',
-      columns: TELEMETRY_COLUMNS,
-      values: rows,
-      format: 'JSONEachRow',
-    });
+    await observeInsert('telemetry_events', rows.length, () =>
+      this.client.insert({
+        table: 'telemetry_events',
+        columns: TELEMETRY_COLUMNS,
+        values: rows,
+        format: 'JSONEachRow',
+      }),
+    );
   }
 
   async blockedCounts(devices: readonly DeviceRef[], since: Date, until: Date): Promise<BlockCount[]> {

@@ -2,7 +2,7 @@ import { Migration } from '@mikro-orm/migrations';
 import type { MigrationEntry } from '@sts/db/service-orm';
 import { processedEventsTableSql } from '@sts/db/processed-events';
 import type { RetainedTable } from '@sts/db/retention';
-import { outboxDeadLetterSql, outboxTableSql } from '@sts/outbox/outbox';
+import { outboxDeadLetterSql, outboxTableSql, outboxTraceContextSql } from '@sts/outbox/outbox';
 
 export const BILLING_SCHEMA = 'billing';
 
@@ -66,7 +66,15 @@ export const PAYMENT_EVENTS_RETENTION: RetainedTable = {
   retentionMs: 45 * 24 * 60 * 60 * 1000,
 };
 
+/** The trace context an outbox row carries to the event it becomes (and the parked-rows index). */
+class OutboxTraceContext extends Migration {
+  override up(): void {
+    this.addSql(outboxTraceContextSql(BILLING_SCHEMA));
+  }
+}
+
 export const BILLING_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_billing_schema', class: InitialBillingSchema },
   { name: '0002_stripe_billing', class: StripeBilling },
+  { name: '0003_outbox_trace_context', class: OutboxTraceContext },
 ];

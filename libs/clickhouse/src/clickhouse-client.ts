@@ -9,6 +9,12 @@ import {
   type WarnLogParams,
 } from '@clickhouse/client';
 import type { Logger } from '@sts/logger/create-logger';
+import {
+  clickhouseInsertFailures,
+  clickhouseInsertRows,
+  clickhouseInsertSeconds,
+} from '@sts/observability/metrics';
+import { inSpan, SpanKind } from '@sts/observability/trace-context';
 import { identifier } from './sql-escape';
 
 export type { ClickHouseClient };
@@ -147,5 +153,36 @@ export async function insertJsonEachRow<Row extends Record<string, unknown>>(
     }
     return picked;
   });
-  await client.insert({ table: tableName, columns: [first, ...rest], values, format: 'JSONEachRow' });
+  await observeInsert(table, values.length, () =>
+    client.insert({ table: tableName, columns: [first, ...rest], values, format: 'JSONEachRow' }),
+  );
+}
+
+/**
+ * Every insert into ClickHouse goes through here: rows and duration counted per table (failures
+ * apart), and a client span when tracing is on.
+ */
+export async function observeInsert<T>(table: string, rows: number, insert: () => Promise<T>): Promise<T> {
+  const stopTimer = clickhouseInsertSeconds.startTimer({ table });
+  try {
+    const result = await inSpan(
+      `INSERT ${table}`,
+      {
+        kind: SpanKind.CLIENT,
+        attributes: {
+          'db.system.name': 'clickhouse',
+          'db.collection.name': table,
+          'db.operation.batch.size': rows,
+        },
+      },
+      insert,
+    );
+    clickhouseInsertRows.inc({ table }, rows);
+    return result;
+  } catch (error) {
+    clickhouseInsertFailures.inc({ table });
+    throw error;
+  } finally {
+    stopTimer();
+  }
 }

@@ -20,6 +20,9 @@ const url = (protocols: string[]) =>
 
 const port = z.coerce.number().int().min(0).max(65535);
 
+/** An unset variable and an empty one mean the same: not configured. */
+const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
+
 export const commonEnv = {
   NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -49,6 +52,19 @@ export const grpcTlsEnv = {
 };
 
 /**
+ * Metrics and traces (every process). `METRICS_PORT` unset: no metrics endpoint. No OTLP endpoint:
+ * no tracing. The `OTEL_*` names are OpenTelemetry's own; the SDK also reads `OTEL_EXPORTER_OTLP_HEADERS`,
+ * `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` from the environment.
+ */
+export const observabilityEnv = {
+  METRICS_PORT: z.preprocess(unsetIfEmpty, port.optional()),
+  METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(unsetIfEmpty, url(['http:', 'https:']).optional()),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.preprocess(unsetIfEmpty, url(['http:', 'https:']).optional()),
+  OTEL_SERVICE_NAME: z.preprocess(unsetIfEmpty, z.string().min(1).optional()),
+};
+
+/**
  * Key (base64, at least 32 bytes) that signs and checks the tokens services present to each other
  * on every gRPC call (@sts/grpc/service-token). Every service and the gateway share it.
  */
@@ -64,6 +80,7 @@ const serviceAuthEnv = {
 export const grpcServerEnv = {
   ...serviceAuthEnv,
   ...grpcTlsEnv,
+  ...observabilityEnv,
   GRPC_HOST: z.string().default('127.0.0.1'),
   GRPC_PORT: port,
   /**
@@ -149,9 +166,6 @@ export const publicUrlEnv = {
 export const clickhouseEnv = {
   CLICKHOUSE_URL: url(['http:', 'https:']).default('http://127.0.0.1:8123'),
 };
-
-/** An unset variable and an empty one mean the same: not configured. */
-const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
 
 /** Stripe (billing). Without the keys, billing's payment endpoints answer 503 and the rest works. */
 export const stripeEnv = {

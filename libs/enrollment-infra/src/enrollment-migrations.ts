@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 import type { MigrationEntry } from '@sts/db/service-orm';
 import { processedEventsTableSql } from '@sts/db/processed-events';
-import { outboxDeadLetterSql, outboxTableSql } from '@sts/outbox/outbox';
+import { outboxDeadLetterSql, outboxTableSql, outboxTraceContextSql } from '@sts/outbox/outbox';
 
 export const ENROLLMENT_SCHEMA = 'enrollment';
 
@@ -103,8 +103,16 @@ class OutboxDeadLetter extends Migration {
   }
 }
 
+/** The trace context an outbox row carries to the event it becomes (and the parked-rows index). */
+class OutboxTraceContext extends Migration {
+  override up(): void {
+    this.addSql(outboxTraceContextSql(ENROLLMENT_SCHEMA));
+  }
+}
+
 export const ENROLLMENT_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_enrollment_schema', class: InitialEnrollmentSchema },
   { name: '0002_device_search_indexes', class: DeviceSearchIndexes },
   { name: '0003_outbox_dead_letter', class: OutboxDeadLetter },
+  { name: '0004_outbox_trace_context', class: OutboxTraceContext },
 ];

@@ -18,6 +18,7 @@ import { problemErrorHandler, sendProblem } from './problem-details';
 import type { GatewayCaches } from './gateway-caches';
 import { responseSerializerCompiler } from './response-serializer';
 import { FailureLimiter } from './failure-limiter';
+import { observeRequests } from './http-observability';
 import type { DeviceCredentials } from './device-credentials';
 import { billingRoutes, billingWebhookRoute } from './routes/billing-routes';
 import { alertEndpointRoutes } from './routes/alert-endpoint-routes';
@@ -112,6 +113,7 @@ export async function buildGateway({
     ),
   );
   app.decorateRequest('caller', null);
+  observeRequests(app);
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });

@@ -1,12 +1,13 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { commonEnv, grpcClientsEnv, natsEnv, oidcEnv } from '@sts/config/env-fragments';
+import { commonEnv, grpcClientsEnv, natsEnv, observabilityEnv, oidcEnv } from '@sts/config/env-fragments';
 
 export const gatewayEnvSchema = z.object({
   ...commonEnv,
   ...grpcClientsEnv,
   ...oidcEnv,
   ...natsEnv,
+  ...observabilityEnv,
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().default('127.0.0.1'),
   /** Largest accepted request body. */

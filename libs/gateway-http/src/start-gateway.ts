@@ -13,9 +13,12 @@ import { ensureTelemetryStream } from '@sts/nats/event-stream';
 import { DeviceCredentials, subscribeToDeviceChanges } from './device-credentials';
 import { jetStreamTelemetrySink } from './telemetry-sink';
 import { Lifecycle } from '@sts/runtime/lifecycle';
+import { startObservability } from '@sts/observability/process-observability';
 
 export interface RunningGateway {
   port: number;
+  /** Port of GET /metrics; undefined without METRICS_PORT. */
+  metricsPort: number | undefined;
   url: string;
   stop(): Promise<void>;
 }
@@ -29,6 +32,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     logger.error({ err: error, resource: name }, 'shutdown step failed'),
   );
   try {
+    // First: the requests' spans and metrics are set up as the app is built.
+    const observability = await startObservability('gateway', config, logger);
+    lifecycle.add('metrics and traces', () => observability.stop());
     const tls = loadGrpcTls(config);
     const clients = createUpstreamClients(config, tls);
     lifecycle.add('grpc clients', () => clients.close());
@@ -87,6 +93,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     const port = typeof address === 'object' && address ? address.port : config.PORT;
     return {
       port,
+      metricsPort: observability.metricsPort,
       url: `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`,
       stop: () => lifecycle.close(),
     };

@@ -1,6 +1,7 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { AppError } from '@sts/errors/app-error';
 import { headers } from '@nats-io/nats-core';
+import { traceHeaders } from '@sts/nats/trace-headers';
 import {
   TELEMETRY_HEADERS,
   telemetryMessageId,
@@ -29,6 +30,7 @@ export function jetStreamTelemetrySink(
       meta.set(TELEMETRY_HEADERS.orgId, batch.org_id);
       meta.set(TELEMETRY_HEADERS.deviceId, batch.device_id);
       meta.set(TELEMETRY_HEADERS.receivedAt, String(batch.received_at));
+      traceHeaders(meta);
       const ack = await js.publish(telemetrySubject(namespace, batch.org_id), JSON.stringify(batch), {
         headers: meta,
         msgID: telemetryMessageId(batch.device_id, batch.batch_id),

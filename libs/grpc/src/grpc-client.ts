@@ -1,5 +1,6 @@
 import { Client, Metadata, status, type ServiceDefinition, type ServiceError } from '@grpc/grpc-js';
 import { grpcErrorToAppError } from './error-metadata';
+import { observeClientCall } from './grpc-observability';
 import { grpcChannelCredentials, type GrpcTls } from './grpc-tls';
 import type { CallOptions, PromiseClient } from './service-types';
 import type { ServiceName } from '@sts/vocabulary/services';
@@ -47,6 +48,7 @@ export function createPromiseClient<Definition extends ServiceDefinition>(
           const metadata = new Metadata();
           metadata.set(SERVICE_TOKEN_METADATA_KEY, token);
           if (options.requestId) metadata.set('x-request-id', options.requestId);
+          const observed = observeClientCall(method.path.slice(1), metadata);
           withoutStackTraces(() =>
             channel.makeUnaryRequest(
               method.path,
@@ -55,7 +57,7 @@ export function createPromiseClient<Definition extends ServiceDefinition>(
               request,
               metadata,
               { deadline },
-              settleOnce({ resolve, reject }, method.responseDeserialize),
+              settleOnce({ resolve, reject }, method.responseDeserialize, observed),
             ),
           );
         };
@@ -92,11 +94,16 @@ interface Pending {
  * The completion callback given to grpc-js. Defined outside the promise executor so that it reaches
  * only `pending` (cleared on the first call) and the decoder, never the promise or the response.
  */
-function settleOnce(pending: Pending, decode: (bytes: Buffer) => unknown) {
+function settleOnce(
+  pending: Pending,
+  decode: (bytes: Buffer) => unknown,
+  observed: (error: ServiceError | null) => void,
+) {
   return (error: ServiceError | null, bytes?: Buffer) => {
     const { resolve, reject } = pending;
     pending.resolve = pending.reject = undefined;
     if (!resolve || !reject) return;
+    observed(error);
     if (error) return reject(grpcErrorToAppError(error));
     let response: unknown;
     try {

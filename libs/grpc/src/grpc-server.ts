@@ -12,6 +12,7 @@ import { AppError, isAppError } from '@sts/errors/app-error';
 import type { Logger } from '@sts/logger/create-logger';
 import type { ServiceName } from '@sts/vocabulary/services';
 import { appErrorToGrpc, internalErrorToGrpc } from './error-metadata';
+import { observeServerMethod } from './grpc-observability';
 import { grpcServerCredentials, type GrpcTls } from './grpc-tls';
 import type { AsyncHandlers } from './service-types';
 import { SERVICE_TOKEN_METADATA_KEY, type CallerCheck, type ServiceTokenVerifier } from './service-token';
@@ -105,27 +106,32 @@ function requireServiceToken(
   for (const [method, handle] of Object.entries(service.implementation)) {
     const run = handle as (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => void;
     const allowed = new Set([...everyMethodCallers, ...(service.extraCallers[method] ?? [])]);
-    guarded[method] = (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
-      const proceed = (verified: CallerCheck) => {
-        const check: CallerCheck =
-          verified.ok && !allowed.has(verified.caller)
-            ? { ok: false, reason: `service ${verified.caller} may not call ${method}` }
-            : verified;
-        if (check.ok) return run(call, callback);
-        logger.warn(
-          { method: `${service.name}/${method}`, peer: call.getPeer(), reason: check.reason },
-          'gRPC call refused',
-        );
-        callback(
-          appErrorToGrpc(
-            new AppError('SERVICE_CALLER_REFUSED', 'The call did not carry a valid service token'),
-          ),
-        );
-      };
-      const check = callers.check(call.metadata.get(SERVICE_TOKEN_METADATA_KEY)[0]);
-      if ('then' in check) void check.then(proceed);
-      else proceed(check);
-    };
+    // Refused calls are counted and traced too.
+    guarded[method] = observeServerMethod(
+      service.name,
+      method,
+      (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
+        const proceed = (verified: CallerCheck) => {
+          const check: CallerCheck =
+            verified.ok && !allowed.has(verified.caller)
+              ? { ok: false, reason: `service ${verified.caller} may not call ${method}` }
+              : verified;
+          if (check.ok) return run(call, callback);
+          logger.warn(
+            { method: `${service.name}/${method}`, peer: call.getPeer(), reason: check.reason },
+            'gRPC call refused',
+          );
+          callback(
+            appErrorToGrpc(
+              new AppError('SERVICE_CALLER_REFUSED', 'The call did not carry a valid service token'),
+            ),
+          );
+        };
+        const check = callers.check(call.metadata.get(SERVICE_TOKEN_METADATA_KEY)[0]);
+        if ('then' in check) void check.then(proceed);
+        else proceed(check);
+      },
+    );
   }
   return guarded;
 }

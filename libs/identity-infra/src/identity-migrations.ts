@@ -1,7 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 import type { MigrationEntry } from '@sts/db/service-orm';
 import { processedEventsTableSql } from '@sts/db/processed-events';
-import { outboxDeadLetterSql, outboxTableSql } from '@sts/outbox/outbox';
+import { outboxDeadLetterSql, outboxTableSql, outboxTraceContextSql } from '@sts/outbox/outbox';
 
 export const IDENTITY_SCHEMA = 'identity';
 
@@ -82,8 +82,16 @@ class OutboxDeadLetter extends Migration {
   }
 }
 
+/** The trace context an outbox row carries to the event it becomes (and the parked-rows index). */
+class OutboxTraceContext extends Migration {
+  override up(): void {
+    this.addSql(outboxTraceContextSql(IDENTITY_SCHEMA));
+  }
+}
+
 export const IDENTITY_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_identity_schema', class: InitialIdentitySchema },
   { name: '0002_outbox_dead_letter', class: OutboxDeadLetter },
   { name: '0003_invite_quota', class: InviteQuota },
+  { name: '0004_outbox_trace_context', class: OutboxTraceContext },
 ];

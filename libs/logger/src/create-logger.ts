@@ -1,4 +1,5 @@
-import pino, { type Logger, type LoggerOptions } from 'pino';
+import { trace } from '@opentelemetry/api';
+import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 export type { Logger } from 'pino';
 
@@ -23,12 +24,30 @@ export const REDACTED_PATHS = [
   'secret',
 ];
 
-export function createLogger(service: string, level: LoggerOptions['level'] = 'info'): Logger {
-  return pino({
+export function createLogger(
+  service: string,
+  level: LoggerOptions['level'] = 'info',
+  /** Standard output unless a test reads the lines. */
+  destination?: DestinationStream,
+): Logger {
+  const options: LoggerOptions = {
     name: service,
     level,
     base: { service },
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+    mixin: traceFields,
+  };
+  return destination ? pino(options, destination) : pino(options);
+}
+
+/**
+ * Every line written while a span is active names its trace (`trace_id`, `span_id`), so a log search
+ * and a trace lead to each other. Without tracing (@sts/observability/tracing) no span is ever active.
+ */
+function traceFields(): Record<string, string> {
+  const span = trace.getActiveSpan();
+  if (!span) return {};
+  const { traceId, spanId } = span.spanContext();
+  return { trace_id: traceId, span_id: spanId };
 }

@@ -2,7 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { ClosedConnectionError, DrainingConnectionError } from '@nats-io/nats-core';
 import type { Logger } from '@sts/logger/create-logger';
+import { consumerBacklog, consumerMessagesEnded, consumerRedeliveries } from '@sts/observability/metrics';
+import { linkFromHeaders, SpanKind, startSpan } from '@sts/observability/trace-context';
 import { ensureDurableConsumer, type DurableConsumerSpec } from './durable-consumer';
+import { natsHeaderGetter } from './trace-headers';
 
 /** A message and what `decode` made of it. */
 export interface Decoded<T> {
@@ -56,6 +59,11 @@ export interface BatchConsumerOptions<T> {
   ackWaitMs?: number;
   /** Delay before a failed message comes back: doubles per delivery, up to the maximum. */
   retryDelay?: { initialMs?: number; maxMs?: number };
+  /**
+   * A span per batch, linked to the spans that published its messages (default). Off for a handler
+   * that makes a span per message itself, continuing each message's trace.
+   */
+  spanPerBatch?: boolean;
 }
 
 export interface BatchConsumer {
@@ -112,10 +120,12 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
     const delivery = msg.info.deliveryCount;
     const fields = { ...describe(item.value), subject: msg.subject, seq: msg.seq, delivery, err: error };
     if (isPermanent(error)) {
+      consumerMessagesEnded.inc({ consumer: durableName, reason: 'unprocessable' });
       logger.error(fields, 'unprocessable message terminated (it will not be redelivered)');
       // No reason text: servers before 2.10 ignore a `+TERM` that carries one.
       msg.term();
     } else if (maxDeliver > 0 && delivery >= maxDeliver) {
+      consumerMessagesEnded.inc({ consumer: durableName, reason: 'out_of_deliveries' });
       logger.error(fields, `handler failed ${delivery} times; giving up on this message`);
       msg.term();
     } else {
@@ -128,6 +138,7 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
   async function handle(messages: JsMsg[]): Promise<void> {
     const batch: Decoded<T>[] = [];
     for (const msg of messages) {
+      if (msg.info.deliveryCount > 1) consumerRedeliveries.inc({ consumer: durableName });
       let value: T | undefined;
       try {
         value = options.decode(msg);
@@ -140,6 +151,7 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
           },
           'undecodable message terminated (it will not be redelivered)',
         );
+        consumerMessagesEnded.inc({ consumer: durableName, reason: 'undecodable' });
         msg.term();
         continue;
       }
@@ -153,15 +165,25 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
       Math.max(Math.floor(ackWaitMs / 3), 1_000),
     );
     let failures: BatchFailures | void;
+    const span =
+      options.spanPerBatch === false
+        ? undefined
+        : startSpan(`process ${durableName}`, {
+            kind: SpanKind.CONSUMER,
+            links: batch.flatMap(({ msg }) => linkFromHeaders(msg.headers, natsHeaderGetter) ?? []),
+            attributes: { 'messaging.system': 'nats', 'messaging.batch.message_count': batch.length },
+          });
     try {
-      failures = await options.handleBatch(batch);
+      failures = await (span ? span.run(() => options.handleBatch(batch)) : options.handleBatch(batch));
     } catch (error) {
+      span?.fail(error);
       const delivery = Math.max(...batch.map(({ msg }) => msg.info.deliveryCount));
       logger.warn({ err: error, messages: batch.length, delivery }, 'batch failed; will retry');
       batch.forEach((item) => settleFailure(item, error, false));
       return;
     } finally {
       clearInterval(keepAlive);
+      span?.end();
     }
     for (const item of batch) {
       if (failures?.has(item.msg)) settleFailure(item, failures.get(item.msg), true);
@@ -193,6 +215,10 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
 
   // Create the consumer before returning, so that a wrong configuration fails the start.
   await ensureConsumer(true);
+  const stopReportingBacklog = consumerBacklog.add(durableName, async () => {
+    const info = await jsm.consumers.info(stream, durableName);
+    return { pending: info.num_pending, ackPending: info.num_ack_pending, redelivered: info.num_redelivered };
+  });
 
   let stopping = false;
   let current: ConsumerMessages | undefined;
@@ -270,6 +296,7 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
         // Resolves once the loop has drained the iterator; awaiting `running` covers it.
         void current?.close();
         await running;
+        stopReportingBacklog();
         logger.info('consumer stopped');
       })();
       return stopped;

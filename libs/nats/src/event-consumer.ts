@@ -6,8 +6,11 @@ import { eventEnvelopeSchema } from '@sts/events/event-envelope';
 import { allEventsSubject, eventSubject, eventsStreamName, eventTypeFromSubject } from '@sts/events/subjects';
 import type { Logger } from '@sts/logger/create-logger';
 import { ZodError } from 'zod';
-import { startBatchConsumer, type BatchConsumer } from './batch-consumer';
+import { eventsHandled } from '@sts/observability/metrics';
+import { contextFromHeaders, inSpan, SpanKind } from '@sts/observability/trace-context';
+import { startBatchConsumer, type BatchConsumer, type Decoded } from './batch-consumer';
 import { ensureEventsStream } from './event-stream';
+import { natsHeaderGetter } from './trace-headers';
 
 /**
  * One event of one of the types a consumer asked for. Distributes over the union, so a handler can
@@ -96,7 +99,10 @@ export function startEventConsumer<Type extends EventType>(
   const wanted = new Set<string>(options.eventTypes);
   const stream = eventsStreamName(namespace);
   const eventLogger = logger.child({ stream, consumer: options.durableName });
-  const handleBatch = options.handleBatch ?? oneAtATime(options.handle);
+  const consumer = options.durableName;
+  const handleBatch = options.handleBatch
+    ? (batch: Decoded<ConsumedEvent<Type>>[]) => options.handleBatch(batch.map((item) => item.value))
+    : oneAtATime(options.handle, consumer);
 
   function decode(msg: JsMsg): ConsumedEvent<Type> | undefined {
     const subjectType = eventTypeFromSubject(namespace, msg.subject);
@@ -142,8 +148,10 @@ export function startEventConsumer<Type extends EventType>(
     fallbackFilterSubject: allEventsSubject(namespace),
     deliverPolicy: options.deliverPolicy,
     decode,
+    // A per-event handler continues each event's trace in a span of its own; a batch gets one span.
+    spanPerBatch: !options.handle,
     handleBatch: async (batch) => {
-      const results = await handleBatch(batch.map((item) => item.value));
+      const results = await handleBatch(batch);
       if (results.length !== batch.length) {
         throw new Error(`the handler returned ${results.length} results for ${batch.length} events`);
       }
@@ -151,9 +159,11 @@ export function startEventConsumer<Type extends EventType>(
       batch.forEach((item, i) => {
         const result = results[i] as EventResult;
         if ('error' in result) {
+          eventsHandled.inc({ consumer, event_type: item.value.type, outcome: 'failed' });
           failures.set(item.msg, result.error);
           return;
         }
+        eventsHandled.inc({ consumer, event_type: item.value.type, outcome: 'ok' });
         eventLogger.debug(
           { event_id: item.value.id, event_type: item.value.type, outcome: result.outcome },
           'event handled',
@@ -178,13 +188,32 @@ export function startEventConsumer<Type extends EventType>(
   });
 }
 
-/** A per-event handler applied to a batch: one event after another, each failing on its own. */
-function oneAtATime<Event>(handle: (event: Event) => Promise<string | void>) {
-  return async (events: Event[]): Promise<EventResult[]> => {
+/**
+ * A per-event handler applied to a batch: one event after another, each failing on its own, each in a
+ * span that continues the trace its message carries (the change that caused the event).
+ */
+function oneAtATime<Event extends ConsumedEvent>(
+  handle: (event: Event) => Promise<string | void>,
+  consumer: string,
+) {
+  return async (items: Decoded<Event>[]): Promise<EventResult[]> => {
     const results: EventResult[] = [];
-    for (const event of events) {
+    for (const { msg, value: event } of items) {
       try {
-        results.push({ outcome: (await handle(event)) ?? undefined });
+        const outcome = await inSpan(
+          `handle ${event.type}`,
+          {
+            kind: SpanKind.CONSUMER,
+            parent: contextFromHeaders(msg.headers, natsHeaderGetter),
+            attributes: {
+              'messaging.system': 'nats',
+              'messaging.consumer.group.name': consumer,
+              'messaging.message.id': event.id,
+            },
+          },
+          () => handle(event),
+        );
+        results.push({ outcome: outcome ?? undefined });
       } catch (error) {
         results.push({ error });
       }

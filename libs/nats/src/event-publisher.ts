@@ -2,6 +2,7 @@ import type { JetStreamClient } from '@nats-io/jetstream';
 import { isEventType } from '@sts/events/event-catalogue';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import { eventSubject, eventsStreamName } from '@sts/events/subjects';
+import { traceHeaders } from './trace-headers';
 
 export type EventPublisher = (envelope: EventEnvelope) => Promise<void>;
 
@@ -14,7 +15,8 @@ export interface EventPublisherOptions {
  * Publishes event envelopes to the events stream of `namespace`. The envelope id travels as
  * `Nats-Msg-Id`, so a retry within the stream's duplicate window stores the event once. The returned
  * promise resolves only once JetStream has stored the message (or recognised it as a duplicate)
- * and rejects otherwise, so an outbox relay marks a row as sent only after that.
+ * and rejects otherwise, so an outbox relay marks a row as sent only after that. The active trace
+ * context (the relay's producer span, an analytics batch) travels in the message's headers.
  */
 export function createEventPublisher(
   js: JetStreamClient,
@@ -28,6 +30,7 @@ export function createEventPublisher(
     }
     const ack = await js.publish(eventSubject(namespace, envelope.type), JSON.stringify(envelope), {
       msgID: envelope.id,
+      headers: traceHeaders(),
       // Fail rather than store the event in some other stream that happens to capture the subject.
       expect: { streamName },
       ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),

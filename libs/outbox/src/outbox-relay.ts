@@ -1,7 +1,8 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { Counter } from 'prom-client';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import type { Logger } from '@sts/logger/create-logger';
+import { outboxDeadLettered, outboxPublished } from '@sts/observability/metrics';
+import { contextFromHeaders, SpanKind, startSpan, type TraceHeaders } from '@sts/observability/trace-context';
 
 export type PublishEnvelope = (envelope: EventEnvelope) => Promise<void>;
 
@@ -9,6 +10,8 @@ interface OutboxRow {
   id: string;
   aggregate: string;
   envelope: EventEnvelope;
+  /** The writing change's trace context, when it was traced. */
+  trace_context: TraceHeaders | null;
 }
 
 interface FailedRow {
@@ -42,12 +45,6 @@ const OTHER_RELAY_RETRY_MS = 50;
 
 /** Room for the headers the publisher adds (message id, expected stream). */
 const HEADER_ALLOWANCE_BYTES = 1_024;
-
-const deadLettered = new Counter({
-  name: 'sts_outbox_dead_lettered_total',
-  help: 'Outbox rows parked after repeated publish failures (they no longer block later events).',
-  labelNames: ['schema'],
-});
 
 /**
  * Events of one organization are published in the order they were written; organizations do not
@@ -166,7 +163,7 @@ export class OutboxRelay {
         return { claimed: 0, published: 0 };
       }
       const rows = await connection.execute<OutboxRow[]>(
-        `select id, ${AGGREGATE_SQL} as aggregate, envelope from "${schema}"."outbox"
+        `select id, ${AGGREGATE_SQL} as aggregate, envelope, trace_context from "${schema}"."outbox"
          where published_at is null and dead_lettered_at is null and ${AGGREGATE_SQL} not in (select jsonb_array_elements_text(?::jsonb))
          order by created_at, id limit ? for update skip locked`,
         [JSON.stringify([...blocked]), batchSize],
@@ -188,7 +185,7 @@ export class OutboxRelay {
           failed.push({ id: row.id, aggregate: row.aggregate, error: tooLarge });
           continue;
         }
-        sending.push({ row, outcome: this.publish(row.envelope) });
+        sending.push({ row, outcome: this.publishTraced(row) });
       }
       const outcomes = await Promise.allSettled(sending.map(({ outcome }) => outcome));
       const published: string[] = [];
@@ -202,6 +199,7 @@ export class OutboxRelay {
         failed.push({ id: row.id, aggregate: row.aggregate, error: outcome?.reason });
       });
       if (published.length > 0) {
+        outboxPublished.inc({ schema }, published.length);
         await connection.execute(
           `update "${schema}"."outbox" set published_at = now() where id in (${published.map(() => '?').join(', ')})`,
           published,
@@ -211,6 +209,23 @@ export class OutboxRelay {
       }
       return { claimed: rows.length, published: published.length };
     });
+  }
+
+  /** A traced change's event is published in a producer span of that trace; the publisher passes it on. */
+  private publishTraced(row: OutboxRow): Promise<void> {
+    if (!row.trace_context) return this.publish(row.envelope);
+    const span = startSpan(`publish ${row.envelope.type}`, {
+      kind: SpanKind.PRODUCER,
+      parent: contextFromHeaders(row.trace_context),
+      attributes: { 'messaging.system': 'nats', 'messaging.message.id': row.envelope.id },
+    });
+    return span
+      .run(() => this.publish(row.envelope))
+      .catch((error: unknown) => {
+        span.fail(error);
+        throw error;
+      })
+      .finally(() => span.end());
   }
 
   private tooLarge(envelope: EventEnvelope): Error | undefined {
@@ -257,7 +272,7 @@ export class OutboxRelay {
     for (const [index, row] of failed.entries()) {
       const updated = outcomes[index];
       if (updated?.parked) {
-        deadLettered.inc({ schema });
+        outboxDeadLettered.inc({ schema });
         this.logger.error(
           { eventId: row.id, org_id: row.aggregate, attempts: updated.attempts, err: row.error },
           'outbox row parked after repeated publish failures; later events of its organization go on',

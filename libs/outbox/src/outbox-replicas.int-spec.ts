@@ -5,13 +5,14 @@ import type { EventEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
 import { eventually } from '@sts/testing/eventually';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
-import { enqueueEvent, outboxDeadLetterSql, outboxTableSql } from './outbox';
+import { enqueueEvent, outboxDeadLetterSql, outboxTableSql, outboxTraceContextSql } from './outbox';
 import { OutboxRelay } from './outbox-relay';
 
 class InitialMigration extends Migration {
   override up(): void {
     this.addSql(outboxTableSql('outbox_replicas'));
     this.addSql(outboxDeadLetterSql('outbox_replicas'));
+    this.addSql(outboxTraceContextSql('outbox_replicas'));
   }
 }
 

@@ -14,13 +14,20 @@ import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
-import { enqueueEvent, OUTBOX_RETENTION, outboxDeadLetterSql, outboxTableSql } from './outbox';
+import {
+  enqueueEvent,
+  OUTBOX_RETENTION,
+  outboxDeadLetterSql,
+  outboxTableSql,
+  outboxTraceContextSql,
+} from './outbox';
 import { OutboxRelay } from './outbox-relay';
 
 class InitialMigration extends Migration {
   override up(): void {
     this.addSql(outboxTableSql('outbox_test'));
     this.addSql(outboxDeadLetterSql('outbox_test'));
+    this.addSql(outboxTraceContextSql('outbox_test'));
     this.addSql(processedEventsTableSql('outbox_test'));
     this.addSql('create table "outbox_test"."things" (id text primary key);');
   }

@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { parseEventData, type DomainEvent, type EventType } from '@sts/events/event-catalogue';
 import { newEnvelope } from '@sts/events/event-envelope';
 import { EVENT_RETENTION_MS } from '@sts/events/subjects';
+import { currentTraceHeaders } from '@sts/observability/trace-context';
 
 /** DDL of the per-service outbox. Include it in the service's first migration. */
 export function outboxTableSql(schema: string): string {
@@ -27,6 +28,16 @@ export function outboxDeadLetterSql(schema: string): string {
   return `alter table "${schema}"."outbox" add column if not exists "dead_lettered_at" timestamptz null;
   drop index if exists "${schema}"."outbox_unpublished_idx";
   create index if not exists "outbox_pending_idx" on "${schema}"."outbox" ("created_at") where "published_at" is null and "dead_lettered_at" is null;`;
+}
+
+/**
+ * Adds the trace context of the change that wrote a row (W3C headers, null while tracing is off), so
+ * that the event the relay publishes later continues that change's trace; and an index for the count
+ * of parked rows the metrics report. Include it in a migration after `outboxDeadLetterSql`.
+ */
+export function outboxTraceContextSql(schema: string): string {
+  return `alter table "${schema}"."outbox" add column if not exists "trace_context" jsonb null;
+  create index if not exists "outbox_parked_idx" on "${schema}"."outbox" ("created_at") where "published_at" is null and "dead_lettered_at" is not null;`;
 }
 
 /**
@@ -63,8 +74,8 @@ export function outboxInsertPart<Type extends EventType>(
 ): { sql: string; params: unknown[] } {
   const envelope = outboxEnvelope(type, data, now);
   return {
-    sql: `insert into "${schema}"."outbox" (id, type, envelope) select ?, ?, ?::jsonb where ${condition} returning id`,
-    params: [envelope.id, envelope.type, JSON.stringify(envelope)],
+    sql: `insert into "${schema}"."outbox" (id, type, envelope, trace_context) select ?, ?, ?::jsonb, ?::jsonb where ${condition} returning id`,
+    params: [envelope.id, envelope.type, JSON.stringify(envelope), traceContextColumn()],
   };
 }
 
@@ -82,10 +93,15 @@ export async function enqueueEvent<Type extends EventType>(
   await em
     .getConnection()
     .execute(
-      `insert into "${schema}"."outbox" (id, type, envelope) values (?, ?, ?)`,
-      [envelope.id, envelope.type, JSON.stringify(envelope)],
+      `insert into "${schema}"."outbox" (id, type, envelope, trace_context) values (?, ?, ?, ?)`,
+      [envelope.id, envelope.type, JSON.stringify(envelope), traceContextColumn()],
       'run',
       em.getTransactionContext(),
     );
   return envelope;
+}
+
+function traceContextColumn(): string | null {
+  const headers = currentTraceHeaders();
+  return headers ? JSON.stringify(headers) : null;
 }

@@ -22,8 +22,10 @@ import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-
 import { OUTBOX_RETENTION } from '@sts/outbox/outbox';
 import { OutboxRelay } from '@sts/outbox/outbox-relay';
 import { Lifecycle } from '@sts/runtime/lifecycle';
+import { outboxBacklog } from '@sts/observability/metrics';
+import { startObservability, type ObservabilityConfig } from '@sts/observability/process-observability';
 
-export interface ServiceHostConfig {
+export interface ServiceHostConfig extends ObservabilityConfig {
   /** Required when the service has a `database`. */
   DATABASE_URL?: string;
   NATS_URL: string;
@@ -83,6 +85,8 @@ export interface ServiceHost<Orm extends ServiceOrm | null = ServiceOrm> {
 
 export interface RunningService {
   grpcPort: number;
+  /** Port of GET /metrics; undefined without METRICS_PORT. */
+  metricsPort?: number | undefined;
   stop(): Promise<void>;
   /** MIGRATIONS=only: the migrations ran and nothing else started; the process should exit. */
   migratedOnly?: boolean;
@@ -138,6 +142,8 @@ export async function runServiceHost(
       await lifecycle.close();
       return migratedOnly;
     }
+    const observability = await startObservability(options.name, config, logger);
+    lifecycle.add('metrics and traces', () => observability.stop());
 
     const nats = await connectJetStream({ url: config.NATS_URL, name: options.name, logger });
     lifecycle.add('nats', () => nats.close());
@@ -152,6 +158,12 @@ export async function runServiceHost(
       });
       relay.start();
       lifecycle.add('outbox relay', () => relay?.stop());
+      const schema = database.schema;
+      const backlogOrm = orm;
+      lifecycle.add(
+        'outbox metrics',
+        outboxBacklog.add(schema, () => readOutboxBacklog(backlogOrm, schema)),
+      );
     }
 
     let consumesEvents = false;
@@ -232,9 +244,29 @@ export async function runServiceHost(
     });
     await dependencies.checkNow();
     lifecycle.add('dependency checks', () => dependencies.stop());
-    return { grpcPort: server.port, stop: () => lifecycle.close() };
+    return { grpcPort: server.port, metricsPort: observability.metricsPort, stop: () => lifecycle.close() };
   } catch (error) {
     await lifecycle.close();
     throw error;
   }
+}
+
+/** What the outbox metrics report: raw SQL, three counts over the partial indexes of pending and parked rows. */
+async function readOutboxBacklog(orm: ServiceOrm, schema: string): Promise<Record<string, number>> {
+  const [row] = await orm.em
+    .getConnection()
+    .execute<{ events: string; oldest_age_seconds: number | null; parked: string }[]>(
+      `select
+       (select count(*) from "${schema}"."outbox" where published_at is null and dead_lettered_at is null) as events,
+       (select extract(epoch from clock_timestamp() - min(created_at))::float8 from "${schema}"."outbox"
+          where published_at is null and dead_lettered_at is null) as oldest_age_seconds,
+       (select count(*) from "${schema}"."outbox" where dead_lettered_at is not null and published_at is null) as parked`,
+      [],
+      'all',
+    );
+  return {
+    events: Number(row?.events ?? 0),
+    oldestAgeSeconds: row?.oldest_age_seconds ?? 0,
+    parked: Number(row?.parked ?? 0),
+  };
 }

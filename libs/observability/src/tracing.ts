@@ -1,0 +1,63 @@
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import type { Logger } from '@sts/logger/create-logger';
+import { markTracingOn } from './trace-context';
+
+/** What tracing needs from a process's configuration (observabilityEnv of @sts/config). */
+export interface TracingConfig {
+  OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined;
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?: string | undefined;
+  OTEL_SERVICE_NAME?: string | undefined;
+}
+
+export interface RunningTracing {
+  /** Sends the spans still buffered and stops (last step of a shutdown). */
+  stop(): Promise<void>;
+}
+
+let registered: NodeTracerProvider | undefined;
+
+/**
+ * Turns tracing on for this process when an OTLP endpoint is configured (off by default: no
+ * exporter, and the instrumentation costs a flag check per request). Spans go in batches over
+ * OTLP/HTTP to `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`;
+ * the SDK reads the other standard variables itself (`OTEL_EXPORTER_OTLP_HEADERS` for a collector's
+ * credentials, `OTEL_TRACES_SAMPLER` and its argument, `OTEL_BSP_*`). Context travels in W3C
+ * `traceparent` headers: HTTP, gRPC metadata, NATS message headers, and the outbox rows in between.
+ *
+ * One provider per process: when several services share a process (tests), the first one's name is
+ * the resource's.
+ */
+export function startTracing(serviceName: string, config: TracingConfig, logger: Logger): RunningTracing {
+  const url =
+    config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+    (config.OTEL_EXPORTER_OTLP_ENDPOINT
+      ? `${config.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`
+      : undefined);
+  if (!url || registered) return { stop: async () => undefined };
+  const processor: SpanProcessor = new BatchSpanProcessor(new OTLPTraceExporter({ url }));
+  const provider = new NodeTracerProvider({
+    resource: resourceFromAttributes({
+      [ATTR_SERVICE_NAME]: config.OTEL_SERVICE_NAME ?? serviceName,
+      [ATTR_SERVICE_VERSION]: process.env.npm_package_version ?? '0.1.0',
+    }),
+    spanProcessors: [processor],
+  });
+  // Registers the W3C trace-context propagator and an AsyncLocalStorage context manager.
+  provider.register();
+  registered = provider;
+  markTracingOn();
+  logger.info({ endpoint: url }, 'tracing on: spans exported over OTLP/HTTP');
+  return {
+    stop: async () => {
+      try {
+        await provider.shutdown();
+      } catch (error) {
+        logger.warn({ err: error }, 'the last spans could not be exported');
+      }
+    },
+  };
+}
