@@ -18,6 +18,8 @@ import { problemErrorHandler, sendProblem } from './problem-details';
 import type { GatewayCaches } from './gateway-caches';
 import { responseSerializerCompiler } from './response-serializer';
 import { FailureLimiter } from './failure-limiter';
+import { windowCounterStore } from './rate-limit-store';
+import type { WindowCounter } from './window-counter';
 import { observeRequests } from './http-observability';
 import type { DeviceCredentials } from './device-credentials';
 import { billingRoutes, billingWebhookRoute } from './routes/billing-routes';
@@ -45,11 +47,14 @@ export interface GatewayDependencies {
     | 'ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE'
     | 'ENROLL_FAILURES_PER_MINUTE'
     | 'TELEMETRY_BODY_LIMIT_BYTES'
+    | 'TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE'
   >;
   caches: GatewayCaches;
   credentials: DeviceCredentials;
   /** Where accepted telemetry batches go (JetStream in production). */
   telemetry: TelemetrySink;
+  /** Counts of every rate limit: shared by the replicas (NATS KV) in production, local in unit tests. */
+  limits: WindowCounter;
   /** What `/readyz` asks (NATS, the services); everything ready when absent (tests without them). */
   readiness?: Readiness;
   logger: Logger;
@@ -70,6 +75,7 @@ export async function buildGateway({
   caches,
   credentials,
   telemetry,
+  limits,
   readiness = new Readiness({}),
   now = Date.now,
 }: GatewayDependencies) {
@@ -148,6 +154,7 @@ export async function buildGateway({
   await app.register(swaggerUi, { routePrefix: '/docs' });
   await app.register(rateLimit, {
     global: false,
+    store: windowCounterStore(limits),
     errorResponseBuilder: (_request, context) =>
       new AppError('RATE_LIMITED', `Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`),
   });
@@ -158,13 +165,15 @@ export async function buildGateway({
   await app.register(deviceEnrollRoute, {
     clients,
     perAddressPerMinute: config.ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE,
-    failures: new FailureLimiter(config.ENROLL_FAILURES_PER_MINUTE, now),
+    failures: new FailureLimiter(limits, config.ENROLL_FAILURES_PER_MINUTE, now),
   });
   await app.register(billingWebhookRoute, { clients, caches });
   await app.register(telemetryRoute, {
     credentials,
     sink: telemetry,
     bodyLimit: config.TELEMETRY_BODY_LIMIT_BYTES,
+    limits,
+    perDevicePerMinute: config.TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE,
     now,
   });
 

@@ -1,51 +1,40 @@
-import { createHash } from 'node:crypto';
+import type { WindowCounter } from './window-counter';
+
+const WINDOW_MS = 60_000;
+const SCOPE = 'enroll-failures';
 
 /**
  * Counts failures per key in fixed one-minute windows and says when a key has had too many.
  * Used to make guessing enrollment codes impractical (see docs/decisions.md for the arithmetic).
- * Keys are hashed, so secrets never sit in memory as map keys. Memory is bounded: a window's
- * counters are dropped when the next window starts.
+ * The counts live in a WindowCounter shared by the gateway replicas, which keeps only hashes of the
+ * keys (they hold enrollment keys and addresses).
  *
  * Written here rather than taken from @fastify/rate-limit because that plugin counts every request,
  * and mass roll-outs must not be slowed by successful enrollments.
  */
 export class FailureLimiter {
-  private window = -1;
-  private counts = new Map<string, number>();
-
   constructor(
+    private readonly counter: WindowCounter,
     private readonly maxFailuresPerMinute: number,
     private readonly now: () => number = Date.now,
   ) {}
 
   /** Whether any of the keys has reached its limit in the current window. */
-  isBlocked(...keys: string[]): boolean {
-    this.roll();
-    return keys.some((key) => (this.counts.get(digest(key)) ?? 0) >= this.maxFailuresPerMinute);
+  async isBlocked(...keys: string[]): Promise<boolean> {
+    const counts = await Promise.all(
+      keys.map((key) => this.counter.read(SCOPE, key, WINDOW_MS, this.maxFailuresPerMinute)),
+    );
+    return counts.some(({ count }) => count >= this.maxFailuresPerMinute);
   }
 
-  recordFailure(...keys: string[]): void {
-    this.roll();
-    for (const key of keys) {
-      const id = digest(key);
-      this.counts.set(id, (this.counts.get(id) ?? 0) + 1);
-    }
+  async recordFailure(...keys: string[]): Promise<void> {
+    await Promise.all(
+      keys.map((key) => this.counter.increment(SCOPE, key, WINDOW_MS, this.maxFailuresPerMinute)),
+    );
   }
 
   /** Seconds until the current window ends. */
   retryAfterSeconds(): number {
-    return Math.max(1, Math.ceil((60_000 - (this.now() % 60_000)) / 1000));
+    return Math.max(1, Math.ceil((WINDOW_MS - (this.now() % WINDOW_MS)) / 1000));
   }
-
-  private roll(): void {
-    const window = Math.floor(this.now() / 60_000);
-    if (window !== this.window) {
-      this.window = window;
-      this.counts = new Map();
-    }
-  }
-}
-
-function digest(key: string): string {
-  return createHash('sha256').update(key).digest('base64url');
 }

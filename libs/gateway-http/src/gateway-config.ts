@@ -35,6 +35,11 @@ export const gatewayEnvSchema = z.object({
   /** Failed enrollments (bad key or code) per minute per enrollment key, and per client address. */
   ENROLL_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(20),
   /**
+   * Telemetry batches (POST /api/device/telemetry) per device per minute. An agent sends a few a minute
+   * and drains a full default spool (about 500 batches of 1,000 events) within one minute.
+   */
+  TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE: z.coerce.number().int().min(1).default(600),
+  /**
    * How long a resolved caller (membership, role, dashboard access) is reused for the same token
    * subject. Membership events evict it sooner (within milliseconds); the TTL bounds staleness if
    * an event is missed. 0 disables the cache.

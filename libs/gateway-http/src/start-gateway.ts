@@ -10,6 +10,8 @@ import { probeGrpcHealth } from '@sts/grpc/health-probe';
 import { createUpstreamClients } from './upstream-clients';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { ensureTelemetryStream } from '@sts/nats/event-stream';
+import { openLimitsBucket } from '@sts/nats/limits-bucket';
+import { KvWindowCounter } from './kv-window-counter';
 import { DeviceCredentials, subscribeToDeviceChanges } from './device-credentials';
 import { jetStreamTelemetrySink } from './telemetry-sink';
 import { Lifecycle } from '@sts/runtime/lifecycle';
@@ -25,6 +27,8 @@ export interface RunningGateway {
 
 /** How long /readyz waits for one dependency. */
 const READINESS_TIMEOUT_MS = 1_000;
+/** How long a request waits for a shared rate-limit count before its replica counts alone. */
+const LIMITS_TIMEOUT_MS = 500;
 
 /** Starts the gateway; `stop()` closes everything in reverse order, and so does a failed start. */
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
@@ -64,6 +68,10 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       config.NATS_NAMESPACE,
       config.TELEMETRY_PUBLISH_TIMEOUT_MS,
     );
+    const limits = new KvWindowCounter(
+      await openLimitsBucket(nats.nc, config.NATS_NAMESPACE, { timeoutMs: LIMITS_TIMEOUT_MS }),
+      { logger },
+    );
     const service = (address: string) => () => probeGrpcHealth(address, READINESS_TIMEOUT_MS, tls);
     const readiness = new Readiness(
       {
@@ -85,6 +93,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       caches,
       credentials,
       telemetry,
+      limits,
       readiness,
     });
     lifecycle.add('http', () => app.close());

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { AckPolicy } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { newEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
 import { startNatsServer, type LocalNatsServer } from '@sts/testing/nats-server';
@@ -7,6 +8,7 @@ import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
 import { createEventPublisher } from './event-publisher';
 import { ensureEventsStream } from './event-stream';
 import { connectJetStream, type JetStreamConnection } from './jetstream-connection';
+import { limitsBucketName, openLimitsBucket } from './limits-bucket';
 import { NATS_ADMIN_USER, natsAuthorizationConfig } from './nats-permissions';
 
 /** The per-service NATS users the project's scripts configure, against a real nats-server. */
@@ -93,6 +95,32 @@ describe('NATS users per service', () => {
     const message = await consumer.next({ expires: 2_000 });
     expect(message?.subject).toBe(`${namespace}.events.invite.created`);
     await message?.ackAck();
+  });
+
+  it('lets the gateway alone use its rate-limit bucket; other services can neither write, read nor manage it', async () => {
+    const gateway = await as('gateway');
+    const bucket = await openLimitsBucket(gateway.nc, namespace, { timeoutMs: 2_000 });
+    await bucket.put('route.60000.1.abc', '1');
+    expect((await bucket.get('route.60000.1.abc'))?.string()).toBe('1');
+
+    const stream = `KV_${limitsBucketName(namespace)}`;
+    const identity = await as('identity');
+    for (const allowDirect of [true, false]) {
+      const foreign = await new Kvm(identity.js).open(limitsBucketName(namespace), {
+        allow_direct: allowDirect,
+      });
+      await expect(foreign.put('route.60000.1.abc', '0')).rejects.toThrow();
+      await expect(foreign.get('route.60000.1.abc')).rejects.toThrow();
+    }
+    await expect(identity.jsm.streams.info(stream)).rejects.toThrow();
+    await expect(identity.jsm.streams.purge(stream)).rejects.toThrow();
+    await expect(identity.jsm.streams.delete(stream)).rejects.toThrow();
+    await expect(
+      identity.jsm.consumers.add(stream, { durable_name: 'peek', ack_policy: AckPolicy.None }),
+    ).rejects.toThrow();
+    // The services' own streams are theirs as before, and the count is untouched.
+    await expect(identity.jsm.streams.info(`${namespace.toUpperCase()}_EVENTS`)).resolves.toBeDefined();
+    expect((await bucket.get('route.60000.1.abc'))?.string()).toBe('1');
   });
 
   it('refuses connections without credentials or with a wrong password', async () => {

@@ -15,8 +15,8 @@ export function uniqueNatsNamespace(prefix = 't'): string {
 }
 
 /**
- * Deletes every stream of `namespace` (named `<NAMESPACE>_…` or capturing `<namespace>.…` subjects),
- * with their consumers. For `afterAll`.
+ * Deletes every stream of `namespace` (named `<NAMESPACE>_…`, `KV_<NAMESPACE>_…` or capturing
+ * `<namespace>.…` subjects), with their consumers. For `afterAll`.
  */
 export async function deleteNamespaceStreams(jsm: JetStreamManager, namespace: string): Promise<string[]> {
   const namePrefix = `${namespace.toUpperCase()}_`;
@@ -26,6 +26,8 @@ export async function deleteNamespaceStreams(jsm: JetStreamManager, namespace: s
     const subjects = info.config.subjects ?? [];
     if (
       info.config.name.startsWith(namePrefix) ||
+      // Key-value buckets named after the namespace (the gateway's rate-limit counters).
+      info.config.name.startsWith(`KV_${namePrefix}`) ||
       subjects.some((subject) => subject.startsWith(subjectPrefix))
     ) {
       doomed.push(info.config.name);

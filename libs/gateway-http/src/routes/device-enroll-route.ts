@@ -86,12 +86,12 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
       const key = request.headers['x-enrollment-key'];
       // A request without a key is a failure too, counted against its address (docs/decisions.md).
       const limits = key ? [`key:${key}`, `address:${request.ip}`] : [`address:${request.ip}`];
-      if (failures.isBlocked(...limits)) {
+      if (await failures.isBlocked(...limits)) {
         reply.header('retry-after', String(failures.retryAfterSeconds()));
         throw new AppError('RATE_LIMITED', 'Too many failed enrollments; wait before trying again');
       }
       if (!key) {
-        failures.recordFailure(...limits);
+        await failures.recordFailure(...limits);
         throw new AppError('ENROLLMENT_KEY_INVALID', 'X-Enrollment-Key header is missing');
       }
       try {
@@ -112,7 +112,7 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
           re_enrolled: enrolled.reEnrolled,
         };
       } catch (error) {
-        if (isAppError(error) && GUESSING_FAILURES.has(error.code)) failures.recordFailure(...limits);
+        if (isAppError(error) && GUESSING_FAILURES.has(error.code)) await failures.recordFailure(...limits);
         throw error;
       }
     },

@@ -19,16 +19,21 @@ describe('hostOf', () => {
 describe('POST /api/device/telemetry (fake upstream)', () => {
   let gw: TestGateway;
 
-  beforeEach(async () => {
-    gw = await startTestGateway();
+  const start = async (config: Parameters<typeof startTestGateway>[0] = {}) => {
+    gw = await startTestGateway(config);
     gw.upstream.enrollment.authenticateDevice = async ({ deviceToken }) => {
       if (deviceToken === 'sts_dt_disabled') {
         return { deviceId: 'dev-2', orgId: 'org-1', status: DeviceStatus.DEVICE_STATUS_DISABLED };
       }
+      if (deviceToken === 'sts_dt_other') {
+        return { deviceId: 'dev-3', orgId: 'org-1', status: DeviceStatus.DEVICE_STATUS_ACTIVE };
+      }
       if (deviceToken !== 'sts_dt_good') throw new AppError('DEVICE_TOKEN_INVALID');
       return { deviceId: 'dev-1', orgId: 'org-1', status: DeviceStatus.DEVICE_STATUS_ACTIVE };
     };
-  });
+  };
+
+  beforeEach(() => start());
 
   afterEach(async () => {
     await gw.app.close();
@@ -127,5 +132,32 @@ describe('POST /api/device/telemetry (fake upstream)', () => {
     expect([tooMany.statusCode, tooMany.json<{ code: string }>().code]).toEqual([413, 'PAYLOAD_TOO_LARGE']);
     const enough = await post({ batch_id: 'enough', events: Array.from({ length: 5_000 }, () => event()) });
     expect(enough.statusCode).toBe(202);
+  });
+
+  it('takes TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE batches per device, then 429 RATE_LIMITED until the minute ends', async () => {
+    await gw.app.close();
+    await start({ TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE: 2 });
+    expect((await post({ batch_id: 'b-1', events: [event()] })).statusCode).toBe(202);
+    // A batch refused for its events counts too.
+    const stale = new Date(gw.clock.nowMs - 31 * 86_400_000).toISOString();
+    expect((await post({ batch_id: 'b-2', events: [event({ observed_at: stale })] })).statusCode).toBe(400);
+    const limited = await post({ batch_id: 'b-3', events: [event()] });
+    expect(limited.statusCode).toBe(429);
+    expect(limited.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(limited.json<{ code: string; detail: string }>()).toMatchObject({
+      code: 'RATE_LIMITED',
+      detail: 'At most 2 batches per device per minute; retry in 30 s',
+    });
+    // The pinned clock is 30 s into its minute.
+    expect(limited.headers['retry-after']).toBe('30');
+    // Another device has its own allowance; the next minute starts afresh.
+    expect((await post({ batch_id: 'b-3', events: [event()] }, 'sts_dt_other')).statusCode).toBe(202);
+    gw.clock.nowMs += 30_000;
+    expect((await post({ batch_id: 'b-3', events: [event()] })).statusCode).toBe(202);
+    expect(gw.published.map((b) => `${b.device_id}/${b.batch_id}`)).toEqual([
+      'dev-1/b-1',
+      'dev-3/b-3',
+      'dev-1/b-3',
+    ]);
   });
 });

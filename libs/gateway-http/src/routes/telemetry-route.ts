@@ -5,6 +5,7 @@ import { TELEMETRY_LIMITS, VERDICTS, type TelemetryEvent } from '@sts/events/tel
 import { errorResponses } from '../contract-schemas';
 import type { DeviceCredentials } from '../device-credentials';
 import type { TelemetrySink } from '../telemetry-sink';
+import type { WindowCounter } from '../window-counter';
 
 /** C0 and C1 control characters and DEL. */
 const CONTROL_CHARACTER = /\p{Cc}/u;
@@ -56,8 +57,11 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
   credentials: DeviceCredentials;
   sink: TelemetrySink;
   bodyLimit: number;
+  /** Where batches per device are counted (shared by the gateway replicas). */
+  limits: WindowCounter;
+  perDevicePerMinute: number;
   now: () => number;
-}> = async (app, { credentials, sink, bodyLimit, now }) => {
+}> = async (app, { credentials, sink, bodyLimit, limits, perDevicePerMinute, now }) => {
   app.post(
     '/api/device/telemetry',
     {
@@ -75,7 +79,7 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
       schema: {
         tags: ['Telemetry'],
         summary: "Report analyzed addresses (the agent's report command)",
-        description: `Authenticated by the X-Device-Token header. At most ${TELEMETRY_LIMITS.eventsPerBatch} events and ${bodyLimit} bytes per batch; observed_at at most 30 days in the past and 5 minutes in the future. A repeated batch_id of the same device is accepted and counted once. Only the host of each url is stored.`,
+        description: `Authenticated by the X-Device-Token header. At most ${TELEMETRY_LIMITS.eventsPerBatch} events and ${bodyLimit} bytes per batch, and ${perDevicePerMinute} batches per device per minute (then 429 with Retry-After); observed_at at most 30 days in the past and 5 minutes in the future. A repeated batch_id of the same device is accepted and counted once. Only the host of each url is stored.`,
         headers: z.object({ 'x-device-token': z.string().optional() }),
         body: telemetryBody,
         response: {
@@ -86,12 +90,22 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
               duplicate: z.boolean().describe('True when this batch id was accepted before (counted once)'),
             })
             .meta({ id: 'AcceptedTelemetry' }),
-          ...errorResponses(400, 401, 403, 413, 503),
+          ...errorResponses(400, 401, 403, 413, 429, 503),
         },
       },
     },
     async (request, reply) => {
       const device = await credentials.authenticate(request.headers['x-device-token'], request.id);
+      // Per device, before the events are checked: a batch refused for its events counts too.
+      const sent = await limits.increment('telemetry', device.deviceId, 60_000, perDevicePerMinute + 1);
+      if (sent.count > perDevicePerMinute) {
+        const seconds = Math.max(1, Math.ceil(sent.resetInMs / 1000));
+        reply.header('retry-after', String(seconds));
+        throw new AppError(
+          'RATE_LIMITED',
+          `At most ${perDevicePerMinute} batches per device per minute; retry in ${seconds} s`,
+        );
+      }
       const receivedAt = now();
       const earliest = receivedAt - TELEMETRY_LIMITS.pastMs;
       const latest = receivedAt + TELEMETRY_LIMITS.futureMs;

@@ -1,11 +1,12 @@
 import pino from 'pino';
-import { REDACTED_PATHS } from '@sts/logger/create-logger';
+import { REDACTED_PATHS, type Logger } from '@sts/logger/create-logger';
 import { buildGateway, type GatewayDependencies } from '../build-gateway';
 import type { TelemetryBatchMessage } from '@sts/events/telemetry';
 import { DeviceCredentials } from '../device-credentials';
 import { GatewayCaches } from '../gateway-caches';
 import { FakeUpstream } from './fake-upstream';
 import { TestTokens } from './test-tokens';
+import { LocalWindowCounter, type WindowCounter } from '../window-counter';
 
 export type TestGateway = Awaited<ReturnType<typeof startTestGateway>>;
 
@@ -17,6 +18,10 @@ export type TestGateway = Awaited<ReturnType<typeof startTestGateway>>;
 export async function startTestGateway(
   config: Partial<GatewayDependencies['config']> = {},
   caches: Partial<ConstructorParameters<typeof GatewayCaches>[0]> = {},
+  options: {
+    /** The rate-limit counts (a shared NATS KV counter in integration tests); this gateway's own by default. */
+    limits?: (context: { now: () => number; logger: Logger }) => WindowCounter;
+  } = {},
 ) {
   // The enrollment failure windows are whole clock minutes: a test started at hh:mm:59 would see its
   // counts reset half-way. The clock starts mid-minute and moves only when a test moves it.
@@ -31,6 +36,7 @@ export async function startTestGateway(
   const upstreamClients = upstream.clients();
   // Telemetry accepted by the gateway, in order (JetStream's part has its own integration tests).
   const published: TelemetryBatchMessage[] = [];
+  const now = () => clock.nowMs;
   const app = await buildGateway({
     config: {
       BODY_LIMIT_BYTES: 64 * 1024,
@@ -39,6 +45,7 @@ export async function startTestGateway(
       ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 600,
       ENROLL_FAILURES_PER_MINUTE: 20,
       TELEMETRY_BODY_LIMIT_BYTES: 2 * 1024 * 1024,
+      TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE: 600,
       ...config,
     },
     // Most tests change what upstream answers between requests; caching has its own tests.
@@ -60,7 +67,8 @@ export async function startTestGateway(
       return { duplicate };
     },
     verifier: tokens.verifier,
-    now: () => clock.nowMs,
+    limits: options.limits ? options.limits({ now, logger }) : new LocalWindowCounter(now),
+    now,
   });
   await app.ready();
   return { app, upstream, tokens, logs, clock, published };
