@@ -256,6 +256,8 @@ export interface BenchSystem {
   /** With `secondGateway`. */
   secondGatewayUrl: string | undefined;
   baselineUrl: string;
+  /** Every process's GET /metrics, with `observability`. */
+  metricsUrls: string[];
   /** host:port of each backend's gRPC server, by service name. */
   grpcAddresses: Map<string, string>;
   /** The started services by name: identity, notification, billing, gateway, baseline, and enrollment if asked for. */
@@ -281,6 +283,13 @@ export async function startSystem(
     secondGateway?: boolean;
     /** The baseline verifies Stripe signatures with this secret at `POST /stripe-webhook`. */
     baselineWebhookSecret?: string;
+    /** Tells this system's processes apart from another's in the same run (`identity [on]`). */
+    label?: string;
+    /**
+     * Metrics and traces on in every service and gateway: each serves GET /metrics on a port of its
+     * own (`metricsUrls`) and exports spans over OTLP/HTTP to `otlpEndpoint`.
+     */
+    observability?: { otlpEndpoint: string; env?: Record<string, string> };
   } = {},
 ): Promise<BenchSystem> {
   const logger = createLogger('bench', 'silent');
@@ -306,8 +315,19 @@ export async function startSystem(
   lifecycle.add('identity provider', () => idp.stop());
 
   const byName = new Map<string, ChildService>();
-  const startService = (name: string, entry: string, env: Record<string, string>) => {
-    const service = new ChildService(name, entry, {
+  const metricsUrls: string[] = [];
+  const startService = async (name: string, entry: string, env: Record<string, string>) => {
+    const observed: Record<string, string> = {};
+    if (options.observability && name !== 'baseline') {
+      const metricsPort = await freePort();
+      metricsUrls.push(`http://127.0.0.1:${metricsPort}/metrics`);
+      Object.assign(observed, {
+        METRICS_PORT: String(metricsPort),
+        OTEL_EXPORTER_OTLP_ENDPOINT: options.observability.otlpEndpoint,
+        ...options.observability.env,
+      });
+    }
+    const service = new ChildService(options.label ? `${name} [${options.label}]` : name, entry, {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       ...(process.env.HOME ? { HOME: process.env.HOME } : {}),
       ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}),
@@ -316,6 +336,7 @@ export async function startSystem(
         ? { NODE_OPTIONS: process.env.BENCH_SERVICE_NODE_OPTIONS }
         : {}),
       ...env,
+      ...observed,
     });
     services.push(service);
     byName.set(name, service);
@@ -342,11 +363,14 @@ export async function startSystem(
     ];
   const backends: [ChildService, number][] = [
     [
-      startService('identity', 'apps/identity/src/main.ts', { ...shared, GRPC_PORT: String(identityPort) }),
+      await startService('identity', 'apps/identity/src/main.ts', {
+        ...shared,
+        GRPC_PORT: String(identityPort),
+      }),
       identityPort,
     ],
     [
-      startService('notification', 'apps/notification/src/main.ts', {
+      await startService('notification', 'apps/notification/src/main.ts', {
         ...shared,
         GRPC_PORT: String(notificationPort),
         SMTP_URL: mail.url,
@@ -356,7 +380,7 @@ export async function startSystem(
       notificationPort,
     ],
     [
-      startService('billing', 'apps/billing/src/main.ts', {
+      await startService('billing', 'apps/billing/src/main.ts', {
         ...shared,
         GRPC_PORT: String(billingPort),
         ...options.billingEnv,
@@ -366,7 +390,7 @@ export async function startSystem(
   ];
   if (options.enrollment) {
     backends.push([
-      startService('enrollment', 'apps/enrollment/src/main.ts', {
+      await startService('enrollment', 'apps/enrollment/src/main.ts', {
         ...shared,
         GRPC_PORT: String(enrollmentPort),
         ENROLLMENT_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
@@ -379,7 +403,7 @@ export async function startSystem(
     const port = await freePort();
     analyticsPort ||= port;
     backends.push([
-      startService(`analytics-${index + 1}`, 'apps/analytics/src/main.ts', {
+      await startService(`analytics-${index + 1}`, 'apps/analytics/src/main.ts', {
         ...shared,
         GRPC_PORT: String(port),
         CLICKHOUSE_URL: options.analytics!.clickhouseUrl,
@@ -391,7 +415,7 @@ export async function startSystem(
     // One at a time: each runs the ClickHouse migrations at start, and ClickHouse has no locks.
     await waitUntil(backends.at(-1)![0], `gRPC port ${port}`, portOpenProbe(port));
   }
-  const baseline = startService('baseline', 'bench/hello-fastify.ts', {
+  const baseline = await startService('baseline', 'bench/hello-fastify.ts', {
     NODE_ENV: 'production',
     PORT: String(baselinePort),
     ...(options.baselineWebhookSecret ? { BASELINE_WEBHOOK_SECRET: options.baselineWebhookSecret } : {}),
@@ -412,12 +436,12 @@ export async function startSystem(
     ANALYTICS_GRPC_ADDRESS: `127.0.0.1:${analyticsPort || 1}`,
     ...options.gatewayEnv,
   });
-  const gateway = startService('gateway', 'apps/gateway/src/main.ts', gatewayEnv(gatewayPort));
+  const gateway = await startService('gateway', 'apps/gateway/src/main.ts', gatewayEnv(gatewayPort));
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   let secondGatewayUrl: string | undefined;
   if (options.secondGateway) {
     const port = await freePort();
-    const second = startService('gateway-2', 'apps/gateway/src/main.ts', gatewayEnv(port));
+    const second = await startService('gateway-2', 'apps/gateway/src/main.ts', gatewayEnv(port));
     secondGatewayUrl = `http://127.0.0.1:${port}`;
     await waitUntil(
       second,
@@ -439,6 +463,7 @@ export async function startSystem(
     gatewayUrl,
     secondGatewayUrl,
     baselineUrl,
+    metricsUrls,
     nats: { url: natsUrl, namespace },
     grpcAddresses: new Map(backends.map(([service, port]) => [service.name, `127.0.0.1:${port}`])),
     service: (name) => {
@@ -1253,4 +1278,55 @@ export function runBenchmark(
       await cleanup.close();
       process.exit(code);
     });
+}
+
+/**
+ * Seeds one organization whose members are `users` users and returns their access tokens (the admin's
+ * first). The first user's first login provisions the organization; everyone else is invited (the
+ * invite token arrives by e-mail), accepts, and logs in. Needs a high RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE
+ * (one accept per user). Waits a second at the end for the notifier to take the member.joined events.
+ */
+export async function seedMembers(
+  system: Pick<BenchSystem, 'idp' | 'mail' | 'gatewayUrl'>,
+  users: number,
+  interrupted: () => boolean,
+): Promise<string[]> {
+  const { idp, mail, gatewayUrl } = system;
+  const adminToken = await idp.issueUserToken({ email: 'user000@bench.test', name: 'Bench Admin' });
+  const adminSession = await call<Session>(gatewayUrl, 'GET', '/api/session', adminToken);
+  expectStatus('first login', adminSession, 200);
+  const orgId = adminSession.body.org.id;
+  const invitees = Array.from(
+    { length: users - 1 },
+    (_, i) => `user${String(i + 1).padStart(3, '0')}@bench.test`,
+  );
+  const inviteeTokens = new Map<string, string>();
+  await inBatches(invitees, 8, async (email) => {
+    if (interrupted()) throw new Error('interrupted');
+    expectStatus(
+      `invite ${email}`,
+      await call(gatewayUrl, 'POST', '/api/invites', adminToken, { email, role: 'ANALYST' }),
+      201,
+    );
+    const message = await mail.waitFor((received) => received.to.includes(email), 30_000);
+    const inviteToken = /sts_inv_[A-Za-z0-9_-]{43}/.exec(message.text ?? '')?.[0];
+    if (!inviteToken) throw new Error(`no invite token in the e-mail to ${email}`);
+    expectStatus(
+      `accept ${email}`,
+      await call(gatewayUrl, 'POST', '/api/invites/accept', undefined, { token: inviteToken }),
+      200,
+    );
+    const token = await idp.issueUserToken({ email, name: `Bench ${email.split('@')[0]}` });
+    const session = await call<Session>(gatewayUrl, 'GET', '/api/session', token);
+    expectStatus(`first login of ${email}`, session, 200);
+    if (session.body.org.id !== orgId)
+      throw new Error(`${email} landed in organization ${session.body.org.id}, not ${orgId}`);
+    inviteeTokens.set(email, token);
+  });
+  const members = await call<unknown[]>(gatewayUrl, 'GET', '/api/members', adminToken);
+  expectStatus('members', members, 200);
+  if (members.body.length !== Math.min(users, 50))
+    throw new Error(`expected ${Math.min(users, 50)} members on the first page, got ${members.body.length}`);
+  await sleep(1_000);
+  return [adminToken, ...invitees.map((email) => inviteeTokens.get(email) as string)];
 }

@@ -27,13 +27,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
 import type { Lifecycle } from '@sts/runtime/lifecycle';
 import {
-  call,
   ceilingLines,
   cpuTable,
   cpuWindow,
   DatabaseMonitor,
-  expectStatus,
-  inBatches,
   machineDescription,
   mean,
   meanCpuPerOperation,
@@ -47,6 +44,7 @@ import {
   rotate,
   runBenchmark,
   runLoad,
+  seedMembers,
   services,
   startSystem,
   summarize,
@@ -55,7 +53,6 @@ import {
   type ClosedLoadResult,
   type CpuWindow,
   type PgCounters,
-  type Session,
 } from './bench-harness';
 
 const TARGET_RPS = 3000;
@@ -143,58 +140,15 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
     // Seeding accepts one invite per user on this unauthenticated route.
     gatewayEnv: { RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: '100000' },
   });
-  const { idp, mail, gatewayUrl, baselineUrl } = system;
+  const { gatewayUrl, baselineUrl } = system;
   console.log(`started: ${services.map((service) => `${service.name} (pid ${service.pid})`).join(', ')}`);
 
-  // Seed: one organization whose members are all the users. The first user's first login
-  // provisions it; everyone else is invited (the invite token arrives by e-mail), accepts, and logs in.
   const seedStarted = performance.now();
-  const tokens: string[] = [];
-  const adminEmail = 'user000@bench.test';
-  const adminToken = await idp.issueUserToken({ email: adminEmail, name: 'Bench Admin' });
-  tokens.push(adminToken);
-  const adminSession = await call<Session>(gatewayUrl, 'GET', '/api/session', adminToken);
-  expectStatus('first login', adminSession, 200);
-  const orgId = adminSession.body.org.id;
-  const invitees = Array.from(
-    { length: options.users - 1 },
-    (_, i) => `user${String(i + 1).padStart(3, '0')}@bench.test`,
-  );
-  const inviteeTokens = new Map<string, string>();
-  await inBatches(invitees, 8, async (email) => {
-    if (interrupted()) throw new Error('interrupted');
-    expectStatus(
-      `invite ${email}`,
-      await call(gatewayUrl, 'POST', '/api/invites', adminToken, { email, role: 'ANALYST' }),
-      201,
-    );
-    const message = await mail.waitFor((received) => received.to.includes(email), 30_000);
-    const inviteToken = /sts_inv_[A-Za-z0-9_-]{43}/.exec(message.text ?? '')?.[0];
-    if (!inviteToken) throw new Error(`no invite token in the e-mail to ${email}`);
-    expectStatus(
-      `accept ${email}`,
-      await call(gatewayUrl, 'POST', '/api/invites/accept', undefined, { token: inviteToken }),
-      200,
-    );
-    const token = await idp.issueUserToken({ email, name: `Bench ${email.split('@')[0]}` });
-    const session = await call<Session>(gatewayUrl, 'GET', '/api/session', token);
-    expectStatus(`first login of ${email}`, session, 200);
-    if (session.body.org.id !== orgId)
-      throw new Error(`${email} landed in organization ${session.body.org.id}, not ${orgId}`);
-    inviteeTokens.set(email, token);
-  });
-  for (const email of invitees) tokens.push(inviteeTokens.get(email) as string);
-  const members = await call<unknown[]>(gatewayUrl, 'GET', '/api/members', adminToken);
-  expectStatus('members', members, 200);
-  if (members.body.length !== Math.min(options.users, 50))
-    throw new Error(
-      `expected ${Math.min(options.users, 50)} members on the first page, got ${members.body.length}`,
-    );
+  const tokens = await seedMembers(system, options.users, interrupted);
   console.log(
-    `seeded: 1 organization, ${options.users} members (admin + ${invitees.length} invited analysts) in ` +
-      `${((performance.now() - seedStarted) / 1000).toFixed(1)} s; GET /api/members returns the first page (${members.body.length})\n`,
+    `seeded: 1 organization, ${options.users} members (admin + ${options.users - 1} invited analysts) in ` +
+      `${((performance.now() - seedStarted) / 1000).toFixed(1)} s\n`,
   );
-  await sleep(1_000); // let the notification service catch up with the member.joined events
 
   const authorized = (path: string): autocannon.Request[] =>
     tokens.map((token) => ({ method: 'GET', path, headers: { authorization: `Bearer ${token}` } }));

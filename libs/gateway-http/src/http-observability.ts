@@ -30,7 +30,7 @@ export function observeRequests<Logger extends FastifyBaseLogger, Provider exten
   app: FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, Logger, Provider>,
 ): void {
   if (isTracingOn()) {
-    app.addHook('onRequest', (request, reply, done) => {
+    app.addHook('onRequest', (request, _reply, done) => {
       const link = linkFromHeaders(request.headers);
       const scope = startSpan(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`, {
         kind: SpanKind.SERVER,
@@ -44,10 +44,15 @@ export function observeRequests<Logger extends FastifyBaseLogger, Provider exten
         },
       });
       scopes.set(request, scope);
-      // The body arrives in later `data`/`end` events, and the answer's `finish` ends the request:
-      // their listeners (body parsing, the handler, the request's log line) run in the span too.
-      scope.bindEmitter(request.raw);
-      scope.bindEmitter(reply.raw);
+      // A body arrives in later `data`/`end` events: their listeners (body parsing, then the handler)
+      // must run in the span too. (The answer's `finish`, and the onResponse hooks, follow from the
+      // handler's own write, so they do.)
+      if (
+        request.headers['content-length'] !== undefined ||
+        request.headers['transfer-encoding'] !== undefined
+      ) {
+        scope.bindEmitter(request.raw);
+      }
       scope.run(done);
     });
   }

@@ -21,6 +21,10 @@ export interface OtlpCollector {
   spans: CollectedSpan[];
   /** Export requests received (each a batch of spans). */
   requests: number;
+  /** Spans received, also those not kept. */
+  spanCount: number;
+  /** Request bytes received (after decompression). */
+  bytes: number;
   close(): Promise<void>;
 }
 
@@ -65,8 +69,16 @@ const attributesOf = (attributes: OtlpAttribute[] = []) =>
  * with the JSON encoding, which @opentelemetry/exporter-trace-otlp-http sends. Keeps what it receives
  * for a test to look at; answers as a collector does (200 with an empty partial-success object).
  */
-export async function startOtlpCollector(): Promise<OtlpCollector> {
-  const collector: Omit<OtlpCollector, 'url' | 'close'> = { spans: [], requests: 0 };
+export async function startOtlpCollector(
+  options: {
+    /**
+     * Count spans without keeping or parsing them (a benchmark's collector shares the load generator's
+     * process and should cost it little).
+     */
+    countOnly?: boolean;
+  } = {},
+): Promise<OtlpCollector> {
+  const collector: Omit<OtlpCollector, 'url' | 'close'> = { spans: [], requests: 0, spanCount: 0, bytes: 0 };
   const server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -81,13 +93,20 @@ export async function startOtlpCollector(): Promise<OtlpCollector> {
       }
       let body = Buffer.concat(chunks);
       if (request.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
-      const received = JSON.parse(body.toString('utf8')) as OtlpExport;
       collector.requests++;
+      collector.bytes += body.length;
+      if (options.countOnly) {
+        collector.spanCount += occurrences(body, SPAN_KIND_KEY);
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        return;
+      }
+      const received = JSON.parse(body.toString('utf8')) as OtlpExport;
       for (const resourceSpans of received.resourceSpans ?? []) {
         const name = attributesOf(resourceSpans.resource?.attributes)['service.name'];
         const service = typeof name === 'string' ? name : '';
         for (const scope of resourceSpans.scopeSpans ?? []) {
           for (const span of scope.spans ?? []) {
+            collector.spanCount++;
             collector.spans.push({
               service,
               traceId: span.traceId,
@@ -114,4 +133,14 @@ export async function startOtlpCollector(): Promise<OtlpCollector> {
         server.closeAllConnections();
       }),
   });
+}
+
+/** Every span has one `"kind"` key; its links, events and attributes have none. */
+const SPAN_KIND_KEY = Buffer.from('"kind":');
+
+function occurrences(haystack: Buffer, needle: Buffer): number {
+  let count = 0;
+  for (let at = haystack.indexOf(needle); at !== -1; at = haystack.indexOf(needle, at + needle.length))
+    count++;
+  return count;
 }
