@@ -35,7 +35,7 @@ interface Container {
   image: string;
   env?: EnvVar[];
   envFrom?: unknown[];
-  ports?: { containerPort: number }[];
+  ports?: { name?: string; containerPort: number }[];
   readinessProbe?: { grpc?: { port: number }; httpGet?: { path: string } };
   livenessProbe?: { httpGet?: { path: string }; grpc?: { port: number; service?: string } };
   volumeMounts?: { name: string; mountPath: string }[];
@@ -61,13 +61,16 @@ interface K8sObject {
   data?: Record<string, string>;
   spec: {
     replicas?: number;
-    template: { spec: PodSpec };
+    template: { metadata?: { annotations?: Record<string, string> }; spec: PodSpec };
     selector: Selector;
     scaleTargetRef: { name: string };
     minReplicas: number;
     podSelector: Selector;
     policyTypes: string[];
-    ingress: { from?: { podSelector: Selector }[] }[];
+    ingress: {
+      from?: { podSelector: Selector; namespaceSelector?: Selector }[];
+      ports?: { port: number }[];
+    }[];
   };
 }
 
@@ -281,6 +284,30 @@ describe('deploy/k8s', () => {
     for (const name of ['notification', 'billing', 'enrollment', 'analytics']) {
       expect([name, callersOf(name)]).toEqual([name, ['gateway']]);
     }
+  });
+
+  it('exports metrics from every workload to Prometheus in `monitoring` only, and traces to a collector', () => {
+    const config = ofKind('ConfigMap')[0]!.data ?? {};
+    expect([config.METRICS_HOST, config.METRICS_PORT]).toEqual(['0.0.0.0', '9464']);
+    expect(config.OTEL_EXPORTER_OTLP_ENDPOINT).toMatch(/^https?:\/\//);
+    expect(config.OTEL_TRACES_SAMPLER).toBe('parentbased_traceidratio');
+    for (const deployment of ofKind('Deployment')) {
+      const name = deployment.metadata.name;
+      const ports = deployment.spec.template.spec.containers[0]!.ports ?? [];
+      expect([name, ports.find((port) => port.name === 'metrics')?.containerPort]).toEqual([name, 9464]);
+      expect([name, deployment.spec.template.metadata?.annotations]).toEqual([
+        name,
+        { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9464', 'prometheus.io/path': '/metrics' },
+      ]);
+    }
+    const scrape = named('NetworkPolicy', 'allow-metrics-scrape').spec;
+    expect(scrape.podSelector).toEqual({});
+    expect(scrape.ingress).toEqual([
+      {
+        from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }],
+        ports: [{ protocol: 'TCP', port: 9464 }],
+      },
+    ]);
   });
 
   it('speaks gRPC over mutual TLS between every workload, probing the services with a certificate', () => {
