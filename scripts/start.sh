@@ -144,20 +144,22 @@ nats_url() {
 }
 
 say "services"
+# GET /metrics of each process: the gateway on METRICS_BASE_PORT, the services on the ports after it.
+METRICS_BASE_PORT="${METRICS_BASE_PORT:-9464}"
 $START_DEV_MAILBOX && start dev-mailbox apps/dev-mailbox/src/main.ts
 $START_DEV_IDP && start dev-idp apps/dev-idp/src/main.ts
-start identity apps/identity/src/main.ts GRPC_PORT=50051 NATS_URL="$(nats_url identity)"
-start notification apps/notification/src/main.ts GRPC_PORT=50052 NATS_URL="$(nats_url notification)"
-start billing apps/billing/src/main.ts GRPC_PORT=50053 NATS_URL="$(nats_url billing)"
-start enrollment apps/enrollment/src/main.ts GRPC_PORT=50054 NATS_URL="$(nats_url enrollment)"
-start analytics apps/analytics/src/main.ts GRPC_PORT=50055 NATS_URL="$(nats_url analytics)"
+start identity apps/identity/src/main.ts GRPC_PORT=50051 METRICS_PORT=$((METRICS_BASE_PORT + 1)) NATS_URL="$(nats_url identity)"
+start notification apps/notification/src/main.ts GRPC_PORT=50052 METRICS_PORT=$((METRICS_BASE_PORT + 2)) NATS_URL="$(nats_url notification)"
+start billing apps/billing/src/main.ts GRPC_PORT=50053 METRICS_PORT=$((METRICS_BASE_PORT + 3)) NATS_URL="$(nats_url billing)"
+start enrollment apps/enrollment/src/main.ts GRPC_PORT=50054 METRICS_PORT=$((METRICS_BASE_PORT + 4)) NATS_URL="$(nats_url enrollment)"
+start analytics apps/analytics/src/main.ts GRPC_PORT=50055 METRICS_PORT=$((METRICS_BASE_PORT + 5)) NATS_URL="$(nats_url analytics)"
 $START_DEV_IDP && wait_for_port dev-idp "$DEV_IDP_PORT"
 wait_for_port identity 50051
 wait_for_port notification 50052
 wait_for_port billing 50053
 wait_for_port enrollment 50054
 wait_for_port analytics 50055
-start gateway apps/gateway/src/main.ts NATS_URL="$(nats_url gateway)"
+start gateway apps/gateway/src/main.ts METRICS_PORT="$METRICS_BASE_PORT" NATS_URL="$(nats_url gateway)"
 wait_for_port gateway "$PORT"
 
 cat <<INFO
@@ -166,6 +168,8 @@ cat <<INFO
 
   API          http://localhost:$PORT/api
   API docs     http://localhost:$PORT/docs
+  Metrics      http://localhost:$METRICS_BASE_PORT/metrics (gateway); identity, notification, billing,
+               enrollment, analytics on ports $((METRICS_BASE_PORT + 1))–$((METRICS_BASE_PORT + 5))
 INFO
 if $START_DEV_MAILBOX; then echo "  Mailbox      http://localhost:$DEV_MAILBOX_HTTP_PORT   (invitation e-mails land here)"; fi
 if $START_DEV_IDP; then
