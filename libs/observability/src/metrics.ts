@@ -115,11 +115,14 @@ class ScrapedGauges {
     private readonly label: string,
     definitions: Record<string, { name: string; help: string }>,
   ) {
+    const first = Object.keys(definitions)[0];
     const collect = (key: string) => async () => {
       const gauge = this.gauges[key];
       if (!gauge) return;
+      // A scrape collects the gauges in the order they were made: the first one reads the sources.
+      if (key === first || !this.readings) this.readings = this.readAll();
       gauge.reset();
-      for (const [source, reading] of await this.read()) {
+      for (const [source, reading] of await this.readings) {
         const value = reading[key];
         if (value !== undefined) gauge.set({ [this.label]: source }, value);
       }
@@ -145,22 +148,18 @@ class ScrapedGauges {
     };
   }
 
-  /** One read of every source per scrape, shared by the gauges collected in it. */
-  private read(): Promise<Map<string, ScrapeReading>> {
-    this.readings ??= (async () => {
-      const entries = await Promise.all(
-        [...this.sources].map(async ([source, read]) => {
-          try {
-            return [source, await withTimeout(read(), 2_000)] as const;
-          } catch {
-            return undefined;
-          }
-        }),
-      );
-      setImmediate(() => (this.readings = undefined));
-      return new Map(entries.filter((entry) => entry !== undefined));
-    })();
-    return this.readings;
+  /** One read of every source, shared by the gauges collected in one scrape. */
+  private async readAll(): Promise<Map<string, ScrapeReading>> {
+    const entries = await Promise.all(
+      [...this.sources].map(async ([source, read]) => {
+        try {
+          return [source, await withTimeout(read(), 2_000)] as const;
+        } catch {
+          return undefined;
+        }
+      }),
+    );
+    return new Map(entries.filter((entry) => entry !== undefined));
   }
 }
 

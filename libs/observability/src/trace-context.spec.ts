@@ -1,0 +1,87 @@
+import { Writable } from 'node:stream';
+import { context, propagation, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
+import { createLogger } from '@sts/logger/create-logger';
+import {
+  contextFromHeaders,
+  currentTraceHeaders,
+  inSpan,
+  isTracingOn,
+  markTracingOn,
+  SpanKind,
+  startSpan,
+} from './trace-context';
+
+describe('trace context', () => {
+  it('does nothing while tracing is off: no headers, no spans, work runs as it is', async () => {
+    expect(isTracingOn()).toBe(false);
+    expect(currentTraceHeaders()).toBeUndefined();
+    expect(startSpan('x', { kind: SpanKind.INTERNAL }).traceId).toBeUndefined();
+    await expect(inSpan('x', { kind: SpanKind.INTERNAL }, async () => 42)).resolves.toBe(42);
+  });
+
+  describe('with tracing on', () => {
+    const exporter = new InMemorySpanExporter();
+    beforeAll(() => {
+      const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+      trace.setGlobalTracerProvider(provider);
+      context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+      propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+      markTracingOn();
+    });
+    beforeEach(() => exporter.reset());
+
+    it('continues a trace from headers across awaits, and hands it on as headers', async () => {
+      const parent = startSpan('request', { kind: SpanKind.SERVER });
+      const headers = await parent.run(async () => {
+        await new Promise((resolve) => setImmediate(resolve));
+        return currentTraceHeaders();
+      });
+      parent.end();
+      expect(headers?.traceparent).toMatch(new RegExp(`^00-${parent.traceId}-[0-9a-f]{16}-01$`));
+
+      await inSpan('handle', { kind: SpanKind.CONSUMER, parent: contextFromHeaders(headers) }, async () => {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      });
+      const [request, handle] = exporter.getFinishedSpans();
+      expect(handle?.spanContext().traceId).toBe(request?.spanContext().traceId);
+      expect(handle?.parentSpanContext?.spanId).toBe(request?.spanContext().spanId);
+    });
+
+    it('marks a span whose work failed', async () => {
+      await expect(
+        inSpan('fails', { kind: SpanKind.INTERNAL }, () => Promise.reject(new Error('boom'))),
+      ).rejects.toThrow('boom');
+      const [span] = exporter.getFinishedSpans();
+      expect(span?.status).toMatchObject({ code: 2, message: 'boom' });
+      expect(span?.events.map((event) => event.name)).toEqual(['exception']);
+    });
+
+    it("writes the active span's trace id into every log line, and none outside a span", async () => {
+      const lines: Record<string, unknown>[] = [];
+      const sink = new Writable({
+        write(chunk: Buffer, _encoding, callback) {
+          lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+          callback();
+        },
+      });
+      const logger = createLogger('test', 'info', sink);
+      const scope = startSpan('request', { kind: SpanKind.SERVER });
+      await scope.run(async () => {
+        await Promise.resolve();
+        logger.info('inside');
+      });
+      scope.end();
+      logger.info('outside');
+      expect(lines[0]).toMatchObject({ msg: 'inside', trace_id: scope.traceId });
+      expect(lines[0]?.span_id).toMatch(/^[0-9a-f]{16}$/);
+      expect(lines[1]).not.toHaveProperty('trace_id');
+    });
+  });
+});
