@@ -1,6 +1,6 @@
 import { Client, Metadata, status, type ServiceDefinition, type ServiceError } from '@grpc/grpc-js';
 import { grpcErrorToAppError } from './error-metadata';
-import { observeClientCall } from './grpc-observability';
+import { observeClientMethod } from './grpc-observability';
 import { grpcChannelCredentials, type GrpcTls } from './grpc-tls';
 import type { CallOptions, PromiseClient } from './service-types';
 import type { ServiceName } from '@sts/vocabulary/services';
@@ -41,6 +41,7 @@ export function createPromiseClient<Definition extends ServiceDefinition>(
   const methods: Record<string, unknown> = {};
   for (const [name, method] of Object.entries(definition)) {
     if (method.requestStream || method.responseStream) throw new Error(`gRPC method ${name} is not unary`);
+    const observeCall = observeClientMethod(method.path.slice(1));
     methods[name] = (request: unknown, options: CallOptions = {}) =>
       new Promise((resolve, reject) => {
         const deadline = new Date(Date.now() + (options.deadlineMs ?? defaultDeadlineMs));
@@ -48,7 +49,7 @@ export function createPromiseClient<Definition extends ServiceDefinition>(
           const metadata = new Metadata();
           metadata.set(SERVICE_TOKEN_METADATA_KEY, token);
           if (options.requestId) metadata.set('x-request-id', options.requestId);
-          const observed = observeClientCall(method.path.slice(1), metadata);
+          const observed = observeCall(metadata);
           withoutStackTraces(() =>
             channel.makeUnaryRequest(
               method.path,

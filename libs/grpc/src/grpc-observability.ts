@@ -79,21 +79,38 @@ export function observeServerMethod<Call extends { metadata: Metadata }>(
   };
 }
 
-/** The client side of one call: a span whose context the metadata carries, and the call's metrics. */
-export function observeClientCall(method: string, metadata: Metadata): (error: ServiceError | null) => void {
-  const stopTimer = grpcClientHandlingSeconds.startTimer({ grpc_method: method });
-  const span = startSpan(method, {
-    kind: SpanKind.CLIENT,
-    attributes: { 'rpc.system': 'grpc', 'rpc.method': method },
-  });
-  const trace = span.run(currentTraceHeaders);
-  if (trace) for (const [key, value] of Object.entries(trace)) metadata.set(key, value);
-  return (error) => {
-    const code = error ? (error.code ?? status.UNKNOWN) : status.OK;
-    stopTimer();
-    grpcClientHandled.inc({ grpc_method: method, grpc_code: codeName(code) });
-    span.setAttribute('rpc.grpc.status_code', code);
-    if (code !== status.OK) span.fail(undefined, codeName(code));
-    span.end();
+/**
+ * The client side of a method's calls: each call gets a span whose context the metadata carries, and
+ * its status and duration are counted. Label children are made once per method, not per call.
+ */
+export function observeClientMethod(
+  method: string,
+): (metadata: Metadata) => (error: ServiceError | null) => void {
+  const duration = grpcClientHandlingSeconds.labels(method);
+  const handled = new Map<number, ReturnType<typeof grpcClientHandled.labels>>();
+  const countOf = (code: number) => {
+    let counter = handled.get(code);
+    if (!counter) {
+      counter = grpcClientHandled.labels(method, codeName(code));
+      handled.set(code, counter);
+    }
+    return counter;
+  };
+  return (metadata) => {
+    const stopTimer = duration.startTimer();
+    const span = startSpan(method, {
+      kind: SpanKind.CLIENT,
+      attributes: { 'rpc.system': 'grpc', 'rpc.method': method },
+    });
+    const trace = span.run(currentTraceHeaders);
+    if (trace) for (const [key, value] of Object.entries(trace)) metadata.set(key, value);
+    return (error) => {
+      const code = error ? (error.code ?? status.UNKNOWN) : status.OK;
+      stopTimer();
+      countOf(code).inc();
+      span.setAttribute('rpc.grpc.status_code', code);
+      if (code !== status.OK) span.fail(undefined, codeName(code));
+      span.end();
+    };
   };
 }
