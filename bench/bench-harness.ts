@@ -46,6 +46,16 @@ interface IntegerOption {
   min: number;
 }
 
+/** The options of the gateway's load benchmarks (gateway-session, observability): flag, variable, default. */
+export const GATEWAY_LOAD_OPTIONS = {
+  duration: { variable: 'BENCH_DURATION', fallback: 10, min: 1 },
+  warmup: { variable: 'BENCH_WARMUP', fallback: 3, min: 0 },
+  rounds: { variable: 'BENCH_ROUNDS', fallback: 3, min: 1 },
+  connections: { variable: 'BENCH_CONNECTIONS', fallback: 64, min: 1 },
+  users: { variable: 'BENCH_USERS', fallback: 64, min: 1 },
+  quiet: { variable: 'BENCH_QUIET', fallback: 30, min: 0 },
+};
+
 /**
  * `--name N` / `--name=N` flags, falling back to environment variables, then defaults. Boolean
  * options are bare flags (`--profile`) or variables set to anything but '', '0' and 'false'.

@@ -34,6 +34,7 @@ import {
   machineDescription,
   mean,
   meanCpuPerOperation,
+  GATEWAY_LOAD_OPTIONS,
   parseOptions,
   pgPerOperation,
   profileDirectory,
@@ -71,19 +72,9 @@ interface Options {
 }
 
 function parseCommandLine(): Options {
-  const options = parseOptions(
-    process.argv.slice(2),
-    process.env,
-    {
-      duration: { variable: 'BENCH_DURATION', fallback: 10, min: 1 },
-      warmup: { variable: 'BENCH_WARMUP', fallback: 3, min: 0 },
-      rounds: { variable: 'BENCH_ROUNDS', fallback: 3, min: 1 },
-      connections: { variable: 'BENCH_CONNECTIONS', fallback: 64, min: 1 },
-      users: { variable: 'BENCH_USERS', fallback: 64, min: 1 },
-      quiet: { variable: 'BENCH_QUIET', fallback: 30, min: 0 },
-    },
-    { profile: 'BENCH_PROFILE' },
-  );
+  const options = parseOptions(process.argv.slice(2), process.env, GATEWAY_LOAD_OPTIONS, {
+    profile: 'BENCH_PROFILE',
+  });
   return {
     durationS: options.duration,
     warmupS: options.warmup,

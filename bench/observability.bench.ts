@@ -26,6 +26,7 @@ import {
   DatabaseMonitor,
   machineDescription,
   meanCpuPerOperation,
+  GATEWAY_LOAD_OPTIONS,
   parseOptions,
   profileDirectory,
   profiled,
@@ -67,19 +68,9 @@ interface Measurement extends CpuWindow {
 }
 
 async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<void> {
-  const parsed = parseOptions(
-    process.argv.slice(2),
-    process.env,
-    {
-      duration: { variable: 'BENCH_DURATION', fallback: 10, min: 1 },
-      warmup: { variable: 'BENCH_WARMUP', fallback: 3, min: 0 },
-      rounds: { variable: 'BENCH_ROUNDS', fallback: 3, min: 1 },
-      connections: { variable: 'BENCH_CONNECTIONS', fallback: 64, min: 1 },
-      users: { variable: 'BENCH_USERS', fallback: 64, min: 1 },
-      quiet: { variable: 'BENCH_QUIET', fallback: 30, min: 0 },
-    },
-    { profile: 'BENCH_PROFILE' },
-  );
+  const parsed = parseOptions(process.argv.slice(2), process.env, GATEWAY_LOAD_OPTIONS, {
+    profile: 'BENCH_PROFILE',
+  });
   console.log(`machine: ${machineDescription()}`);
   console.log(
     `settings: ${parsed.connections} connections, ${parsed.warmup} s warm-up + ${parsed.duration} s measured per run, ` +
