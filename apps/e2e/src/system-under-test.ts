@@ -164,6 +164,8 @@ export async function startSystem(
         MEMBER_LIST_CACHE_TTL_MS: '0',
         // Likewise analytics answers: these suites read figures the moment ClickHouse has them.
         ANALYTICS_CACHE_TTL_MS: '0',
+        // Nothing balances load in front of it: stopping at once spares each suite the drain.
+        SHUTDOWN_DRAIN_MS: '0',
         ...options.gatewayEnv,
       }),
       logger,

@@ -88,6 +88,8 @@ export async function buildGateway({
     trustProxy:
       typeof config.TRUST_PROXY === 'number' ? trustNearestHops(config.TRUST_PROXY) : config.TRUST_PROXY,
     requestIdHeader: false,
+    // While closing, requests already on a connection are served (with `Connection: close`), not refused.
+    return503OnClosing: false,
     genReqId: (request) => {
       const incoming = request.headers['x-request-id'];
       return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
@@ -122,6 +124,8 @@ export async function buildGateway({
   observeRequests(app);
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // Draining: the client's next request opens a connection, which the load balancer sends elsewhere.
+    if (readiness.draining) reply.header('connection', 'close');
   });
   app.addHook('onResponse', async (request, reply) => {
     const entry = {

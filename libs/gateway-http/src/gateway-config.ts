@@ -10,6 +10,11 @@ export const gatewayEnvSchema = z.object({
   ...observabilityEnv,
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().default('127.0.0.1'),
+  /**
+   * After SIGTERM, how long the gateway goes on serving with /readyz failing and every answer closing its
+   * connection, so that load balancers and keep-alive clients move to other replicas before it stops listening.
+   */
+  SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(60_000).default(3_000),
   /** Largest accepted request body. */
   BODY_LIMIT_BYTES: z.coerce
     .number()

@@ -15,11 +15,13 @@ describe('Readiness', () => {
     );
     expect(await readiness.report()).toEqual({
       ready: false,
+      draining: false,
       checks: { nats: 'ok', billing: 'missing', analytics: 'missing', identity: 'missing' },
       missing: ['billing', 'analytics', 'identity'],
     });
     expect(await new Readiness({ nats: async () => true }).report()).toEqual({
       ready: true,
+      draining: false,
       checks: { nats: 'ok' },
       missing: [],
     });
@@ -48,8 +50,21 @@ describe('Readiness', () => {
     const readiness = new Readiness({ nats: async () => true, analytics: async () => false }, ['nats']);
     expect(await readiness.report()).toEqual({
       ready: true,
+      draining: false,
       checks: { nats: 'ok', analytics: 'missing' },
       missing: ['analytics'],
+    });
+  });
+
+  it('is not ready once draining, at once and whatever the dependencies say', async () => {
+    const readiness = new Readiness({ nats: async () => true }, undefined, 1_000, 60_000);
+    expect((await readiness.report()).ready).toBe(true);
+    readiness.startDraining();
+    expect(await readiness.report()).toEqual({
+      ready: false,
+      draining: true,
+      checks: { nats: 'ok' },
+      missing: [],
     });
   });
 });

@@ -1,8 +1,13 @@
 import { answersWithin, type DependencyCheck } from '@sts/grpc/dependency-health';
 
 export interface ReadinessReport {
-  /** Every required dependency answers (the others are reported, and do not make the gateway unready). */
+  /**
+   * Every required dependency answers (the others are reported, and do not make the gateway unready),
+   * and the gateway is not shutting down.
+   */
   ready: boolean;
+  /** Shutting down: still serving, but load balancers should send no more. */
+  draining: boolean;
   /** Each dependency and whether it answered. */
   checks: Record<string, 'ok' | 'missing'>;
   /** The dependencies that did not answer, for people reading a failed probe. */
@@ -17,6 +22,7 @@ export interface ReadinessReport {
  */
 export class Readiness {
   private last: { at: number; report: Promise<ReadinessReport> } | undefined;
+  private isDraining = false;
 
   constructor(
     private readonly checks: Record<string, DependencyCheck>,
@@ -27,6 +33,16 @@ export class Readiness {
     private readonly reuseMs = 1_000,
     private readonly now: () => number = Date.now,
   ) {}
+
+  /** From now on the gateway is not ready, whatever its dependencies say (SIGTERM: drain, then stop). */
+  startDraining(): void {
+    this.isDraining = true;
+    this.last = undefined;
+  }
+
+  get draining(): boolean {
+    return this.isDraining;
+  }
 
   report(): Promise<ReadinessReport> {
     if (this.last && this.now() - this.last.at < this.reuseMs) return this.last.report;
@@ -42,6 +58,12 @@ export class Readiness {
       names.map((name, index) => [name, answers[index] ? 'ok' : 'missing'] as const),
     );
     const missing = names.filter((_name, index) => !answers[index]);
-    return { ready: !missing.some((name) => this.required.includes(name)), checks, missing };
+    const draining = this.draining;
+    return {
+      ready: !draining && !missing.some((name) => this.required.includes(name)),
+      draining,
+      checks,
+      missing,
+    };
   }
 }

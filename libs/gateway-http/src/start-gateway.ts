@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { AccessTokenVerifier, accessTokenVerifierOptionsFromEnv } from '@sts/auth/access-token-verifier';
 import type { Logger } from '@sts/logger/create-logger';
 import { buildGateway } from './build-gateway';
@@ -96,8 +97,14 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       limits,
       readiness,
     });
+    // Closing stops listening, lets requests in flight finish, then closes the idle connections.
     lifecycle.add('http', () => app.close());
     await app.listen({ host: config.HOST, port: config.PORT });
+    // Before that, a drain: /readyz fails and answers close their connections, while everything is still served.
+    lifecycle.add('drain', async () => {
+      readiness.startDraining();
+      await sleep(config.SHUTDOWN_DRAIN_MS);
+    });
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : config.PORT;
     return {

@@ -5,8 +5,10 @@ import type { Readiness } from '../readiness';
 const readinessPayload = z
   .object({
     status: z
-      .enum(['ready', 'degraded', 'not ready'])
-      .describe('degraded: ready, but a service does not answer (its routes fail, the others work)'),
+      .enum(['ready', 'degraded', 'not ready', 'draining'])
+      .describe(
+        'degraded: ready, but a service does not answer (its routes fail, the others work); draining: shutting down, finishing what it has',
+      ),
     checks: z.record(z.string(), z.enum(['ok', 'missing'])),
     missing: z.array(z.string()).describe('The dependencies that did not answer'),
   })
@@ -14,8 +16,8 @@ const readinessPayload = z
 
 /**
  * The contract's health route, and the operators' probes: `/livez` (the process serves HTTP: restart it
- * otherwise) and `/readyz` (NATS answers: send it traffic; 503 otherwise), which also names every service
- * that does not answer.
+ * otherwise) and `/readyz` (NATS answers and no shutdown has begun: send it traffic; 503 otherwise), which
+ * also names every service that does not answer.
  */
 export const healthRoutes: FastifyPluginAsyncZod<{ readiness: Readiness }> = async (app, { readiness }) => {
   app.get(
@@ -55,7 +57,13 @@ export const healthRoutes: FastifyPluginAsyncZod<{ readiness: Readiness }> = asy
     async (_request, reply) => {
       const report = await readiness.report();
       return reply.status(report.ready ? 200 : 503).send({
-        status: !report.ready ? 'not ready' : report.missing.length > 0 ? 'degraded' : 'ready',
+        status: report.draining
+          ? 'draining'
+          : !report.ready
+            ? 'not ready'
+            : report.missing.length > 0
+              ? 'degraded'
+              : 'ready',
         checks: report.checks,
         missing: report.missing,
       });

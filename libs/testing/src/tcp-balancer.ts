@@ -1,0 +1,103 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+
+export interface TcpBalancer {
+  /** 127.0.0.1 port the balancer listens on. */
+  port: number;
+  /** Open connections through the balancer to each backend port. */
+  connections(): Map<number, number>;
+  /** Backends a health check took out of rotation at least once (they may be back since). */
+  everUnhealthy(): Set<number>;
+  close(): Promise<void>;
+}
+
+/**
+ * A layer-4 load balancer in front of replicas, as a cloud balancer or kube-proxy is: each connection
+ * goes to the next backend in rotation; a backend that refuses the connection (nothing was sent to
+ * it yet) is skipped for the next one, the one retry such a balancer makes. A reset from a backend
+ * reaches the client as a reset. With `healthCheck`, backends are polled and those failing it leave
+ * the rotation until they pass again (a readiness probe).
+ */
+export async function startTcpBalancer(
+  backendPorts: number[],
+  options: { healthCheck?: (backendPort: number) => Promise<boolean>; healthIntervalMs?: number } = {},
+): Promise<TcpBalancer> {
+  const unhealthy = new Set<number>();
+  const everUnhealthy = new Set<number>();
+  const open = new Map<number, Set<Socket>>(backendPorts.map((port) => [port, new Set<Socket>()]));
+  const clients = new Set<Socket>();
+  let next = 0;
+
+  const candidates = () => backendPorts.filter((port) => !unhealthy.has(port));
+
+  const server: Server = createServer({ pauseOnConnect: true }, (client) => {
+    clients.add(client);
+    client.on('close', () => clients.delete(client));
+    client.on('error', () => client.destroy());
+    const tried = new Set<number>();
+    const attempt = () => {
+      const ports = candidates().filter((port) => !tried.has(port));
+      if (ports.length === 0) {
+        client.resetAndDestroy();
+        return;
+      }
+      const backendPort = ports[next++ % ports.length]!;
+      tried.add(backendPort);
+      const upstream = connect(backendPort, '127.0.0.1');
+      let connected = false;
+      upstream.once('connect', () => {
+        connected = true;
+        open.get(backendPort)!.add(upstream);
+        upstream.on('close', () => open.get(backendPort)!.delete(upstream));
+        client.pipe(upstream);
+        upstream.pipe(client);
+        client.resume();
+        // A reset on one side is passed on as a reset, not as an orderly close.
+        upstream.on('error', () => client.resetAndDestroy());
+        client.on('error', () => upstream.resetAndDestroy());
+        client.on('close', () => upstream.destroy());
+        upstream.on('close', () => client.destroy());
+      });
+      upstream.once('error', () => {
+        if (!connected) attempt();
+      });
+    };
+    attempt();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (!address || typeof address === 'string') throw new Error('balancer has no port');
+
+  let polling: NodeJS.Timeout | undefined;
+  let closed = false;
+  if (options.healthCheck) {
+    const check = options.healthCheck;
+    const poll = async () => {
+      await Promise.all(
+        backendPorts.map(async (port) => {
+          const healthy = await check(port).catch(() => false);
+          if (healthy) unhealthy.delete(port);
+          else {
+            unhealthy.add(port);
+            everUnhealthy.add(port);
+          }
+        }),
+      );
+      if (!closed) polling = setTimeout(() => void poll(), options.healthIntervalMs ?? 200);
+    };
+    await poll();
+  }
+
+  return {
+    port: address.port,
+    connections: () => new Map([...open].map(([port, sockets]) => [port, sockets.size])),
+    everUnhealthy: () => new Set(everUnhealthy),
+    close: () =>
+      new Promise<void>((resolve) => {
+        closed = true;
+        clearTimeout(polling);
+        for (const socket of clients) socket.destroy();
+        for (const sockets of open.values()) for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
