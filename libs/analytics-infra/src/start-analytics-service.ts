@@ -26,6 +26,8 @@ export const TELEMETRY_CONSUMER = 'analytics-telemetry';
 export interface AnalyticsServiceOptions {
   /** Called after each batch is stored, before it is acknowledged (tests use it to crash at that point). */
   afterIngest?: (outcome: IngestionOutcome) => void;
+  /** Delay before a failed device event is retried (tests shorten it; default 1 s doubling to 5 min). */
+  deviceEventRetryDelay?: { initialMs: number; maxMs: number };
 }
 
 /**
@@ -56,7 +58,13 @@ export async function startAnalyticsService(
     host.checkDependency('clickhouse', async () => (await client.ping()).success);
     const store = new ClickHouseAnalyticsStore(client);
 
-    await host.consume({ eventTypes: DEVICE_EVENT_TYPES, handle: deviceLifecycleHandler(store) });
+    await host.consume({
+      eventTypes: DEVICE_EVENT_TYPES,
+      handle: deviceLifecycleHandler(store),
+      // A deleted device's telemetry must go (privacy), however long ClickHouse is away: never given up.
+      maxDeliver: -1,
+      retryDelay: options.deviceEventRetryDelay,
+    });
 
     // The events stream exists: the device consumer above ensured it.
     const { js, jsm } = host.nats;

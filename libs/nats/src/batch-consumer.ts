@@ -7,6 +7,9 @@ import { linkFromHeaders, SpanKind, startSpan } from '@sts/observability/trace-c
 import { ensureDurableConsumer, type DurableConsumerSpec } from './durable-consumer';
 import { natsHeaderGetter } from './trace-headers';
 
+/** From this delivery on a failure is logged as an error: something is down or broken, not unlucky. */
+const LOUD_AFTER_DELIVERIES = 10;
+
 /** A message and what `decode` made of it. */
 export interface Decoded<T> {
   msg: JsMsg;
@@ -130,7 +133,9 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
       msg.term();
     } else {
       const retryInMs = retryDelayMs(delivery);
-      if (logRetry) logger.warn({ ...fields, retry_in_ms: retryInMs }, 'handler failed; will retry');
+      if (logRetry && delivery >= LOUD_AFTER_DELIVERIES)
+        logger.error({ ...fields, retry_in_ms: retryInMs }, `handler failed ${delivery} times; will retry`);
+      else if (logRetry) logger.warn({ ...fields, retry_in_ms: retryInMs }, 'handler failed; will retry');
       msg.nak(retryInMs);
     }
   }
@@ -178,7 +183,12 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
     } catch (error) {
       span?.fail(error);
       const delivery = Math.max(...batch.map(({ msg }) => msg.info.deliveryCount));
-      logger.warn({ err: error, messages: batch.length, delivery }, 'batch failed; will retry');
+      if (delivery >= LOUD_AFTER_DELIVERIES)
+        logger.error(
+          { err: error, messages: batch.length, delivery },
+          `batch failed ${delivery} times; will retry`,
+        );
+      else logger.warn({ err: error, messages: batch.length, delivery }, 'batch failed; will retry');
       batch.forEach((item) => settleFailure(item, error, false));
       return;
     } finally {

@@ -48,7 +48,11 @@ export interface EventConsumerSettings<Type extends EventType = EventType> {
   /** Durable consumer name, unique per consuming service and purpose (e.g. `notification-feed`). */
   durableName: string;
   eventTypes: readonly Type[];
-  /** Deliveries before a failing event is given up (terminated and logged). Default 10. */
+  /**
+   * Deliveries before a failing event is given up (terminated and logged). Default -1: never, since most
+   * failures are a dependency of ours being down, which no count of tries outlasts; an event that can never
+   * be handled throws `UnprocessableEventError` instead.
+   */
   maxDeliver?: number;
   /** Time the server waits for an acknowledgement before redelivering. Default 30 s (kept alive while handled). */
   ackWaitMs?: number;
@@ -86,8 +90,8 @@ class InvalidEventError extends Error {
  *
  * - A message that is not valid JSON, not a valid envelope, or whose data does not match the
  *   catalogue is terminated (never redelivered) and logged: a poison message cannot block the consumer.
- * - A failed event is negatively acknowledged with an exponential delay; after `maxDeliver`
- *   deliveries it is terminated and logged as given up.
+ * - A failed event is negatively acknowledged with an exponential delay (capped), again and again
+ *   unless `maxDeliver` bounds the deliveries; from the tenth on each failure is logged as an error.
  * - Events arrive in batches (up to `maxBatchMessages`, gathered for `maxWaitMs`), so that a batch
  *   handler can apply many in one transaction; a per-event handler sees them one at a time, in order.
  */
@@ -177,7 +181,7 @@ export function startEventConsumer<Type extends EventType>(
     isPermanentFailure: (error) => error instanceof UnprocessableEventError,
     describe: (event) => ({ event_id: event.id, event_type: event.type }),
     logger,
-    maxDeliver: options.maxDeliver ?? 10,
+    maxDeliver: options.maxDeliver ?? -1,
     ackWaitMs: options.ackWaitMs ?? 30_000,
     retryDelay: {
       initialMs: options.retryDelay?.initialMs ?? 1_000,
