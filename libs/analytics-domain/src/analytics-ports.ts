@@ -51,6 +51,18 @@ export interface TelemetryStore {
   hostnames(devices: readonly DeviceRef[]): Promise<Map<string, string>>;
 }
 
+/**
+ * Claims on batch keys shared by every replica: of two copies of a batch taken at once (an agent's
+ * repeat the stream did not recognise, next to the original), only the claimed one is stored.
+ */
+export interface BatchClaims {
+  /**
+   * Claims each key for `holder`, the message carrying it (its redelivery holds the claim still).
+   * Answers the keys these holders now hold; the others are another copy's, being stored elsewhere.
+   */
+  claim(claims: readonly { key: string; holder: string }[]): Promise<Set<string>>;
+}
+
 /** The analytics projection of the device lifecycle. */
 export interface DeviceStateStore {
   /** Records a state as of `version` (event time in ms); an older version never overwrites a newer one. */

@@ -1,5 +1,5 @@
 import type { TelemetryBatchMessage } from '@sts/events/telemetry';
-import type { BlockCount, DeviceRef, TelemetryRow, TelemetryStore } from './analytics-ports';
+import type { BatchClaims, BlockCount, DeviceRef, TelemetryRow, TelemetryStore } from './analytics-ports';
 import { DEFAULT_THREAT_RULE, TelemetryIngestion } from './telemetry-ingestion';
 
 /** The store's contract in memory: rows, a ledger written with them, device states and detections. */
@@ -49,6 +49,17 @@ class MemoryStore implements TelemetryStore {
   }
 }
 
+/** Claims shared by every replica, as the NATS bucket keeps them: the first holder of a key keeps it. */
+class MemoryClaims implements BatchClaims {
+  holders = new Map<string, string>();
+  async claim(claims: readonly { key: string; holder: string }[]) {
+    for (const { key, holder } of claims) if (!this.holders.has(key)) this.holders.set(key, holder);
+    return new Set(
+      claims.filter(({ key, holder }) => this.holders.get(key) === holder).map(({ key }) => key),
+    );
+  }
+}
+
 const NOW = new Date('2026-11-25T10:00:00Z');
 
 function batch(
@@ -72,42 +83,62 @@ function batch(
 
 function setUp(maxRowsPerInsert = 1_000) {
   const store = new MemoryStore();
+  const claims = new MemoryClaims();
   const published: unknown[] = [];
   let now = NOW;
+  let messages = 0;
   const ingestion = new TelemetryIngestion(
     store,
     { publish: async (data) => void published.push(data) },
+    claims,
     { threatRule: DEFAULT_THREAT_RULE, ledgerLookbackMs: 86_400_000, maxRowsPerInsert },
     { now: () => now },
   );
-  return { store, published, ingestion, advance: (ms: number) => (now = new Date(now.getTime() + ms)) };
+  /** Each batch in a message of its own (a fresh holder), unless holders are given. */
+  const ingest = (batches: TelemetryBatchMessage[], holders = batches.map(() => `msg-${++messages}`)) =>
+    ingestion.ingest(batches, holders);
+  return { store, claims, published, ingest, advance: (ms: number) => (now = new Date(now.getTime() + ms)) };
 }
 
 describe('TelemetryIngestion', () => {
   it('stores each batch once: repeats in one pull and batches already in the ledger are skipped', async () => {
-    const { store, ingestion } = setUp();
-    const first = await ingestion.ingest([
+    const { store, ingest } = setUp();
+    const first = await ingest([
       batch('d1', 'a', ['allowed']),
       batch('d1', 'a', ['allowed']),
       batch('d2', 'a', ['allowed']),
     ]);
     expect(first).toMatchObject({ batches: 3, stored: 2, duplicates: 1 });
-    const again = await ingestion.ingest([batch('d1', 'a', ['allowed']), batch('d1', 'b', ['allowed'])]);
+    const again = await ingest([batch('d1', 'a', ['allowed']), batch('d1', 'b', ['allowed'])]);
     expect(again).toMatchObject({ stored: 1, duplicates: 1 });
     expect(store.rows.map((row) => row.batch_key).sort()).toEqual(['d1:a', 'd1:b', 'd2:a']);
   });
 
+  it('stores a batch another copy of which another replica claimed nowhere, and says so; its own message keeps its claim', async () => {
+    const { store, claims, ingest } = setUp();
+    claims.holders.set('d1:a', 'elsewhere');
+    const deferred = await ingest(
+      [batch('d1', 'a', ['allowed']), batch('d1', 'b', ['allowed'])],
+      ['m1', 'm2'],
+    );
+    expect(deferred).toMatchObject({ stored: 1, deferred: ['d1:a'] });
+    expect(store.rows.map((row) => row.batch_key)).toEqual(['d1:b']);
+    // m2 comes back (its insert, say, failed afterwards): it holds its claim still.
+    store.inserts = [];
+    expect(await ingest([batch('d1', 'b', ['allowed'])], ['m2'])).toMatchObject({ stored: 1, deferred: [] });
+  });
+
   it('drops batches of deleted devices', async () => {
-    const { store, ingestion } = setUp();
+    const { store, ingest } = setUp();
     store.deleted.add('gone');
-    const outcome = await ingestion.ingest([batch('gone', 'x', ['allowed']), batch('d1', 'y', ['allowed'])]);
+    const outcome = await ingest([batch('gone', 'x', ['allowed']), batch('d1', 'y', ['allowed'])]);
     expect(outcome).toMatchObject({ stored: 1, ofDeletedDevices: 1 });
     expect(store.rows.every((row) => row.device_id === 'd1')).toBe(true);
   });
 
   it('never splits a batch across inserts', async () => {
-    const { store, ingestion } = setUp(5);
-    await ingestion.ingest([
+    const { store, ingest } = setUp(5);
+    await ingest([
       batch('d1', 'a', ['allowed', 'allowed', 'allowed']),
       batch('d1', 'b', ['allowed', 'allowed', 'allowed']),
       batch('d1', 'c', ['allowed']),
@@ -119,10 +150,10 @@ describe('TelemetryIngestion', () => {
   });
 
   it('publishes a threat at the threshold, once per cooldown', async () => {
-    const { ingestion, published, advance } = setUp();
-    await ingestion.ingest([batch('d1', 'a', ['blocked', 'blocked', 'blocked', 'blocked'])]);
+    const { ingest, published, advance } = setUp();
+    await ingest([batch('d1', 'a', ['blocked', 'blocked', 'blocked', 'blocked'])]);
     expect(published).toEqual([]);
-    await ingestion.ingest([batch('d1', 'b', ['blocked'])]);
+    await ingest([batch('d1', 'b', ['blocked'])]);
     expect(published).toEqual([
       expect.objectContaining({
         device_id: 'd1',
@@ -132,7 +163,7 @@ describe('TelemetryIngestion', () => {
       }),
     ]);
     advance(30 * 60_000);
-    await ingestion.ingest([
+    await ingest([
       batch(
         'd1',
         'c',

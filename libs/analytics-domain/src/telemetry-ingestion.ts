@@ -1,5 +1,11 @@
 import { telemetryMessageId, type TelemetryBatchMessage } from '@sts/events/telemetry';
-import type { DeviceRef, TelemetryRow, TelemetryStore, ThreatPublisher } from './analytics-ports';
+import type {
+  BatchClaims,
+  DeviceRef,
+  TelemetryRow,
+  TelemetryStore,
+  ThreatPublisher,
+} from './analytics-ports';
 
 export interface ThreatRule {
   /** Blocks from one device… */
@@ -28,23 +34,32 @@ export interface IngestionOutcome {
   /** Batches of devices deleted meanwhile: dropped. */
   ofDeletedDevices: number;
   threats: number;
+  /** Keys of batches another copy of which another replica is storing: to be tried again later. */
+  deferred: string[];
 }
 
 /**
  * Stores telemetry batches exactly once although they arrive at least once: a batch is known by its
  * device and batch id, every insert holds whole batches and records their keys atomically with the
- * rows (the store's ledger), and batches whose key is stored already are skipped. Then checks the
- * threat rule for the devices that reported blocks.
+ * rows (the store's ledger), and batches whose key is stored already are skipped; a batch is stored
+ * only by the replica that claimed its key, so two copies taken by two replicas at once count once.
+ * Then checks the threat rule for the devices that reported blocks.
  */
 export class TelemetryIngestion {
   constructor(
     private readonly store: TelemetryStore,
     private readonly threats: ThreatPublisher,
+    private readonly claims: BatchClaims,
     private readonly settings: IngestionSettings,
     private readonly clock: { now(): Date },
   ) {}
 
-  async ingest(batches: readonly TelemetryBatchMessage[]): Promise<IngestionOutcome> {
+  /** `holders[i]` names the message that carried `batches[i]` (its stream sequence). */
+  async ingest(
+    batches: readonly TelemetryBatchMessage[],
+    holders: readonly string[],
+  ): Promise<IngestionOutcome> {
+    if (holders.length !== batches.length) throw new Error('one holder per batch');
     const now = this.clock.now();
     const outcome: IngestionOutcome = {
       batches: batches.length,
@@ -52,30 +67,49 @@ export class TelemetryIngestion {
       duplicates: 0,
       ofDeletedDevices: 0,
       threats: 0,
+      deferred: [],
     };
-    const unique = new Map<string, TelemetryBatchMessage>();
-    for (const batch of batches) {
+    const unique = new Map<string, { batch: TelemetryBatchMessage; holder: string }>();
+    batches.forEach((batch, index) => {
       const key = telemetryMessageId(batch.device_id, batch.batch_id);
       if (unique.has(key)) outcome.duplicates++;
-      else unique.set(key, batch);
-    }
+      else unique.set(key, { batch, holder: holders[index]! });
+    });
     if (unique.size === 0) return outcome;
 
     const since = new Date(now.getTime() - this.settings.ledgerLookbackMs);
     const [stored, deleted] = await Promise.all([
       this.store.storedBatchKeys([...unique.keys()], since),
-      this.store.deletedDevices(distinctDevices([...unique.values()])),
+      this.store.deletedDevices(distinctDevices([...unique.values()].map(({ batch }) => batch))),
     ]);
 
-    const fresh: [string, TelemetryBatchMessage][] = [];
-    for (const [key, batch] of unique) {
+    const unstored: [string, { batch: TelemetryBatchMessage; holder: string }][] = [];
+    for (const [key, item] of unique) {
       if (stored.has(key)) outcome.duplicates++;
-      else if (deleted.has(batch.device_id)) outcome.ofDeletedDevices++;
-      else fresh.push([key, batch]);
+      else if (deleted.has(item.batch.device_id)) outcome.ofDeletedDevices++;
+      else unstored.push([key, item]);
     }
+    if (unstored.length === 0) return outcome;
+    const claimed = await this.claims.claim(unstored.map(([key, { holder }]) => ({ key, holder })));
+    const fresh: [string, TelemetryBatchMessage][] = [];
+    for (const [key, { batch }] of unstored) {
+      if (claimed.has(key)) fresh.push([key, batch]);
+      else outcome.deferred.push(key);
+    }
+    await this.insert(fresh);
+    outcome.stored = fresh.length;
 
+    const blocking = distinctDevices(
+      fresh.map(([, batch]) => batch).filter((batch) => batch.events.some((e) => e.verdict === 'blocked')),
+    );
+    if (blocking.length > 0) outcome.threats = await this.detectThreats(blocking, now);
+    return outcome;
+  }
+
+  /** Whole batches per insert, as many as fit in `maxRowsPerInsert`. */
+  private async insert(batches: readonly [string, TelemetryBatchMessage][]): Promise<void> {
     let rows: TelemetryRow[] = [];
-    for (const [key, batch] of fresh) {
+    for (const [key, batch] of batches) {
       if (rows.length > 0 && rows.length + batch.events.length > this.settings.maxRowsPerInsert) {
         await this.store.insert(rows);
         rows = [];
@@ -93,15 +127,8 @@ export class TelemetryIngestion {
           received_at: receivedAt,
         });
       }
-      outcome.stored++;
     }
     if (rows.length > 0) await this.store.insert(rows);
-
-    const blocking = distinctDevices(
-      fresh.map(([, batch]) => batch).filter((batch) => batch.events.some((e) => e.verdict === 'blocked')),
-    );
-    if (blocking.length > 0) outcome.threats = await this.detectThreats(blocking, now);
-    return outcome;
   }
 
   /**

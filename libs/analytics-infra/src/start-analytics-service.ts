@@ -2,7 +2,12 @@ import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
 import { TelemetryIngestion, type IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
 import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import { assertClickHouseMigrated, runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
-import { allTelemetrySubject, parseTelemetryBatch, telemetryStreamName } from '@sts/events/telemetry';
+import {
+  allTelemetrySubject,
+  parseTelemetryBatch,
+  telemetryMessageId,
+  telemetryStreamName,
+} from '@sts/events/telemetry';
 import { registerService } from '@sts/grpc/grpc-server';
 import type { Logger } from '@sts/logger/create-logger';
 import { startBatchConsumer } from '@sts/nats/batch-consumer';
@@ -16,6 +21,7 @@ import { ANALYTICS_MIGRATIONS } from './analytics-migrations';
 import { dropExpiredPartitions, retentionOf } from './analytics-retention';
 import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
 import { DEVICE_EVENT_TYPES, deviceLifecycleHandler } from './device-lifecycle-handler';
+import { openBatchClaims } from './nats-batch-claims';
 import { threatPublisher } from './threat-publisher';
 
 export type { RunningService } from '@sts/service-host/service-host';
@@ -71,6 +77,7 @@ export async function startAnalyticsService(
     const ingestion = new TelemetryIngestion(
       store,
       threatPublisher(createEventPublisher(js, config.NATS_NAMESPACE), config.THREAT_COOLDOWN_MINUTES),
+      await openBatchClaims(host.nats.nc, config.NATS_NAMESPACE),
       {
         threatRule: {
           threshold: config.THREAT_BLOCK_THRESHOLD,
@@ -93,9 +100,19 @@ export async function startAnalyticsService(
       filterSubjects: [allTelemetrySubject(config.NATS_NAMESPACE)],
       decode: (msg) => parseTelemetryBatch(msg.json()),
       handleBatch: async (batch) => {
-        const outcome = await ingestion.ingest(batch.map((item) => item.value));
+        const outcome = await ingestion.ingest(
+          batch.map((item) => item.value),
+          batch.map((item) => String(item.msg.seq)),
+        );
         logger.debug(outcome, 'telemetry stored');
         options.afterIngest?.(outcome);
+        // Another replica is storing another copy of these: by the next try its ledger entry is there.
+        const deferred = new Set(outcome.deferred);
+        return new Map(
+          batch
+            .filter(({ value }) => deferred.has(telemetryMessageId(value.device_id, value.batch_id)))
+            .map(({ msg }) => [msg, new Error('another replica is storing a copy of this batch')]),
+        );
       },
       logger,
       maxBatchMessages: config.TELEMETRY_BATCH_MESSAGES,

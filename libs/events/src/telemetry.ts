@@ -26,6 +26,14 @@ export function telemetryStreamName(namespace: string): string {
   return `${namespace.toUpperCase()}_TELEMETRY`;
 }
 
+/**
+ * Key-value bucket where analytics replicas claim the batches they store (so that two copies of one
+ * batch taken by two replicas at once are stored once). Its stream is `KV_<bucket>`.
+ */
+export function telemetryClaimsBucketName(namespace: string): string {
+  return `${namespace.toUpperCase()}_TELEMETRY_CLAIMS`;
+}
+
 /** Subject of a batch: by organization, so that a deployment can later split the stream by tenant. */
 export function telemetrySubject(namespace: string, orgId: string): string {
   return `${namespace}.telemetry.${orgId}`;

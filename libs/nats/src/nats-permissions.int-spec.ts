@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { AckPolicy } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { newEnvelope } from '@sts/events/event-envelope';
+import { telemetryClaimsBucketName } from '@sts/events/telemetry';
 import { createLogger } from '@sts/logger/create-logger';
 import { startNatsServer, type LocalNatsServer } from '@sts/testing/nats-server';
 import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
@@ -121,6 +122,16 @@ describe('NATS users per service', () => {
     // The services' own streams are theirs as before, and the count is untouched.
     await expect(identity.jsm.streams.info(`${namespace.toUpperCase()}_EVENTS`)).resolves.toBeDefined();
     expect((await bucket.get('route.60000.1.abc'))?.string()).toBe('1');
+  });
+
+  it('lets analytics claim telemetry batches in its bucket, and no other service write there', async () => {
+    const analytics = await as('analytics');
+    const claims = await new Kvm(analytics.nc).create(telemetryClaimsBucketName(namespace), { ttl: 60_000 });
+    await claims.create('batch', '1');
+    const enrollment = await as('enrollment');
+    const foreign = await new Kvm(enrollment.js).open(telemetryClaimsBucketName(namespace));
+    await expect(foreign.put('batch', '2')).rejects.toThrow();
+    expect((await claims.get('batch'))?.string()).toBe('1');
   });
 
   it('refuses connections without credentials or with a wrong password', async () => {

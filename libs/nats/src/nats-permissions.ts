@@ -1,7 +1,7 @@
 import { EVENT_PRODUCERS } from '@sts/events/event-producers';
 import type { EventType } from '@sts/events/event-catalogue';
 import { eventSubject } from '@sts/events/subjects';
-import { allTelemetrySubject } from '@sts/events/telemetry';
+import { allTelemetrySubject, telemetryClaimsBucketName } from '@sts/events/telemetry';
 import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
 import { limitsBucketName } from './limits-bucket';
 
@@ -21,7 +21,7 @@ export interface NatsUserPermissions {
  * publish only the event subjects it produces (EVENT_PRODUCERS). The gateway also publishes telemetry
  * batches, listens to membership, device and license events (plain subscriptions, for cache evictions)
  * and writes its rate-limit counters (`$KV.<bucket>.>`); the other services may neither write nor read
- * that bucket, nor manage its stream through the JetStream API.
+ * that bucket, nor manage its stream through the JetStream API. Analytics writes its batch claims.
  */
 export function natsPermissions(namespace: string, service: ServiceName): NatsUserPermissions {
   const own = (Object.entries(EVENT_PRODUCERS) as [EventType, ServiceName][])
@@ -49,6 +49,8 @@ export function natsPermissions(namespace: string, service: ServiceName): NatsUs
       `$JS.API.*.*.*.${stream}.>`,
     ];
   }
+  // Analytics replicas claim the telemetry batches they store in a bucket of their own.
+  if (service === 'analytics') own.push(`$KV.${telemetryClaimsBucketName(namespace)}.>`);
   return { publish: ['$JS.API.>', '$JS.ACK.>', ...own], publishDeny, subscribe };
 }
 

@@ -1,0 +1,58 @@
+import { createHash } from 'node:crypto';
+import { JetStreamApiCodes, JetStreamApiError, StorageType } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { BatchClaims } from '@sts/analytics-domain/analytics-ports';
+import { telemetryClaimsBucketName } from '@sts/events/telemetry';
+
+/**
+ * How long a claim lasts: longer than a live replica takes from claiming a batch to storing it (an
+ * insert gives up after 30 s), short enough that the bucket stays small.
+ */
+const CLAIM_TTL_MS = 2 * 60_000;
+/** Room for about a million claims; a full bucket fails claims, and with them the batches (retried). */
+const CLAIMS_MAX_BYTES = 256 * 1024 * 1024;
+
+/**
+ * Batch claims in a NATS key-value bucket: a claim is created only where none exists (optimistic
+ * concurrency), so of two replicas claiming one key, one wins. Claims are never released, they expire:
+ * a failed insert's batch comes back in its own message, which holds the claim. In memory: a NATS
+ * restart forgetting claims loses nothing, since stored batches are in ClickHouse's ledger.
+ */
+export async function openBatchClaims(nc: NatsConnection, namespace: string): Promise<BatchClaims> {
+  const kv = await new Kvm(nc).create(telemetryClaimsBucketName(namespace), {
+    description: `Telemetry batches being stored by the analytics replicas of namespace ${namespace}`,
+    history: 1,
+    ttl: CLAIM_TTL_MS,
+    storage: StorageType.Memory,
+    max_bytes: CLAIMS_MAX_BYTES,
+  });
+  // Batch ids may hold any visible ASCII character; keys allow fewer.
+  const keyOf = (batchKey: string) => createHash('sha256').update(batchKey).digest('base64url');
+  return {
+    claim: async (claims) => {
+      const held = new Set<string>();
+      await Promise.all(
+        claims.map(async ({ key, holder }) => {
+          try {
+            await kv.create(keyOf(key), holder);
+            held.add(key);
+          } catch (error) {
+            if (!isClaimedAlready(error)) throw error;
+            // The same message again (a redelivery after a failed insert) keeps its own claim.
+            if ((await kv.get(keyOf(key)))?.string() === holder) held.add(key);
+          }
+        }),
+      );
+      return held;
+    },
+  };
+}
+
+function isClaimedAlready(error: unknown): boolean {
+  return (
+    error instanceof JetStreamApiError &&
+    (error.code === JetStreamApiCodes.StreamWrongLastSequence ||
+      error.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
+  );
+}
