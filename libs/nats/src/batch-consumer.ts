@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
-import { ClosedConnectionError, DrainingConnectionError } from '@nats-io/nats-core';
+import { ClosedConnectionError, DrainingConnectionError, type Subscription } from '@nats-io/nats-core';
 import type { Logger } from '@sts/logger/create-logger';
 import { consumerBacklog, consumerMessagesEnded, consumerRedeliveries } from '@sts/observability/metrics';
 import { linkFromHeaders, SpanKind, startSpan } from '@sts/observability/trace-context';
@@ -262,7 +262,7 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
         });
         current = messages;
         // close() takes effect (and its promise resolves) only as the iterator below runs.
-        if (stopping) void messages.close();
+        if (stopping) void closeDraining(messages);
         void watchStatus(messages);
         logger.info('consuming');
         for await (const msg of messages) {
@@ -303,8 +303,8 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
       stopped ??= (async () => {
         stopping = true;
         stopSignal.abort();
-        // Resolves once the loop has drained the iterator; awaiting `running` covers it.
-        void current?.close();
+        // The loop hands back what still arrives, and ends with the iterator; awaiting `running` covers it.
+        await closeDraining(current);
         await running;
         stopReportingBacklog();
         logger.info('consumer stopped');
@@ -312,4 +312,22 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
       return stopped;
     },
   };
+}
+
+/**
+ * Ends a `consume()`: its subscription is drained (unsubscribed, then a round trip), so the messages the
+ * server sent before it knew arrive and are handed back; `close()` drops them, and they would wait out
+ * the ack wait before anyone else got them. nats.js ends the iterator once the drain is done; its
+ * subscription is not part of the typed API, hence the look inside.
+ */
+async function closeDraining(messages: ConsumerMessages | undefined): Promise<void> {
+  const sub = (messages as { sub?: Subscription } | undefined)?.sub;
+  if (sub && !sub.isClosed() && !sub.isDraining()) {
+    const drained = await sub.drain().then(
+      () => true,
+      () => false,
+    );
+    if (drained) return;
+  }
+  void messages?.close();
 }
