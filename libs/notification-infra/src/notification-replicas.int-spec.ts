@@ -1,4 +1,7 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { loadConfig } from '@sts/config/load-config';
@@ -6,9 +9,16 @@ import { sealSecret } from '@sts/crypto/secrets';
 import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { newEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
+import { createPromiseClient } from '@sts/grpc/grpc-client';
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
+import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notification';
 import { eventually } from '@sts/testing/eventually';
+import {
+  startHttpsReceiver,
+  testCertificateAuthority,
+  type HttpsReceiver,
+} from '@sts/testing/https-receiver';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { testServiceAuth } from '@sts/testing/service-auth';
@@ -19,32 +29,44 @@ import { startNotificationService, type RunningService } from './start-notificat
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const FEED_EVENTS = 300;
 const INVITES = 20;
+const ALERTS = 20;
 
 /**
- * Two replicas of the notifier share their durable consumers (the feed's and the e-mails'): every event
- * has its effect once, whichever replica takes it, also when each is delivered twice.
+ * Two replicas of the notifier share their durable consumers (the feed's and the e-mails') and the
+ * schedule of alert deliveries: every event has its effect once, whichever replica takes it, also when
+ * each is delivered twice, and every alert reaches each endpoint once.
  */
 describe('notification replicas (PostgreSQL, NATS, SMTP)', () => {
   const logger = createLogger('notification-replicas', 'silent');
   const namespace = uniqueNatsNamespace('notrep');
   const sealingKey = randomBytes(32);
+  const serviceAuth = testServiceAuth();
   let database: TestDatabase;
   let sink: SmtpSink;
+  let receiver: HttpsReceiver;
+  let caDir: string;
   let nats: JetStreamConnection;
   const replicas: RunningService[] = [];
 
   beforeAll(async () => {
     database = await createTestDatabase('notification_replicas');
     sink = await startSmtpSink();
+    const ca = await testCertificateAuthority();
+    receiver = await startHttpsReceiver(ca);
+    caDir = await mkdtemp(join(tmpdir(), 'sts-replicas-ca-'));
+    await writeFile(join(caDir, 'ca.pem'), ca.certPem);
     const config = loadConfig(notificationEnvSchema, {
       DATABASE_URL: database.url,
       NATS_URL,
       NATS_NAMESPACE: namespace,
       GRPC_PORT: '0',
-      SERVICE_AUTH_KEY: testServiceAuth().SERVICE_AUTH_KEY,
+      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
       SMTP_URL: sink.url,
       SECRET_SEALING_KEY: sealingKey.toString('base64'),
       LOG_LEVEL: 'silent',
+      // The alert receiver runs on this machine.
+      ALERT_ALLOW_PRIVATE_NETWORKS: 'true',
+      ALERT_EXTRA_CA_FILE: join(caDir, 'ca.pem'),
     });
     // One after the other: the first migrates (the second would wait on the migration lock anyway).
     replicas.push(await startNotificationService(config, logger));
@@ -59,7 +81,9 @@ describe('notification replicas (PostgreSQL, NATS, SMTP)', () => {
       await nats.close();
     }
     await sink?.close();
+    await receiver?.close();
     await database?.drop();
+    if (caDir) await rm(caDir, { recursive: true, force: true });
   });
 
   it('writes each feed item once and sends each e-mail once, with both replicas consuming', async () => {
@@ -115,6 +139,74 @@ describe('notification replicas (PostgreSQL, NATS, SMTP)', () => {
       expect(await count(`select count(*) as n from notification.email_log`)).toBe(INVITES);
     } finally {
       await db.end();
+    }
+  });
+
+  it('schedules each threat alert once per endpoint and delivers it once, with both replicas consuming and sending', async () => {
+    const clients = replicas.map((replica) =>
+      createPromiseClient(
+        NotificationServiceService,
+        `127.0.0.1:${replica.grpcPort}`,
+        5_000,
+        serviceAuth.as('notification'),
+      ),
+    );
+    try {
+      const orgs = [`org-${randomUUID()}`, `org-${randomUUID()}`];
+      const endpoints = [
+        { orgId: orgs[0]!, path: '/a1' },
+        { orgId: orgs[0]!, path: '/a2' },
+        { orgId: orgs[1]!, path: '/b1' },
+      ];
+      for (const [n, endpoint] of endpoints.entries()) {
+        await clients[n % 2]!.createAlertEndpoint({
+          orgId: endpoint.orgId,
+          url: `${receiver.url}${endpoint.path}`,
+          description: '',
+        });
+      }
+      const threats = Array.from({ length: ALERTS }, (_, n) =>
+        newEnvelope('threat.detected', {
+          org_id: orgs[n % 2]!,
+          device_id: randomUUID(),
+          hostname: `kiosk-${n}`,
+          dangerous_blocks: 6,
+          window_minutes: 10,
+          detected_at: new Date().toISOString(),
+        }),
+      );
+      const publish = createEventPublisher(nats.js, namespace);
+      await Promise.all(
+        threats.map(async (event) => {
+          await publish(event);
+          await nats.js.publish(`${namespace}.events.${event.type}`, JSON.stringify(event));
+        }),
+      );
+
+      // Each alert of an organization, at each of its endpoints.
+      const expected = endpoints
+        .flatMap(({ orgId, path }) =>
+          threats
+            .filter((event) => event.data.org_id === orgId)
+            .map((event) => `${path} ${event.data.device_id}`),
+        )
+        .sort();
+      const received = () =>
+        receiver.requests
+          .filter((request) => endpoints.some(({ path }) => path === request.path))
+          .map((request) => {
+            const body = JSON.parse(request.body) as { data: { device_id: string } };
+            return `${request.path} ${body.data.device_id}`;
+          })
+          .sort();
+      await eventually(() => received().length >= expected.length, 20_000);
+      // Time for any second delivery to show.
+      await sleep(1_000);
+      expect(received()).toEqual(expected);
+      const deliveryIds = receiver.requests.map((request) => request.headers['webhook-id']);
+      expect(new Set(deliveryIds).size).toBe(deliveryIds.length);
+    } finally {
+      clients.forEach((client) => client.close());
     }
   });
 });
