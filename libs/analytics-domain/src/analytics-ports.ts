@@ -43,6 +43,8 @@ export interface TelemetryStore {
   deletedDevices(devices: readonly DeviceRef[]): Promise<Set<string>>;
   /** Stores rows in one atomic insert: all of them or none. */
   insert(rows: readonly TelemetryRow[]): Promise<void>;
+  /** Removes every row of the device's telemetry, raw and rolled up. */
+  purge(device: DeviceRef): Promise<void>;
   /** Blocked events per device observed in [since, until). */
   blockedCounts(devices: readonly DeviceRef[], since: Date, until: Date): Promise<BlockCount[]>;
   /** Of these devices, the ids of those with a threat detection recorded since `since`. */

@@ -19,6 +19,12 @@ class MemoryStore implements TelemetryStore {
   }
   async insert(rows: readonly TelemetryRow[]) {
     this.inserts.push([...rows]);
+    this.afterInsert();
+  }
+  /** Runs after each insert (a deletion landing meanwhile). */
+  afterInsert = () => undefined;
+  async purge(device: DeviceRef) {
+    this.inserts = this.inserts.map((rows) => rows.filter((row) => row.device_id !== device.deviceId));
   }
   async blockedCounts(devices: readonly DeviceRef[], since: Date, until: Date) {
     return devices
@@ -134,6 +140,13 @@ describe('TelemetryIngestion', () => {
     const outcome = await ingest([batch('gone', 'x', ['allowed']), batch('d1', 'y', ['allowed'])]);
     expect(outcome).toMatchObject({ stored: 1, ofDeletedDevices: 1 });
     expect(store.rows.every((row) => row.device_id === 'd1')).toBe(true);
+  });
+
+  it('purges what it stored of a device deleted while it was storing it', async () => {
+    const { store, ingest } = setUp();
+    store.afterInsert = () => void store.deleted.add('d1');
+    await ingest([batch('d1', 'a', ['allowed']), batch('d2', 'a', ['allowed'])]);
+    expect(store.rows.map((row) => row.device_id)).toEqual(['d2']);
   });
 
   it('never splits a batch across inserts', async () => {

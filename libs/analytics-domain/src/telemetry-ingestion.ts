@@ -98,6 +98,10 @@ export class TelemetryIngestion {
     }
     await this.insert(fresh);
     outcome.stored = fresh.length;
+    // A device deleted while its batches were stored: its purge may have run before these rows landed.
+    const reporting = distinctDevices(fresh.map(([, batch]) => batch));
+    const deletedMeanwhile = await this.store.deletedDevices(reporting);
+    for (const device of reporting) if (deletedMeanwhile.has(device.deviceId)) await this.store.purge(device);
 
     const blocking = distinctDevices(
       fresh.map(([, batch]) => batch).filter((batch) => batch.events.some((e) => e.verdict === 'blocked')),
