@@ -296,10 +296,10 @@ export async function startSystem(
     /** Tells this system's processes apart from another's in the same run (`identity [on]`). */
     label?: string;
     /**
-     * Metrics and traces on in every service and gateway: each serves GET /metrics on a port of its
-     * own (`metricsUrls`) and exports spans over OTLP/HTTP to `otlpEndpoint`.
+     * Metrics (and traces) on in every service and gateway: each serves GET /metrics on a port of its
+     * own (`metricsUrls`) and, given `otlpEndpoint`, exports spans over OTLP/HTTP to it.
      */
-    observability?: { otlpEndpoint: string; env?: Record<string, string> };
+    observability?: { otlpEndpoint?: string; env?: Record<string, string> };
   } = {},
 ): Promise<BenchSystem> {
   const logger = createLogger('bench', 'silent');
@@ -331,11 +331,14 @@ export async function startSystem(
     if (options.observability && name !== 'baseline') {
       const metricsPort = await freePort();
       metricsUrls.push(`http://127.0.0.1:${metricsPort}/metrics`);
-      Object.assign(observed, {
-        METRICS_PORT: String(metricsPort),
-        OTEL_EXPORTER_OTLP_ENDPOINT: options.observability.otlpEndpoint,
-        ...options.observability.env,
-      });
+      Object.assign(
+        observed,
+        { METRICS_PORT: String(metricsPort) },
+        options.observability.otlpEndpoint
+          ? { OTEL_EXPORTER_OTLP_ENDPOINT: options.observability.otlpEndpoint }
+          : {},
+        options.observability.env,
+      );
     }
     const service = new ChildService(options.label ? `${name} [${options.label}]` : name, entry, {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
