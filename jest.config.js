@@ -23,6 +23,8 @@ const common = {
   transform: { '^.+\\.(t|j)s$': swc },
   transformIgnorePatterns: ['/node_modules/(?!(jose|content-disposition|cookie)/)'],
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
+  // The bundles' pruned package.json files would collide with the apps' own in jest's module map.
+  modulePathIgnorePatterns: ['<rootDir>/dist/'],
 };
 
 module.exports = {
