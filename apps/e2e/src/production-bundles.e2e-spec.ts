@@ -1,28 +1,22 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
-import { createLogger } from '@sts/logger/create-logger';
-import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 import { testClickHouseDatabase } from '@sts/testing/clickhouse';
 import { eventually } from '@sts/testing/eventually';
-import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
-import { createTestDatabase } from '@sts/testing/postgres';
 import { testCertificateAuthority } from '@sts/testing/https-receiver';
 import { freePort, portOpen, ServiceProcess } from '@sts/testing/service-process';
 import { startOtlpCollector, type OtlpCollector } from '@sts/testing/otlp-collector';
 import { startSmtpSink } from '@sts/testing/smtp-sink';
 import { startStripeStandIn, type StripeStandIn } from '@sts/testing/stripe-stand-in';
+import { bundle, isolatedStores, requireBundles, ROOT } from './bundled-system';
 
-const ROOT = resolve(__dirname, '../../..');
 const SERVICES = ['identity', 'notification', 'billing', 'enrollment', 'analytics'] as const;
 const BUNDLES = [...SERVICES, 'gateway', 'agent', 'healthcheck'] as const;
-const bundle = (app: string) => join(ROOT, 'dist', 'apps', app, 'main.js');
 const run = promisify(execFile);
 
 /**
@@ -44,22 +38,10 @@ describe('production bundles, end to end', () => {
   const webhookSecret = `whsec_${randomBytes(24).toString('base64url')}`;
 
   beforeAll(async () => {
-    const missing = BUNDLES.filter((app) => !existsSync(bundle(app)));
-    if (missing.length > 0) {
-      throw new Error(`no bundle for ${missing.join(', ')}: run \`npm run build\` first (npm test does)`);
-    }
-    const logger = createLogger('e2e-bundles', 'silent');
-    const database = await createTestDatabase('bundles');
-    lifecycle.add('database', () => database.drop());
+    requireBundles(BUNDLES);
+    const { database, natsUrl, namespace } = await isolatedStores(lifecycle, 'bundles');
     const clickhouse = testClickHouseDatabase('bundles');
     lifecycle.add('clickhouse', () => clickhouse.drop());
-    const namespace = uniqueNatsNamespace('bund');
-    const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-    lifecycle.add('nats streams', async () => {
-      const nats = await connectJetStream({ url: natsUrl, name: 'e2e-bundles-cleanup', logger });
-      await deleteNamespaceStreams(nats.jsm, namespace);
-      await nats.close();
-    });
     const audience = 'https://api.bundles.test';
     idp = await DevOidcProvider.create({ audience });
     const issuer = await idp.start();

@@ -1,21 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
-import { createLogger } from '@sts/logger/create-logger';
-import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 import { testClickHouseDatabase } from '@sts/testing/clickhouse';
 import { eventually } from '@sts/testing/eventually';
-import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
-import { createTestDatabase } from '@sts/testing/postgres';
 import { freePort, portOpen, ServiceProcess } from '@sts/testing/service-process';
 import { startTcpBalancer, type TcpBalancer } from '@sts/testing/tcp-balancer';
+import { bundle, isolatedStores, requireBundles, ROOT } from './bundled-system';
 
-const ROOT = resolve(__dirname, '../../..');
-const bundle = (app: string) => join(ROOT, 'dist', 'apps', app, 'main.js');
 const EVENTS_PER_BATCH = 5;
 const WORKERS = 8;
 
@@ -44,23 +37,9 @@ describe('rolling restart under load', () => {
   let idp: DevOidcProvider;
 
   beforeAll(async () => {
-    const missing = ['identity', 'enrollment', 'analytics', 'gateway'].filter(
-      (app) => !existsSync(bundle(app)),
-    );
-    if (missing.length > 0) {
-      throw new Error(`no bundle for ${missing.join(', ')}: run \`npm run build\` first (npm test does)`);
-    }
-    const logger = createLogger('e2e-restart', 'silent');
-    const database = await createTestDatabase('restart');
-    lifecycle.add('database', () => database.drop());
+    requireBundles(['identity', 'enrollment', 'analytics', 'gateway']);
+    const { database, natsUrl, namespace } = await isolatedStores(lifecycle, 'restart');
     lifecycle.add('clickhouse', () => clickhouse.drop());
-    const namespace = uniqueNatsNamespace('roll');
-    const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-    lifecycle.add('nats streams', async () => {
-      const nats = await connectJetStream({ url: natsUrl, name: 'e2e-restart-cleanup', logger });
-      await deleteNamespaceStreams(nats.jsm, namespace);
-      await nats.close();
-    });
     const audience = 'https://api.restart.test';
     idp = await DevOidcProvider.create({ audience });
     const issuer = await idp.start();

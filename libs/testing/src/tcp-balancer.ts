@@ -25,7 +25,10 @@ export async function startTcpBalancer(
   const everUnhealthy = new Set<number>();
   const open = new Map<number, Set<Socket>>(backendPorts.map((port) => [port, new Set<Socket>()]));
   const clients = new Set<Socket>();
+  /** Connections to backends not yet established (closed too when the balancer closes). */
+  const connecting = new Set<Socket>();
   let next = 0;
+  let closed = false;
 
   const candidates = () => backendPorts.filter((port) => !unhealthy.has(port));
 
@@ -36,16 +39,19 @@ export async function startTcpBalancer(
     const tried = new Set<number>();
     const attempt = () => {
       const ports = candidates().filter((port) => !tried.has(port));
-      if (ports.length === 0) {
+      if (ports.length === 0 || closed) {
         client.resetAndDestroy();
         return;
       }
       const backendPort = ports[next++ % ports.length]!;
       tried.add(backendPort);
       const upstream = connect(backendPort, '127.0.0.1');
+      connecting.add(upstream);
       let connected = false;
+      upstream.once('close', () => connecting.delete(upstream));
       upstream.once('connect', () => {
         connected = true;
+        connecting.delete(upstream);
         open.get(backendPort)!.add(upstream);
         upstream.on('close', () => open.get(backendPort)!.delete(upstream));
         client.pipe(upstream);
@@ -68,7 +74,6 @@ export async function startTcpBalancer(
   if (!address || typeof address === 'string') throw new Error('balancer has no port');
 
   let polling: NodeJS.Timeout | undefined;
-  let closed = false;
   if (options.healthCheck) {
     const check = options.healthCheck;
     const poll = async () => {
@@ -97,6 +102,7 @@ export async function startTcpBalancer(
         clearTimeout(polling);
         for (const socket of clients) socket.destroy();
         for (const sockets of open.values()) for (const socket of sockets) socket.destroy();
+        for (const socket of connecting) socket.destroy();
         server.close(() => resolve());
       }),
   };
