@@ -1,17 +1,26 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/** A TCP port free at the moment of asking (for a child process that must be told its port). */
+/**
+ * A TCP port free at the moment of asking (for a child process that must be told its port). Chosen below
+ * Linux's ephemeral range (32768 and up): a port from that range can be taken by any outgoing connection
+ * before the child binds it (seen: a service's metrics port taken between asking and listening).
+ */
 export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await canListen(port)) return port;
+  }
+  throw new Error('no free port between 20000 and 32000');
+}
+
+function canListen(port: number): Promise<boolean> {
   const server = createServer();
-  await new Promise<void>((resolveListen, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolveListen());
+  return new Promise((resolveListen) => {
+    server.once('error', () => resolveListen(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolveListen(true)));
   });
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolveClose) => server.close(resolveClose));
-  return port;
 }
 
 /** Whether something accepts connections on 127.0.0.1:port. */
