@@ -29,9 +29,7 @@ npx nx run-many -t build --parallel=2 </dev/null
 
 step "tests (unit, integration, e2e)"
 mkdir -p tmp
-# --forceExit: after the rolling-restart e2e the jest process (tests run in band on 2 cores) keeps
-# spinning on destroyed sockets of its layer-4 balancer instead of exiting; every result is in by then.
-npx jest --ci --forceExit --json --outputFile=tmp/jest-results.json </dev/null
+npx jest --ci --json --outputFile=tmp/jest-results.json </dev/null
 # One plain closing line that any reader of CI logs understands.
 node -e "const r = require('./tmp/jest-results.json'); console.log('tests: ' + r.numPassedTests + ' passed, ' + r.numFailedTests + ' failed' + (r.numPendingTests ? ', ' + r.numPendingTests + ' skipped' : ''));"
 
