@@ -32,13 +32,15 @@ export function observeRequests<Logger extends FastifyBaseLogger, Provider exten
   if (isTracingOn()) {
     app.addHook('onRequest', (request, _reply, done) => {
       const link = linkFromHeaders(request.headers);
-      const scope = startSpan(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`, {
+      // Fastify builds `routeOptions` anew on every read.
+      const route = request.routeOptions.url ?? 'unmatched';
+      const scope = startSpan(`${request.method} ${route}`, {
         kind: SpanKind.SERVER,
         parent: NEW_TRACE,
         links: link ? [link] : [],
         attributes: {
           'http.request.method': request.method,
-          'http.route': request.routeOptions.url ?? 'unmatched',
+          'http.route': route,
           'url.path': request.url.split('?')[0] ?? '/',
           'sts.request_id': request.id,
         },

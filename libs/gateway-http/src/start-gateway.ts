@@ -76,7 +76,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     const service = (address: string) => () => probeGrpcHealth(address, READINESS_TIMEOUT_MS, tls);
     const readiness = new Readiness(
       {
-        nats: async () => !nats.nc.isClosed() && (await nats.nc.rtt()) >= 0,
+        nats: () => nats.answers(),
         identity: service(config.IDENTITY_GRPC_ADDRESS),
         notification: service(config.NOTIFICATION_GRPC_ADDRESS),
         billing: service(config.BILLING_GRPC_ADDRESS),

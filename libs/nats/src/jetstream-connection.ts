@@ -7,6 +7,8 @@ export interface JetStreamConnection {
   readonly nc: NatsConnection;
   readonly js: JetStreamClient;
   readonly jsm: JetStreamManager;
+  /** Whether the server answers a round trip now (readiness checks). */
+  answers(): Promise<boolean>;
   /** Drains subscriptions and pending publishes/acks, then closes. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -71,6 +73,7 @@ export async function connectJetStream(options: ConnectJetStreamOptions): Promis
     nc,
     js,
     jsm,
+    answers: async () => !nc.isClosed() && (await nc.rtt()) >= 0,
     close: () => {
       closing ??= (async () => {
         if (!nc.isClosed()) {

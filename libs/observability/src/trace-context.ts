@@ -159,11 +159,3 @@ class RecordingScope implements TracedScope {
     this.span.end();
   }
 }
-
-/** Trace and span ids of the active span, for log lines (`trace_id`, `span_id`); empty while untraced. */
-export function activeTraceFields(): { trace_id?: string; span_id?: string } {
-  if (!tracingOn) return {};
-  const spanContext = trace.getActiveSpan()?.spanContext();
-  if (!spanContext || !trace.isSpanContextValid(spanContext)) return {};
-  return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
-}

@@ -232,7 +232,7 @@ export async function runServiceHost(
                 (await openOrm.em.getConnection().execute('select 1', [], 'all')).length === 1,
             }
           : {},
-        { nats: async () => !nats.nc.isClosed() && (await nats.nc.rtt()) >= 0 },
+        { nats: () => nats.answers() },
         extraChecks,
       ),
       intervalMs: options.dependencyCheckIntervalMs ?? DEPENDENCY_CHECK_INTERVAL_MS,
