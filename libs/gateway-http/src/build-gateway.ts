@@ -122,12 +122,14 @@ export async function buildGateway({
   );
   app.decorateRequest('caller', null);
   observeRequests(app);
-  app.addHook('onSend', async (request, reply) => {
+  // Hooks every request runs take callbacks: an async hook costs a promise per request.
+  app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
     // Draining: the client's next request opens a connection, which the load balancer sends elsewhere.
     if (readiness.draining) reply.header('connection', 'close');
+    done(null, payload);
   });
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const entry = {
       method: request.method,
       url: request.url.split('?')[0],
@@ -137,6 +139,7 @@ export async function buildGateway({
     };
     if (reply.statusCode >= 500) request.log.warn(entry, 'request completed');
     else request.log.debug(entry, 'request completed');
+    done();
   });
 
   await app.register(swagger, {

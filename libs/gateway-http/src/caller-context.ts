@@ -2,8 +2,10 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AccessTokenVerifier, Principal } from '@sts/auth/access-token-verifier';
 import { AppError } from '@sts/errors/app-error';
 import type { ResolveCallerRequest } from '@sts/proto/gen/identity/v1/identity';
+import type { CallOptions } from '@sts/grpc/service-types';
 import { ROLE_TO_PROTO, roleFromProto } from './contract-mapping';
 import type { Role } from './contract-schemas';
+import { callOptionsFor } from './http-observability';
 import type { TtlCache } from './ttl-cache';
 import type { UpstreamClients } from './upstream-clients';
 import { required } from './upstream-answer';
@@ -80,7 +82,7 @@ export function authenticate(
     // The whole request (issuer, subject, e-mail, name, org) is the key: a changed profile resolves again.
     const cacheKey = JSON.stringify(resolveRequest);
     const caller = await callers.getOrLoad(cacheKey, () =>
-      resolveCaller(clients, resolveRequest, request.id, principal.kind),
+      resolveCaller(clients, resolveRequest, callOptionsFor(request), principal.kind),
     );
     if (caller.kind === 'user' && !caller.dashboardAccess) throw new AppError('DASHBOARD_ACCESS_DENIED');
     request.caller = caller;
@@ -90,10 +92,10 @@ export function authenticate(
 async function resolveCaller(
   clients: UpstreamClients,
   resolveRequest: ResolveCallerRequest,
-  requestId: string,
+  call: CallOptions,
   kind: Caller['kind'],
 ): Promise<Caller> {
-  const resolved = await clients.identity.resolveCaller(resolveRequest, { requestId });
+  const resolved = await clients.identity.resolveCaller(resolveRequest, call);
   const user = required(resolved.user, 'caller user');
   const org = required(resolved.org, 'caller organization');
   return {

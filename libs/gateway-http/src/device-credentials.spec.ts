@@ -19,13 +19,16 @@ describe('DeviceCredentials', () => {
 
   it('asks the enrollment service once per token while cached; a device event evicts it', async () => {
     const { credentials, calls, setStatus } = setUp();
-    expect(await credentials.authenticate('sts_dt_1', 'r1')).toEqual({ deviceId: 'dev-1', orgId: 'org-1' });
-    await credentials.authenticate('sts_dt_1', 'r2');
+    expect(await credentials.authenticate('sts_dt_1', { requestId: 'r1' })).toEqual({
+      deviceId: 'dev-1',
+      orgId: 'org-1',
+    });
+    await credentials.authenticate('sts_dt_1', { requestId: 'r2' });
     expect(calls).toHaveLength(1);
     setStatus(DeviceStatus.DEVICE_STATUS_DISABLED);
-    await credentials.authenticate('sts_dt_1', 'r3');
+    await credentials.authenticate('sts_dt_1', { requestId: 'r3' });
     credentials.deviceChanged('dev-1');
-    await expect(credentials.authenticate('sts_dt_1', 'r4')).rejects.toMatchObject({
+    await expect(credentials.authenticate('sts_dt_1', { requestId: 'r4' })).rejects.toMatchObject({
       code: 'DEVICE_DISABLED',
     });
     expect(calls).toHaveLength(2);
@@ -33,13 +36,13 @@ describe('DeviceCredentials', () => {
 
   it('does not remember unknown tokens', async () => {
     const { credentials, calls } = setUp();
-    await expect(credentials.authenticate('sts_dt_x', 'r1')).rejects.toMatchObject({
+    await expect(credentials.authenticate('sts_dt_x', { requestId: 'r1' })).rejects.toMatchObject({
       code: 'DEVICE_TOKEN_INVALID',
     });
-    await expect(credentials.authenticate('sts_dt_x', 'r2')).rejects.toMatchObject({
+    await expect(credentials.authenticate('sts_dt_x', { requestId: 'r2' })).rejects.toMatchObject({
       code: 'DEVICE_TOKEN_INVALID',
     });
-    await expect(credentials.authenticate(undefined, 'r3')).rejects.toMatchObject({
+    await expect(credentials.authenticate(undefined, { requestId: 'r3' })).rejects.toMatchObject({
       code: 'DEVICE_TOKEN_INVALID',
     });
     expect(calls).toEqual(['sts_dt_x', 'sts_dt_x']);

@@ -7,6 +7,7 @@ import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { subscribeToEvents } from './event-subscriptions';
 import { TtlCache } from './ttl-cache';
 import type { UpstreamClients } from './upstream-clients';
+import type { CallOptions } from '@sts/grpc/service-types';
 
 export interface AuthenticatedDevice {
   deviceId: string;
@@ -39,11 +40,11 @@ export class DeviceCredentials {
   }
 
   /** The device of the token; DEVICE_TOKEN_INVALID (401) or DEVICE_DISABLED (403) otherwise. */
-  async authenticate(token: string | undefined, requestId: string): Promise<AuthenticatedDevice> {
+  async authenticate(token: string | undefined, call: CallOptions): Promise<AuthenticatedDevice> {
     if (!token) throw new AppError('DEVICE_TOKEN_INVALID', 'X-Device-Token header is missing');
     const key = createHash('sha256').update(token).digest('base64');
     const device = await this.cache.getOrLoad(key, async () => {
-      const found = await this.clients.enrollment.authenticateDevice({ deviceToken: token }, { requestId });
+      const found = await this.clients.enrollment.authenticateDevice({ deviceToken: token }, call);
       return {
         deviceId: found.deviceId,
         orgId: found.orgId,

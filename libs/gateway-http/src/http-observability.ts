@@ -13,31 +13,46 @@ import {
   NEW_TRACE,
   SpanKind,
   startSpan,
+  type Context,
   type TracedScope,
 } from '@sts/observability/trace-context';
+import type { CallOptions } from '@sts/grpc/service-types';
 
-const scopes = new WeakMap<FastifyRequest, TracedScope>();
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's span while tracing is on (observeRequests); null otherwise. */
+    traceScope: TracedScope | null;
+  }
+}
 
 /**
  * Counts and times every request by method, route pattern (`/api/devices/:id`, never the id) and
- * status; with tracing on, runs each request in a server span that the gRPC calls and NATS messages
- * it causes continue.
+ * status; with tracing on, gives each request a server span, which the gRPC calls and NATS messages it
+ * causes continue: the gateway passes the span's context by hand (`callOptionsFor`,
+ * `traceContextOf`), and a sampled request's log lines name its trace.
  *
  * The gateway is the edge: a `traceparent` from the internet is recorded as a link, not adopted as
  * the parent, so a caller cannot choose our trace ids or force every request to be sampled.
+ *
+ * Every request pays for this, so it stays lean: the scope is a request decoration (a WeakMap entry
+ * per request costs the garbage collector more than the span), hooks take callbacks (no promise per
+ * request), a request that sampling leaves out gets no attributes (trace-context.ts), and nothing
+ * changes an object's shape per request (docs/benchmarks.md: V8's inline caches go megamorphic).
  */
-export function observeRequests<Logger extends FastifyBaseLogger, Provider extends FastifyTypeProvider>(
-  app: FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, Logger, Provider>,
-): void {
+export function observeRequests<
+  Logger extends FastifyBaseLogger & { setBindings(bindings: Record<string, string>): void },
+  Provider extends FastifyTypeProvider,
+>(app: FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, Logger, Provider>): void {
+  app.decorateRequest('traceScope', null);
   if (isTracingOn()) {
-    app.addHook('onRequest', (request, _reply, done) => {
-      const link = linkFromHeaders(request.headers);
+    app.addHook('onRequest', (request, reply, done) => {
       // Fastify builds `routeOptions` anew on every read.
       const route = request.routeOptions.url ?? 'unmatched';
+      const link = request.headers.traceparent === undefined ? undefined : linkFromHeaders(request.headers);
       const scope = startSpan(`${request.method} ${route}`, {
         kind: SpanKind.SERVER,
         parent: NEW_TRACE,
-        links: link ? [link] : [],
+        links: link ? [link] : undefined,
         attributes: {
           'http.request.method': request.method,
           'http.route': route,
@@ -45,31 +60,35 @@ export function observeRequests<Logger extends FastifyBaseLogger, Provider exten
           'sts.request_id': request.id,
         },
       });
-      scopes.set(request, scope);
-      // A body arrives in later `data`/`end` events: their listeners (body parsing, then the handler)
-      // must run in the span too. (The answer's `finish`, and the onResponse hooks, follow from the
-      // handler's own write, so they do.)
-      if (
-        request.headers['content-length'] !== undefined ||
-        request.headers['transfer-encoding'] !== undefined
-      ) {
-        scope.bindEmitter(request.raw);
-      }
-      scope.run(done);
+      request.traceScope = scope;
+      const logFields = scope.logFields();
+      // Into the request's own logger (also the reply's), in place: a child logger per sampled request
+      // would give the loggers two shapes and slow every call through them.
+      if (logFields) (request.log as Logger).setBindings(logFields);
+      done();
     });
   }
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
-    const status = String(reply.statusCode);
-    httpRequests.inc({ method: request.method, route, status_code: status });
-    httpRequestDuration.observe(
-      { method: request.method, route, status_code: status },
-      reply.elapsedTime / 1000,
-    );
-    const scope = scopes.get(request);
-    if (!scope) return;
-    scope.setAttribute('http.response.status_code', reply.statusCode);
-    if (reply.statusCode >= 500) scope.fail(undefined, `HTTP ${reply.statusCode}`);
-    scope.end();
+    const labels = { method: request.method, route, status_code: String(reply.statusCode) };
+    httpRequests.inc(labels);
+    httpRequestDuration.observe(labels, reply.elapsedTime / 1000);
+    const scope = request.traceScope;
+    if (scope) {
+      scope.setAttribute('http.response.status_code', reply.statusCode);
+      if (reply.statusCode >= 500) scope.fail(undefined, `HTTP ${reply.statusCode}`);
+      scope.end();
+    }
+    done();
   });
+}
+
+/** The request's trace context, to hand to what it causes (undefined while tracing is off). */
+export function traceContextOf(request: FastifyRequest): Context | undefined {
+  return request.traceScope?.context;
+}
+
+/** What every gRPC call made for a request carries: its request id and its trace context. */
+export function callOptionsFor(request: FastifyRequest, deadlineMs?: number): CallOptions {
+  return { requestId: request.id, traceContext: request.traceScope?.context, deadlineMs };
 }

@@ -37,8 +37,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     logger.error({ err: error, resource: name }, 'shutdown step failed'),
   );
   try {
-    // First: the requests' spans and metrics are set up as the app is built.
-    const observability = await startObservability('gateway', config, logger);
+    // First: the requests' spans and metrics are set up as the app is built. Each request's trace
+    // context is passed by hand (callOptionsFor), never kept in AsyncLocalStorage.
+    const observability = await startObservability('gateway', config, logger, 'explicit');
     lifecycle.add('metrics and traces', () => observability.stop());
     const tls = loadGrpcTls(config);
     const clients = createUpstreamClients(config, tls);

@@ -49,7 +49,7 @@ export function createPromiseClient<Definition extends ServiceDefinition>(
           const metadata = new Metadata();
           metadata.set(SERVICE_TOKEN_METADATA_KEY, token);
           if (options.requestId) metadata.set('x-request-id', options.requestId);
-          const observed = observeCall(metadata);
+          const observed = observeCall(metadata, options.traceContext);
           withoutStackTraces(() =>
             channel.makeUnaryRequest(
               method.path,

@@ -11,6 +11,7 @@ import {
   currentTraceHeaders,
   SpanKind,
   startSpan,
+  type Context,
 } from '@sts/observability/trace-context';
 
 /**
@@ -80,12 +81,13 @@ export function observeServerMethod<Call extends { metadata: Metadata }>(
 }
 
 /**
- * The client side of a method's calls: each call gets a span whose context the metadata carries, and
- * its status and duration are counted. Label children are made once per method, not per call.
+ * The client side of a method's calls: each call gets a span (a child of `parent`, or of the active
+ * context) whose context the metadata carries, and its status and duration are counted. Label
+ * children are made once per method, not per call.
  */
 export function observeClientMethod(
   method: string,
-): (metadata: Metadata) => (error: ServiceError | null) => void {
+): (metadata: Metadata, parent: Context | undefined) => (error: ServiceError | null) => void {
   const duration = grpcClientHandlingSeconds.labels(method);
   const handled = new Map<number, ReturnType<typeof grpcClientHandled.labels>>();
   const countOf = (code: number) => {
@@ -96,13 +98,14 @@ export function observeClientMethod(
     }
     return counter;
   };
-  return (metadata) => {
+  return (metadata, parent) => {
     const stopTimer = duration.startTimer();
     const span = startSpan(method, {
       kind: SpanKind.CLIENT,
+      parent,
       attributes: { 'rpc.system': 'grpc', 'rpc.method': method },
     });
-    const trace = span.run(currentTraceHeaders);
+    const trace = currentTraceHeaders(span.context);
     if (trace) for (const [key, value] of Object.entries(trace)) metadata.set(key, value);
     return (error) => {
       const code = error ? (error.code ?? status.UNKNOWN) : status.OK;

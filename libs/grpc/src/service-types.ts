@@ -1,4 +1,5 @@
 import type { Metadata } from '@grpc/grpc-js';
+import type { Context } from '@sts/observability/trace-context';
 
 /**
  * Types derived from a ts-proto service definition (`IdentityServiceService` etc.), so handlers and
@@ -28,6 +29,8 @@ export type AsyncHandlers<Definition> = {
 export interface CallOptions {
   deadlineMs?: number;
   requestId?: string;
+  /** The caller's trace context, where it is passed by hand (the gateway); the active context otherwise. */
+  traceContext?: Context | undefined;
 }
 
 /** What a caller gets: one promise-returning function per RPC, with deadlines and mapped errors. */

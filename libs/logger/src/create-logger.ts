@@ -1,4 +1,4 @@
-import { trace } from '@opentelemetry/api';
+import { trace, TraceFlags, type Span } from '@opentelemetry/api';
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 export type { Logger } from 'pino';
@@ -42,12 +42,18 @@ export function createLogger(
 }
 
 /**
- * Every line written while a span is active names its trace (`trace_id`, `span_id`), so a log search
- * and a trace lead to each other. Without tracing (@sts/observability/tracing) no span is ever active.
+ * Every line written while a recorded span is active names its trace (`trace_id`, `span_id`), so a log
+ * search and a trace lead to each other. Without tracing (@sts/observability/tracing) no span is ever
+ * active; a span left out by sampling is not named (no trace would be found). The gateway, which keeps
+ * no active span, binds the same fields to each request's logger.
  */
 function traceFields(): Record<string, string> {
   const span = trace.getActiveSpan();
-  if (!span) return {};
-  const { traceId, spanId } = span.spanContext();
-  return { trace_id: traceId, span_id: spanId };
+  return (span && logFieldsOf(span)) ?? {};
+}
+
+/** The log fields that name a recorded span; undefined for one that sampling left out. */
+export function logFieldsOf(span: Span): Record<string, string> | undefined {
+  const { traceId, spanId, traceFlags } = span.spanContext();
+  return traceFlags & TraceFlags.SAMPLED ? { trace_id: traceId, span_id: spanId } : undefined;
 }

@@ -1,13 +1,13 @@
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
 import type { TextMapGetter } from '@opentelemetry/api';
-import { currentTraceHeaders } from '@sts/observability/trace-context';
+import { currentTraceHeaders, type Context } from '@sts/observability/trace-context';
 
 /**
- * The active span's W3C trace context as NATS message headers (added to `into` when given); undefined
- * while nothing is traced.
+ * A W3C trace context (`from`, or the active span's) as NATS message headers, added to `into` when
+ * given; undefined while nothing is traced.
  */
-export function traceHeaders(into?: MsgHdrs): MsgHdrs | undefined {
-  const trace = currentTraceHeaders();
+export function traceHeaders(into?: MsgHdrs, from?: Context): MsgHdrs | undefined {
+  const trace = currentTraceHeaders(from);
   if (!trace) return into;
   const headers = into ?? natsHeaders();
   for (const [key, value] of Object.entries(trace)) headers.set(key, value);

@@ -1,6 +1,6 @@
 import type { Logger } from '@sts/logger/create-logger';
 import { startMetricsServer } from './metrics-server';
-import { startTracing, type TracingConfig } from './tracing';
+import { startTracing, type ContextPropagation, type TracingConfig } from './tracing';
 
 export interface ObservabilityConfig extends TracingConfig {
   METRICS_PORT?: number | undefined;
@@ -19,8 +19,9 @@ export async function startObservability(
   name: string,
   config: ObservabilityConfig,
   logger: Logger,
+  propagation: ContextPropagation = 'implicit',
 ): Promise<RunningObservability> {
-  const tracing = startTracing(name, config, logger);
+  const tracing = startTracing(name, config, logger, propagation);
   try {
     const metrics =
       config.METRICS_PORT === undefined

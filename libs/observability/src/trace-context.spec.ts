@@ -54,6 +54,22 @@ describe('trace context', () => {
       expect(handle?.parentSpanContext?.spanId).toBe(request?.spanContext().spanId);
     });
 
+    it('hands a context on by hand, without an active span (as the gateway does)', async () => {
+      const request = startSpan('request', { kind: SpanKind.SERVER });
+      expect(currentTraceHeaders()).toBeUndefined();
+      const call = startSpan('call', { kind: SpanKind.CLIENT, parent: request.context });
+      const headers = currentTraceHeaders(call.context);
+      call.end();
+      request.end();
+      const [callSpan, requestSpan] = exporter.getFinishedSpans();
+      expect(callSpan?.parentSpanContext?.spanId).toBe(requestSpan?.spanContext().spanId);
+      expect(headers?.traceparent).toBe(`00-${request.traceId}-${callSpan?.spanContext().spanId}-01`);
+      expect(request.logFields()).toEqual({
+        trace_id: request.traceId,
+        span_id: requestSpan?.spanContext().spanId,
+      });
+    });
+
     it('marks a span whose work failed', async () => {
       await expect(
         inSpan('fails', { kind: SpanKind.INTERNAL }, () => Promise.reject(new Error('boom'))),
@@ -82,6 +98,24 @@ describe('trace context', () => {
       expect(lines[0]).toMatchObject({ msg: 'inside', trace_id: scope.traceId });
       expect(lines[0]?.span_id).toMatch(/^[0-9a-f]{16}$/);
       expect(lines[1]).not.toHaveProperty('trace_id');
+    });
+
+    it('names no trace that sampling left out, in log lines or log fields', async () => {
+      const lines: Record<string, unknown>[] = [];
+      const sink = new Writable({
+        write(chunk: Buffer, _encoding, callback) {
+          lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+          callback();
+        },
+      });
+      const logger = createLogger('test', 'info', sink);
+      const unsampled = contextFromHeaders({ traceparent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-00` });
+      const scope = startSpan('handle', { kind: SpanKind.CONSUMER, parent: unsampled });
+      scope.run(() => logger.info('inside'));
+      scope.end();
+      expect(scope.traceId).toBe('a'.repeat(32));
+      expect(scope.logFields()).toBeUndefined();
+      expect(lines[0]).not.toHaveProperty('trace_id');
     });
   });
 });

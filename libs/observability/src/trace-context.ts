@@ -1,3 +1,4 @@
+import { logFieldsOf } from '@sts/logger/create-logger';
 import {
   context,
   propagation,
@@ -16,6 +17,11 @@ import {
  * The one way our code makes spans and carries trace context (gateway HTTP, gRPC both ways, events
  * through the outbox and NATS). Built on the OpenTelemetry API only; tracing.ts decides whether spans
  * are recorded and exported. While tracing is off every helper here is a flag check and a direct call.
+ *
+ * Inside a process the context travels one of two ways (tracing.ts's `ContextPropagation`): the
+ * services keep it in AsyncLocalStorage (the active context), the gateway passes it by hand with each
+ * request's gRPC calls and publications (`TracedScope.context`), because on Node 20 AsyncLocalStorage
+ * costs every promise of every request a hook (docs/benchmarks.md).
  */
 
 export { SpanKind, SpanStatusCode };
@@ -39,11 +45,14 @@ export function isTracingOn(): boolean {
   return tracingOn;
 }
 
-/** The active span's trace context as headers, or undefined when nothing is traced. */
-export function currentTraceHeaders(): TraceHeaders | undefined {
+/**
+ * A trace context as headers (`from`, or the active context when absent), or undefined when nothing
+ * is traced.
+ */
+export function currentTraceHeaders(from?: Context): TraceHeaders | undefined {
   if (!tracingOn) return undefined;
   const headers: TraceHeaders = {};
-  propagation.inject(context.active(), headers);
+  propagation.inject(from ?? context.active(), headers);
   return headers.traceparent ? headers : undefined;
 }
 
@@ -80,12 +89,11 @@ export interface SpanOptions {
 export function startSpan(name: string, options: SpanOptions): TracedScope {
   if (!tracingOn) return UNTRACED;
   const parent = options.parent ?? context.active();
-  const span = tracer.startSpan(
-    name,
-    { kind: options.kind, attributes: options.attributes, links: options.links },
-    parent,
-  );
-  return new RecordingScope(span, trace.setSpan(parent, span));
+  const span = tracer.startSpan(name, { kind: options.kind, links: options.links }, parent);
+  // The samplers OTEL_TRACES_SAMPLER chooses decide without attributes, so a span that sampling
+  // leaves out (most of them) is not given any.
+  if (options.attributes && span.isRecording()) span.setAttributes(options.attributes);
+  return new RecordingScope(span, parent);
 }
 
 /** Runs `work` in a span that ends when it settles (an error ends it as failed). */
@@ -106,30 +114,40 @@ export async function inSpan<T>(name: string, options: SpanOptions, work: () => 
 export interface TracedScope {
   /** Runs `work` with the span active (async continuations included). */
   run<T>(work: () => T): T;
-  /** Runs an emitter's later listeners (a request body's `data`/`end`) with the span active. */
-  bindEmitter(emitter: NodeJS.EventEmitter): void;
+  /** The context holding the span, for a process that passes it by hand; undefined while tracing is off. */
+  readonly context: Context | undefined;
   setAttribute(key: string, value: string | number | boolean): void;
   /** Marks the span failed; `error` is recorded when it is an Error. */
   fail(error?: unknown, message?: string): void;
   end(): void;
   /** The trace id, for a log line or a response header; undefined while tracing is off. */
   readonly traceId: string | undefined;
+  /** The fields that name the span in a log line (trace-fields.ts), when the span is recorded. */
+  logFields(): Record<string, string> | undefined;
 }
 
 const UNTRACED: TracedScope = {
   run: (work) => work(),
-  bindEmitter: () => undefined,
+  context: undefined,
   setAttribute: () => undefined,
   fail: () => undefined,
   end: () => undefined,
   traceId: undefined,
+  logFields: () => undefined,
 };
 
 class RecordingScope implements TracedScope {
+  private spanContext: Context | undefined;
+
   constructor(
     private readonly span: Span,
-    private readonly context: Context,
+    private readonly parent: Context,
   ) {}
+
+  /** Made on first use: a request answered from the gateway's caches never needs it. */
+  get context(): Context {
+    return (this.spanContext ??= trace.setSpan(this.parent, this.span));
+  }
 
   get traceId(): string {
     return this.span.spanContext().traceId;
@@ -139,8 +157,8 @@ class RecordingScope implements TracedScope {
     return context.with(this.context, work);
   }
 
-  bindEmitter(emitter: NodeJS.EventEmitter): void {
-    context.bind(this.context, emitter);
+  logFields(): Record<string, string> | undefined {
+    return logFieldsOf(this.span);
   }
 
   setAttribute(key: string, value: string | number | boolean): void {

@@ -13,6 +13,14 @@ export interface TracingConfig {
   OTEL_SERVICE_NAME?: string | undefined;
 }
 
+/**
+ * How the current span travels inside the process: `implicit` keeps it in AsyncLocalStorage (the
+ * active context, which every async continuation inherits; the services), `explicit` keeps none and
+ * the code passes `TracedScope.context` along (the gateway: on Node 20, AsyncLocalStorage installs
+ * promise hooks that every promise of every request pays for, sampled or not; docs/benchmarks.md).
+ */
+export type ContextPropagation = 'implicit' | 'explicit';
+
 export interface RunningTracing {
   /** Sends the spans still buffered and stops (last step of a shutdown). */
   stop(): Promise<void>;
@@ -31,7 +39,12 @@ let registered: NodeTracerProvider | undefined;
  * One provider per process: when several services share a process (tests), the first one's name is
  * the resource's.
  */
-export function startTracing(serviceName: string, config: TracingConfig, logger: Logger): RunningTracing {
+export function startTracing(
+  serviceName: string,
+  config: TracingConfig,
+  logger: Logger,
+  propagation: ContextPropagation = 'implicit',
+): RunningTracing {
   const url =
     config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
     (config.OTEL_EXPORTER_OTLP_ENDPOINT
@@ -46,11 +59,11 @@ export function startTracing(serviceName: string, config: TracingConfig, logger:
     }),
     spanProcessors: [processor],
   });
-  // Registers the W3C trace-context propagator and an AsyncLocalStorage context manager.
-  provider.register();
+  // Registers the W3C trace-context propagator, and for `implicit` an AsyncLocalStorage context manager.
+  provider.register(propagation === 'explicit' ? { contextManager: null } : {});
   registered = provider;
   markTracingOn();
-  logger.info({ endpoint: url }, 'tracing on: spans exported over OTLP/HTTP');
+  logger.info({ endpoint: url, propagation }, 'tracing on: spans exported over OTLP/HTTP');
   return {
     stop: async () => {
       try {

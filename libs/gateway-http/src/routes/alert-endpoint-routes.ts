@@ -8,6 +8,7 @@ import { requireCaller, requireRoles } from '../caller-context';
 import { errorResponses, idParam } from '../contract-schemas';
 import type { UpstreamClients } from '../upstream-clients';
 import { required } from '../upstream-answer';
+import { callOptionsFor } from '../http-observability';
 
 const alertEndpointPayload = z
   .object({
@@ -104,7 +105,7 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
     async (request) => {
       const { endpoints } = await clients.notification.listAlertEndpoints(
         { orgId: requireCaller(request).org.id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return endpoints.map(endpointToContract);
     },
@@ -137,7 +138,7 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
           url: request.body.url,
           description: request.body.description ?? '',
         },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return reply.code(201).send(
         Object.assign(endpointToContract(required(created.endpoint, 'alert endpoint')), {
@@ -162,7 +163,7 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
     async (request, reply) => {
       await clients.notification.deleteAlertEndpoint(
         { orgId: requireCaller(request).org.id, endpointId: request.params.id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return reply.code(204).send(null);
     },
@@ -185,7 +186,7 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
     async (request, reply) => {
       const { delivery } = await clients.notification.sendTestAlert(
         { orgId: requireCaller(request).org.id, endpointId: request.params.id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return reply.code(202).send(deliveryToContract(required(delivery, 'delivery')));
     },
@@ -207,7 +208,7 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
     async (request) => {
       const { endpoint } = await clients.notification.enableAlertEndpoint(
         { orgId: requireCaller(request).org.id, endpointId: request.params.id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return endpointToContract(required(endpoint, 'alert endpoint'));
     },
@@ -236,7 +237,7 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
     async (request) => {
       const rotated = await clients.notification.rotateAlertSecret(
         { orgId: requireCaller(request).org.id, endpointId: request.params.id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return Object.assign(endpointToContract(required(rotated.endpoint, 'alert endpoint')), {
         secret: rotated.secret,
@@ -265,7 +266,7 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
           endpointId: request.params.id,
           limit: request.query.limit ?? 0,
         },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return deliveries.map(deliveryToContract);
     },

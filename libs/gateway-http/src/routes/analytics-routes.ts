@@ -6,6 +6,7 @@ import { requireCaller, requireRoles } from '../caller-context';
 import { errorResponses } from '../contract-schemas';
 import type { GatewayCaches } from '../gateway-caches';
 import type { UpstreamClients } from '../upstream-clients';
+import { callOptionsFor } from '../http-observability';
 
 const WINDOWS = { '24h': Window.WINDOW_24H, '30d': Window.WINDOW_30D } as const;
 const METRICS = {
@@ -63,7 +64,7 @@ export const analyticsRoutes: FastifyPluginAsyncZod<{
       return caches.analyticsAnswer(orgId, `summary|${window}|${deviceId}`, async () => {
         const { summary } = await clients.analytics.getSummary(
           { orgId, window: WINDOWS[window], deviceId },
-          { requestId: request.id },
+          callOptionsFor(request),
         );
         const totals = required(summary, 'analytics summary');
         return {
@@ -96,7 +97,7 @@ export const analyticsRoutes: FastifyPluginAsyncZod<{
       return caches.analyticsAnswer(orgId, `series|${metric}|${window}|${deviceId}`, async () => {
         const { buckets } = await clients.analytics.getSeries(
           { orgId, metric: METRICS[metric], window: WINDOWS[window], deviceId },
-          { requestId: request.id },
+          callOptionsFor(request),
         );
         return {
           metric,

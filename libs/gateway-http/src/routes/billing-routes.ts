@@ -6,6 +6,7 @@ import { CHECKOUT_CYCLE_TO_PROTO, CHECKOUT_PLAN_TO_PROTO } from '../contract-map
 import { errorResponses } from '../contract-schemas';
 import type { GatewayCaches } from '../gateway-caches';
 import type { UpstreamClients } from '../upstream-clients';
+import { callOptionsFor } from '../http-observability';
 
 /**
  * Billing calls wait on Stripe: each request up to STRIPE_TIMEOUT_MS and tried twice. A webhook makes
@@ -54,7 +55,7 @@ export const billingRoutes: FastifyPluginAsyncZod<{
           billingCycle: CHECKOUT_CYCLE_TO_PROTO[request.body.cycle],
           requestedByEmail: caller.email,
         },
-        { requestId: request.id, deadlineMs: CHECKOUT_DEADLINE_MS },
+        callOptionsFor(request, CHECKOUT_DEADLINE_MS),
       );
       // The license may have moved to onboarding: its caller reads their own write.
       caches.licenseChanged(caller.org.id);
@@ -78,7 +79,7 @@ export const billingRoutes: FastifyPluginAsyncZod<{
     async (request) => {
       const { url } = await clients.billing.createPortalSession(
         { orgId: requireCaller(request).org.id },
-        { requestId: request.id, deadlineMs: WEBHOOK_DEADLINE_MS },
+        callOptionsFor(request, WEBHOOK_DEADLINE_MS),
       );
       return { url };
     },
@@ -123,7 +124,7 @@ export const billingWebhookRoute: FastifyPluginAsyncZod<{
         throw new AppError('MALFORMED_REQUEST', 'The body is not a JSON event');
       const { orgId } = await clients.billing.handlePaymentEvent(
         { payload: request.body, signature },
-        { requestId: request.id, deadlineMs: WEBHOOK_DEADLINE_MS },
+        callOptionsFor(request, WEBHOOK_DEADLINE_MS),
       );
       if (orgId) caches.licenseChanged(orgId);
       return { received: true };

@@ -5,6 +5,7 @@ import type { ErrorCode } from '@sts/errors/error-code';
 import { errorResponses } from '../contract-schemas';
 import type { FailureLimiter } from '../failure-limiter';
 import type { UpstreamClients } from '../upstream-clients';
+import { callOptionsFor } from '../http-observability';
 
 /** Largest metadata object an agent may report, serialized. */
 const MAX_METADATA_BYTES = 16 * 1024;
@@ -103,7 +104,7 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
             hostname: request.body.hostname,
             metadataJson: request.body.metadata,
           },
-          { requestId: request.id },
+          callOptionsFor(request),
         );
         return {
           device_id: enrolled.deviceId,

@@ -7,6 +7,7 @@ import { devicePayload, errorResponses, idParam, pageQuery } from '../contract-s
 import { setNextLink } from '../link-header';
 import type { UpstreamClients } from '../upstream-clients';
 import { DeviceStatus, type Device } from '@sts/proto/gen/enrollment/v1/enrollment';
+import { callOptionsFor } from '../http-observability';
 
 const deviceParams = z.object({ device_id: idParam });
 
@@ -58,7 +59,7 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
             : DeviceStatus.DEVICE_STATUS_UNSPECIFIED,
           query: request.query.q ?? '',
         },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       setNextLink(request, reply, nextCursor, request.query.limit);
       return sendDevicePage(reply, devices);
@@ -81,7 +82,7 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
       async (request, reply) => {
         await clients.enrollment[method](
           { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
-          { requestId: request.id },
+          callOptionsFor(request),
         );
         return reply.code(204).send(null);
       },
@@ -103,7 +104,7 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
     async (request, reply) => {
       await clients.enrollment.deleteDevice(
         { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return reply.code(204).send(null);
     },

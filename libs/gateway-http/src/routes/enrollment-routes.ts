@@ -8,6 +8,7 @@ import {
 } from '../contract-mapping';
 import { enrollmentCodePayload, enrollmentKeyPayload, errorResponses } from '../contract-schemas';
 import type { UpstreamClients } from '../upstream-clients';
+import { callOptionsFor } from '../http-observability';
 
 /** The maximum count per POST /api/enrollment-codes; the service enforces the same limit. */
 const MAX_CODES_PER_REQUEST = 100;
@@ -34,7 +35,7 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
     async (request) => {
       const { key } = await clients.enrollment.getEnrollmentKey(
         { orgId: requireCaller(request).org.id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return enrollmentKeyToContract(key);
     },
@@ -54,7 +55,7 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
     async (request) => {
       const { key } = await clients.enrollment.rotateEnrollmentKey(
         { orgId: requireCaller(request).org.id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return enrollmentKeyToContract(key);
     },
@@ -73,7 +74,7 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
     async (request, reply) => {
       await clients.enrollment.revokeEnrollmentKey(
         { orgId: requireCaller(request).org.id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return reply.code(204).send(null);
     },
@@ -100,7 +101,7 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
     async (request) => {
       const { codes } = await clients.enrollment.createEnrollmentCodes(
         { orgId: requireCaller(request).org.id, count: request.body?.count ?? 1 },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return { codes: codes.map(enrollmentCodeToContract) };
     },
@@ -133,7 +134,7 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
           requestedByName: caller.name,
           orgName: caller.org.name,
         },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return emailedEnrollmentCodeToContract(request.body.email.toLowerCase(), emailed);
     },

@@ -6,6 +6,7 @@ import { errorResponses, idParam, invitePayload, pageQuery, roleSchema } from '.
 import { setNextLink } from '../link-header';
 import type { UpstreamClients } from '../upstream-clients';
 import { required } from '../upstream-answer';
+import { callOptionsFor } from '../http-observability';
 
 export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
   app.get(
@@ -24,7 +25,7 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
       const caller = requireCaller(request);
       const { invites, nextCursor } = await clients.identity.listInvites(
         { orgId: caller.org.id, limit: request.query.limit ?? 0, cursor: request.query.cursor ?? '' },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       setNextLink(request, reply, nextCursor, request.query.limit);
       return invites.map(inviteToContract);
@@ -54,7 +55,7 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
           role: ROLE_TO_PROTO[request.body.role],
           invitedByMemberId: caller.memberId ?? '',
         },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return reply.code(201).send(inviteToContract(required(created.invite, 'invite')));
     },
@@ -76,7 +77,7 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
       const caller = requireCaller(request);
       await clients.identity.revokeInvite(
         { orgId: caller.org.id, inviteId: request.params.id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return reply.code(204).send(null);
     },
@@ -114,7 +115,7 @@ export const acceptInviteRoute: FastifyPluginAsyncZod<{
     async (request) => {
       const accepted = await clients.identity.acceptInvite(
         { token: request.body.token },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       const org = required(accepted.org, 'organization');
       const contract = inviteToContract(required(accepted.invite, 'invite'));

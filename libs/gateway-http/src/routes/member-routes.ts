@@ -7,6 +7,7 @@ import { setNextLink } from '../link-header';
 import type { GatewayCaches } from '../gateway-caches';
 import type { UpstreamClients } from '../upstream-clients';
 import { required } from '../upstream-answer';
+import { callOptionsFor } from '../http-observability';
 
 const memberParams = z.object({ id: idParam });
 
@@ -31,7 +32,7 @@ export const memberRoutes: FastifyPluginAsyncZod<{
       const page = await caches.memberPage(caller.org.id, request.query, async () => {
         const { members, nextCursor } = await clients.identity.listMembers(
           { orgId: caller.org.id, limit: request.query.limit ?? 0, cursor: request.query.cursor ?? '' },
-          { requestId: request.id },
+          callOptionsFor(request),
         );
         return { members: members.map(memberToContract), nextCursor };
       });
@@ -70,7 +71,7 @@ export const memberRoutes: FastifyPluginAsyncZod<{
           role: request.body.role === undefined ? undefined : ROLE_TO_PROTO[request.body.role],
           dashboardAccess: request.body.dashboard_access,
         },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       const member = required(updated.member, 'member');
       caches.membershipChanged(caller.org.id, member.userId);
@@ -94,7 +95,7 @@ export const memberRoutes: FastifyPluginAsyncZod<{
       const caller = requireCaller(request);
       await clients.identity.removeMember(
         { orgId: caller.org.id, memberId: request.params.id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       caches.membershipChanged(caller.org.id, null);
       return reply.code(204).send(null);

@@ -6,6 +6,7 @@ import { errorResponses, idParam, notificationPayload, pageQuery } from '../cont
 import { setNextLink } from '../link-header';
 import type { UpstreamClients } from '../upstream-clients';
 import { required } from '../upstream-answer';
+import { callOptionsFor } from '../http-observability';
 
 export const notificationRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (
   app,
@@ -36,7 +37,7 @@ export const notificationRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClient
           cursor: request.query.cursor ?? '',
           unreadOnly: request.query.unread ?? false,
         },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       setNextLink(request, reply, nextCursor, request.query.limit);
       reply.header('x-unread-count', String(unreadCount));
@@ -59,7 +60,7 @@ export const notificationRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClient
       const caller = requireCaller(request);
       const marked = await clients.notification.markRead(
         { orgId: caller.org.id, userId: caller.userId, notificationId: request.params.id },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return notificationToContract(required(marked.notification, 'notification'));
     },
@@ -82,7 +83,7 @@ export const notificationRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClient
       const caller = requireCaller(request);
       const { marked } = await clients.notification.markAllRead(
         { orgId: caller.org.id, userId: caller.userId },
-        { requestId: request.id },
+        callOptionsFor(request),
       );
       return { marked };
     },

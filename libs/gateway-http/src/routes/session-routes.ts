@@ -5,6 +5,7 @@ import { licenseToContract } from '../contract-mapping';
 import { requireCaller } from '../caller-context';
 import type { TtlCache } from '../ttl-cache';
 import type { UpstreamClients } from '../upstream-clients';
+import { callOptionsFor } from '../http-observability';
 
 export const sessionRoutes: FastifyPluginAsyncZod<{
   clients: UpstreamClients;
@@ -24,7 +25,7 @@ export const sessionRoutes: FastifyPluginAsyncZod<{
       const caller = requireCaller(request);
       const license = await licenses.getOrLoad(caller.org.id, async () =>
         licenseToContract(
-          (await clients.billing.getLicense({ orgId: caller.org.id }, { requestId: request.id })).license,
+          (await clients.billing.getLicense({ orgId: caller.org.id }, callOptionsFor(request))).license,
         ),
       );
       return {

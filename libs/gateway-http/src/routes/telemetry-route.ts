@@ -6,6 +6,7 @@ import { errorResponses } from '../contract-schemas';
 import type { DeviceCredentials } from '../device-credentials';
 import type { TelemetrySink } from '../telemetry-sink';
 import type { WindowCounter } from '../window-counter';
+import { callOptionsFor, traceContextOf } from '../http-observability';
 
 /** C0 and C1 control characters and DEL. */
 const CONTROL_CHARACTER = /\p{Cc}/u;
@@ -95,7 +96,10 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
       },
     },
     async (request, reply) => {
-      const device = await credentials.authenticate(request.headers['x-device-token'], request.id);
+      const device = await credentials.authenticate(
+        request.headers['x-device-token'],
+        callOptionsFor(request),
+      );
       // Per device, before the events are checked: a batch refused for its events counts too.
       const sent = await limits.increment('telemetry', device.deviceId, 60_000, perDevicePerMinute + 1);
       if (sent.count > perDevicePerMinute) {
@@ -134,13 +138,16 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
         });
       }
       try {
-        const { duplicate } = await sink({
-          org_id: device.orgId,
-          device_id: device.deviceId,
-          batch_id: request.body.batch_id,
-          received_at: receivedAt,
-          events,
-        });
+        const { duplicate } = await sink(
+          {
+            org_id: device.orgId,
+            device_id: device.deviceId,
+            batch_id: request.body.batch_id,
+            received_at: receivedAt,
+            events,
+          },
+          traceContextOf(request),
+        );
         return reply.code(202).send({ batch_id: request.body.batch_id, accepted: events.length, duplicate });
       } catch (error) {
         if (isAppError(error) && error.code === 'SERVICE_UNAVAILABLE') {
