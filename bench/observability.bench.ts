@@ -8,8 +8,9 @@
  * over OTLP/HTTP to a collector stand-in in this process) and `on 10%` (the same with
  * OTEL_TRACES_SAMPLER=parentbased_traceidratio at 0.1, as production would sample). Rounds rotate over
  * the systems, so all see the same machine. A bare Fastify hello-world is the usual baseline.
- * BENCH_VARIANTS=metrics,on,on 10% chooses the systems besides `off` (`metrics`: the endpoint and
- * scraping without tracing).
+ * BENCH_VARIANTS=metrics,on,on 10%,on 1%,on 0% chooses the systems besides `off` (`metrics`: the endpoint
+ * and scraping without tracing; `on 1%` samples one trace in a hundred; `on 0%` samples none, so every
+ * request makes an unsampled span and nothing is exported).
  *
  * Goal: with metrics and tracing on, at most 10 % fewer requests per second than off.
  *
@@ -48,7 +49,7 @@ import {
 
 const MAX_COST = 0.1;
 /** What each system has on; BENCH_VARIANTS picks some (comma-separated), `off` always included. */
-const ALL_VARIANTS = ['off', 'metrics', 'on', 'on 10%'] as const;
+const ALL_VARIANTS = ['off', 'metrics', 'on', 'on 10%', 'on 1%', 'on 0%'] as const;
 type Variant = (typeof ALL_VARIANTS)[number];
 const VARIANTS: Variant[] = process.env.BENCH_VARIANTS
   ? [
@@ -59,6 +60,15 @@ const VARIANTS: Variant[] = process.env.BENCH_VARIANTS
     ]
   : ['off', 'on', 'on 10%'];
 const ROUTES = ['/api/session', '/api/members'];
+/** The sampler of each traced system (the SDK's default, parent-based always-on, for `on`). */
+const SAMPLERS: Record<Variant, Record<string, string>> = {
+  off: {},
+  metrics: {},
+  on: {},
+  'on 10%': { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' },
+  'on 1%': { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' },
+  'on 0%': { OTEL_TRACES_SAMPLER: 'always_off' },
+};
 const SCRAPE_INTERVAL_MS = 2_000;
 
 interface Scenario {
@@ -104,10 +114,7 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
             ? undefined
             : {
                 otlpEndpoint: variant === 'metrics' ? undefined : collector.url,
-                env:
-                  variant === 'on 10%'
-                    ? { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' }
-                    : {},
+                env: SAMPLERS[variant],
               },
       }),
     );
