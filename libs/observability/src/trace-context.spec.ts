@@ -70,6 +70,28 @@ describe('trace context', () => {
       });
     });
 
+    it("records a sampled span's attributes; an unsampled one hands its decision on", () => {
+      const sampled = startSpan('GET /api/session', {
+        kind: SpanKind.SERVER,
+        attributes: { 'http.route': '/api/session', 'sts.request_id': 'req-1' },
+      });
+      sampled.end();
+      expect(exporter.getFinishedSpans()[0]?.attributes).toEqual({
+        'http.route': '/api/session',
+        'sts.request_id': 'req-1',
+      });
+      const unsampled = startSpan('GET /api/session', {
+        kind: SpanKind.SERVER,
+        parent: contextFromHeaders({ traceparent: `00-${'c'.repeat(32)}-${'d'.repeat(16)}-00` }),
+        attributes: { 'http.route': '/api/session' },
+      });
+      unsampled.end();
+      expect(exporter.getFinishedSpans()).toHaveLength(1);
+      expect(currentTraceHeaders(unsampled.context)?.traceparent).toMatch(
+        new RegExp(`^00-${'c'.repeat(32)}-[0-9a-f]{16}-00$`),
+      );
+    });
+
     it('marks a span whose work failed', async () => {
       await expect(
         inSpan('fails', { kind: SpanKind.INTERNAL }, () => Promise.reject(new Error('boom'))),
@@ -80,14 +102,7 @@ describe('trace context', () => {
     });
 
     it("writes the active span's trace id into every log line, and none outside a span", async () => {
-      const lines: Record<string, unknown>[] = [];
-      const sink = new Writable({
-        write(chunk: Buffer, _encoding, callback) {
-          lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
-          callback();
-        },
-      });
-      const logger = createLogger('test', 'info', sink);
+      const { logger, lines } = capturedLogger();
       const scope = startSpan('request', { kind: SpanKind.SERVER });
       await scope.run(async () => {
         await Promise.resolve();
@@ -101,14 +116,7 @@ describe('trace context', () => {
     });
 
     it('names no trace that sampling left out, in log lines or log fields', async () => {
-      const lines: Record<string, unknown>[] = [];
-      const sink = new Writable({
-        write(chunk: Buffer, _encoding, callback) {
-          lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
-          callback();
-        },
-      });
-      const logger = createLogger('test', 'info', sink);
+      const { logger, lines } = capturedLogger();
       const unsampled = contextFromHeaders({ traceparent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-00` });
       const scope = startSpan('handle', { kind: SpanKind.CONSUMER, parent: unsampled });
       scope.run(() => logger.info('inside'));
@@ -119,3 +127,15 @@ describe('trace context', () => {
     });
   });
 });
+
+/** A logger whose lines the test reads back. */
+function capturedLogger() {
+  const lines: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+      callback();
+    },
+  });
+  return { logger: createLogger('test', 'info', sink), lines };
+}
