@@ -90,5 +90,5 @@ export function traceContextOf(request: FastifyRequest): Context | undefined {
 
 /** What every gRPC call made for a request carries: its request id and its trace context. */
 export function callOptionsFor(request: FastifyRequest, deadlineMs?: number): CallOptions {
-  return { requestId: request.id, traceContext: request.traceScope?.context, deadlineMs };
+  return { requestId: request.id, traceContext: traceContextOf(request), deadlineMs };
 }

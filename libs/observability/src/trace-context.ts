@@ -19,9 +19,8 @@ import {
  * are recorded and exported. While tracing is off every helper here is a flag check and a direct call.
  *
  * Inside a process the context travels one of two ways (tracing.ts's `ContextPropagation`): the
- * services keep it in AsyncLocalStorage (the active context), the gateway passes it by hand with each
- * request's gRPC calls and publications (`TracedScope.context`), because on Node 20 AsyncLocalStorage
- * costs every promise of every request a hook (docs/benchmarks.md).
+ * services keep it in AsyncLocalStorage (the active context), the gateway passes `TracedScope.context`
+ * by hand with each request's gRPC calls and publications.
  */
 
 export { SpanKind, SpanStatusCode };
@@ -122,7 +121,7 @@ export interface TracedScope {
   end(): void;
   /** The trace id, for a log line or a response header; undefined while tracing is off. */
   readonly traceId: string | undefined;
-  /** The fields that name the span in a log line (trace-fields.ts), when the span is recorded. */
+  /** The fields that name the span in a log line (`logFieldsOf` of @sts/logger), when it is sampled. */
   logFields(): Record<string, string> | undefined;
 }
 

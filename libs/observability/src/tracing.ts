@@ -43,7 +43,7 @@ export function startTracing(
   serviceName: string,
   config: TracingConfig,
   logger: Logger,
-  propagation: ContextPropagation = 'implicit',
+  propagation: ContextPropagation,
 ): RunningTracing {
   const url =
     config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
