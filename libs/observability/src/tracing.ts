@@ -1,10 +1,10 @@
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { Logger } from '@sts/logger/create-logger';
 import { markTracingOn } from './trace-context';
+import { WorkerThreadSpanExporter } from './worker-thread-span-exporter';
 
 /** What tracing needs from a process's configuration (observabilityEnv of @sts/config). */
 export interface TracingConfig {
@@ -51,7 +51,7 @@ export function startTracing(
       ? `${config.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`
       : undefined);
   if (!url || registered) return { stop: async () => undefined };
-  const processor: SpanProcessor = new BatchSpanProcessor(new OTLPTraceExporter({ url }));
+  const processor: SpanProcessor = new BatchSpanProcessor(new WorkerThreadSpanExporter(url));
   const provider = new NodeTracerProvider({
     resource: resourceFromAttributes({
       [ATTR_SERVICE_NAME]: config.OTEL_SERVICE_NAME ?? serviceName,

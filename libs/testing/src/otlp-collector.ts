@@ -66,7 +66,7 @@ const attributesOf = (attributes: OtlpAttribute[] = []) =>
 
 /**
  * A local stand-in for an OpenTelemetry collector: the OTLP/HTTP traces endpoint (`POST /v1/traces`)
- * with the JSON encoding, which @opentelemetry/exporter-trace-otlp-http sends. Keeps what it receives
+ * with the JSON encoding, which our exporter sends (libs/observability: worker-thread-span-exporter.ts). Keeps what it receives
  * for a test to look at; answers as a collector does (200 with an empty partial-success object).
  */
 export async function startOtlpCollector(
