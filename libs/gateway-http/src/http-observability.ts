@@ -6,6 +6,7 @@ import type {
   FastifyTypeProvider,
   RawServerDefault,
 } from 'fastify';
+import { nameTraceInLogs } from '@sts/logger/create-logger';
 import { httpRequestDuration, httpRequests } from '@sts/observability/metrics';
 import {
   isTracingOn,
@@ -39,10 +40,9 @@ declare module 'fastify' {
  * request), a request that sampling leaves out gets no attributes (trace-context.ts), and nothing
  * changes an object's shape per request (docs/benchmarks.md: V8's inline caches go megamorphic).
  */
-export function observeRequests<
-  Logger extends FastifyBaseLogger & { setBindings(bindings: Record<string, string>): void },
-  Provider extends FastifyTypeProvider,
->(app: FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, Logger, Provider>): void {
+export function observeRequests<Logger extends FastifyBaseLogger, Provider extends FastifyTypeProvider>(
+  app: FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, Logger, Provider>,
+): void {
   app.decorateRequest('traceScope', null);
   if (isTracingOn()) {
     app.addHook('onRequest', (request, reply, done) => {
@@ -62,9 +62,9 @@ export function observeRequests<
       });
       request.traceScope = scope;
       const logFields = scope.logFields();
-      // Into the request's own logger (also the reply's), in place: a child logger per sampled request
-      // would give the loggers two shapes and slow every call through them.
-      if (logFields) (request.log as Logger).setBindings(logFields);
+      // The request's own logger (also the reply's) names the trace when it writes a line; neither a
+      // child logger nor new bindings per sampled request (docs/benchmarks.md: shapes).
+      if (logFields) nameTraceInLogs(request.log, logFields);
       done();
     });
   }

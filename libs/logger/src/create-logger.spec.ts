@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { REDACTED_PATHS } from './create-logger';
+import { createLogger, nameTraceInLogs, REDACTED_PATHS } from './create-logger';
 
 describe('logger redaction', () => {
   it('never writes bearer tokens or secrets', () => {
@@ -19,5 +19,35 @@ describe('logger redaction', () => {
     expect(lines.join('')).not.toContain('abc.def.ghi');
     expect(lines.join('')).not.toContain('inv_secret');
     expect(lines.join('')).toContain('[redacted]');
+  });
+});
+
+describe('trace fields named on a logger (the gateway: no active span)', () => {
+  function captured() {
+    const lines: Record<string, unknown>[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, callback) {
+        lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+        callback();
+      },
+    });
+    return { logger: createLogger('gateway', 'info', sink), lines };
+  }
+
+  it("names the trace in that logger's lines only, and a line's own fields never change it", () => {
+    const { logger, lines } = captured();
+    const request = logger.child({ reqId: 'req-1' });
+    const other = logger.child({ reqId: 'req-2' });
+    const fields = { trace_id: 'a'.repeat(32), span_id: 'b'.repeat(16) };
+    nameTraceInLogs(request, fields);
+
+    request.warn({ trace_id: 'from the line' }, 'first');
+    request.warn('second');
+    other.warn('unsampled');
+
+    expect(lines[0]).toMatchObject({ reqId: 'req-1', msg: 'first', trace_id: 'from the line' });
+    expect(lines[1]).toMatchObject({ msg: 'second', trace_id: 'a'.repeat(32), span_id: 'b'.repeat(16) });
+    expect(lines[2]).not.toHaveProperty('trace_id');
+    expect(fields).toEqual({ trace_id: 'a'.repeat(32), span_id: 'b'.repeat(16) });
   });
 });

@@ -1,4 +1,4 @@
-import { logFieldsOf } from '@sts/logger/create-logger';
+import { logFieldsOf, type TraceLogFields } from '@sts/logger/create-logger';
 import {
   context,
   propagation,
@@ -122,7 +122,7 @@ export interface TracedScope {
   /** The trace id, for a log line or a response header; undefined while tracing is off. */
   readonly traceId: string | undefined;
   /** The fields that name the span in a log line (`logFieldsOf` of @sts/logger), when it is sampled. */
-  logFields(): Record<string, string> | undefined;
+  logFields(): TraceLogFields | undefined;
 }
 
 const UNTRACED: TracedScope = {
@@ -156,7 +156,7 @@ class RecordingScope implements TracedScope {
     return context.with(this.context, work);
   }
 
-  logFields(): Record<string, string> | undefined {
+  logFields(): TraceLogFields | undefined {
     return logFieldsOf(this.span);
   }
 
