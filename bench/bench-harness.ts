@@ -927,7 +927,7 @@ export function rotate<T>(items: readonly T[], by: number): T[] {
   return [...items.slice(shift), ...items.slice(0, shift)];
 }
 
-function median(values: number[]): number {
+export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2
@@ -1150,8 +1150,16 @@ function rowOrder(columns: CpuColumn[]): string[] {
 }
 
 /** µs of CPU per operation of one process group in one window. */
-function cpuPerOperation(run: CpuWindow & { opsPerSecond: number }, name: string): number {
+export function cpuPerOperation(run: CpuWindow & { opsPerSecond: number }, name: string): number {
   return (((run.cpu.get(name) ?? 0) / 100) * 1e6) / run.opsPerSecond;
+}
+
+/**
+ * The median of `values[i] / baseline[i]`: each run against the baseline's run of the same round, so a
+ * machine that drifts between rounds (another VM's load, a CPU's clock) cancels out of the comparison.
+ */
+export function pairedRatio(values: number[], baseline: number[]): number {
+  return median(values.map((value, round) => value / (baseline[round] as number)));
 }
 
 /** µs of CPU per operation of one process group, mean of a column's windows. */

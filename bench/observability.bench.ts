@@ -12,7 +12,8 @@
  * and scraping without tracing; `on 1%` samples one trace in a hundred; `on 0%` samples none, so every
  * request makes an unsampled span and nothing is exported).
  *
- * Goal: with metrics and tracing on, at most 10 % fewer requests per second than off.
+ * Goal: with metrics and tracing on, at most 10 % fewer requests per second than off. Besides the medians, each
+ * system is reported paired with `off` in the same round (median of the rounds' ratios): drift between rounds cancels.
  *
  * Options (flag or environment variable): --duration N (BENCH_DURATION, 10), --warmup N (BENCH_WARMUP, 3),
  * --rounds N (BENCH_ROUNDS, 3), --connections N (BENCH_CONNECTIONS, 64), --users N (BENCH_USERS, 64),
@@ -25,11 +26,13 @@ import { startOtlpCollector } from '@sts/testing/otlp-collector';
 import type { Lifecycle } from '@sts/runtime/lifecycle';
 import {
   cpuTable,
+  cpuPerOperation,
   cpuWindow,
   DatabaseMonitor,
   machineDescription,
   meanCpuPerOperation,
   GATEWAY_LOAD_OPTIONS,
+  pairedRatio,
   parseOptions,
   profileDirectory,
   profiled,
@@ -245,6 +248,29 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
           (variant, index) => `${variant} ${(perRequest[index] ?? Number.NaN).toFixed(0)} µs`,
         ).join(', '),
     );
+  }
+  // What the goal compares, freed of drift between rounds: each run against off's run of the same round.
+  console.log('\nPaired with off in the same round (median of the rounds’ ratios):');
+  for (const route of ROUTES) {
+    const off = columns.find((entry) => entry.name === `GET ${route} (off)`);
+    if (!off) continue;
+    const offCpu = off.runs.map((run) => cpuPerOperation(run, 'gateway [off]'));
+    for (const variant of VARIANTS.filter((entry) => entry !== 'off')) {
+      const column = columns.find((entry) => entry.name === `GET ${route} (${variant})`);
+      if (!column) continue;
+      const rps = pairedRatio(
+        column.runs.map((run) => run.rps),
+        off.runs.map((run) => run.rps),
+      );
+      const cpu = pairedRatio(
+        column.runs.map((run) => cpuPerOperation(run, `gateway [${variant}]`)),
+        offCpu,
+      );
+      console.log(
+        `  GET ${route} (${variant}): ${(100 * (1 - rps)).toFixed(1)} % fewer req/s, ` +
+          `gateway CPU per request ×${cpu.toFixed(3)}`,
+      );
+    }
   }
   console.log(
     `\nTraces: ${measuredOnSpans} spans received during the measured runs of 'on' ` +
