@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { createLogger, nameTraceInLogs, REDACTED_PATHS } from './create-logger';
+import { capturedLogger } from './captured-logger';
+import { nameTraceInLogs, REDACTED_PATHS } from './create-logger';
 
 describe('logger redaction', () => {
   it('never writes bearer tokens or secrets', () => {
@@ -23,19 +24,8 @@ describe('logger redaction', () => {
 });
 
 describe('trace fields named on a logger (the gateway: no active span)', () => {
-  function captured() {
-    const lines: Record<string, unknown>[] = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, callback) {
-        lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
-        callback();
-      },
-    });
-    return { logger: createLogger('gateway', 'info', sink), lines };
-  }
-
   it("names the trace in that logger's lines only, and a line's own fields never change it", () => {
-    const { logger, lines } = captured();
+    const { logger, lines } = capturedLogger('gateway');
     const request = logger.child({ reqId: 'req-1' });
     const other = logger.child({ reqId: 'req-2' });
     const fields = { trace_id: 'a'.repeat(32), span_id: 'b'.repeat(16) };

@@ -1,4 +1,3 @@
-import { Writable } from 'node:stream';
 import { context, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
@@ -7,7 +6,7 @@ import {
   InMemorySpanExporter,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-import { createLogger } from '@sts/logger/create-logger';
+import { capturedLogger } from '@sts/logger/captured-logger';
 import {
   contextFromHeaders,
   currentTraceHeaders,
@@ -127,15 +126,3 @@ describe('trace context', () => {
     });
   });
 });
-
-/** A logger whose lines the test reads back. */
-function capturedLogger() {
-  const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
-      callback();
-    },
-  });
-  return { logger: createLogger('test', 'info', sink), lines };
-}
