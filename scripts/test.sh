@@ -29,9 +29,9 @@ npx nx run-many -t build --parallel=2 </dev/null
 
 step "tests (unit, integration, e2e)"
 mkdir -p tmp
-# --forceExit: twice (of four whole runs on 2026-11-26) jest's process finished every test and then spun in Node 20's
-# environment teardown (gdb: node::Environment::CleanupHandles looping uv_run, no handle left, no JS running)
-# instead of exiting; the results are complete by then, so it exits once they are written.
+# --forceExit: at times jest's process finishes every test and then spins in Node 20's environment teardown
+# (node::Environment::CleanupHandles looping uv_run, no handle left, no JS running) instead of exiting; the
+# results are complete by then.
 npx jest --ci --forceExit --json --outputFile=tmp/jest-results.json </dev/null
 # One plain closing line that any reader of CI logs understands.
 node -e "const r = require('./tmp/jest-results.json'); console.log('tests: ' + r.numPassedTests + ' passed, ' + r.numFailedTests + ' failed' + (r.numPendingTests ? ', ' + r.numPendingTests + ' skipped' : ''));"

@@ -62,8 +62,8 @@ export function observeRequests<Logger extends FastifyBaseLogger, Provider exten
       });
       request.traceScope = scope;
       const logFields = scope.logFields();
-      // The request's own logger (also the reply's) names the trace when it writes a line; neither a
-      // child logger nor new bindings per sampled request (docs/benchmarks.md: shapes).
+      // The request's own logger (also the reply's) names the trace when it writes a line: no child
+      // logger and no new bindings per sampled request (create-logger.ts says why).
       if (logFields) nameTraceInLogs(request.log, logFields);
       done();
     });

@@ -4,13 +4,12 @@ import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { Worker, type TransferListItem } from 'node:worker_threads';
 
 /**
- * The exporter's HTTP client, in a worker thread. Sending spans over Node's http client from the
- * process's main thread made the gateway's own request path slower by a tenth (the client and the
- * server share Node's stream and socket code, whose inline caches went polymorphic;
- * docs/benchmarks.md). So the main thread only serializes a batch (OTLP/JSON, as
- * @opentelemetry/exporter-trace-otlp-http does) and hands the bytes over; the worker sends them with
- * the official OTLP/HTTP delegate: its retries, timeout, compression, proxy and
- * `OTEL_EXPORTER_OTLP_*` variables (the worker sees the process's environment).
+ * The exporter's HTTP client, in a worker thread. An HTTP client on the main thread shares Node's stream
+ * and socket code with the gateway's server, whose inline caches then serve two kinds of objects on
+ * every request (docs/benchmarks.md). So the main thread only serializes a batch (OTLP/JSON, with the
+ * SDK's JsonTraceSerializer) and hands the bytes over; the worker sends them with the SDK's OTLP/HTTP
+ * delegate: its retries, timeout, compression, proxy and `OTEL_EXPORTER_OTLP_*` variables (the worker
+ * sees the process's environment).
  */
 export class WorkerThreadSpanExporter implements SpanExporter {
   private worker: Worker | undefined;
