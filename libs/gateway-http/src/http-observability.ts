@@ -61,10 +61,10 @@ export function observeRequests<Logger extends FastifyBaseLogger, Provider exten
         },
       });
       request.traceScope = scope;
-      const logFields = scope.logFields();
-      // The request's own logger (also the reply's) names the trace when it writes a line: no child
-      // logger and no new bindings per sampled request (create-logger.ts says why).
-      if (logFields) nameTraceInLogs(request.log, logFields);
+      // The request's own logger (also the reply's) names a sampled trace when it writes a line: no
+      // child logger and no new bindings per sampled request, and every request's logger one shape
+      // (create-logger.ts says why).
+      nameTraceInLogs(request.log, scope.logFields());
       done();
     });
   }

@@ -30,14 +30,19 @@ describe('trace fields named on a logger (the gateway: no active span)', () => {
     const other = logger.child({ reqId: 'req-2' });
     const fields = { trace_id: 'a'.repeat(32), span_id: 'b'.repeat(16) };
     nameTraceInLogs(request, fields);
+    nameTraceInLogs(other, undefined);
 
     request.warn({ trace_id: 'from the line' }, 'first');
     request.warn('second');
     other.warn('unsampled');
+    request.child({ step: 'inner' }).warn('from a child');
+    logger.warn('the parent');
 
     expect(lines[0]).toMatchObject({ reqId: 'req-1', msg: 'first', trace_id: 'from the line' });
     expect(lines[1]).toMatchObject({ msg: 'second', trace_id: 'a'.repeat(32), span_id: 'b'.repeat(16) });
     expect(lines[2]).not.toHaveProperty('trace_id');
+    expect(lines[3]).toMatchObject({ step: 'inner', msg: 'from a child', trace_id: 'a'.repeat(32) });
+    expect(lines[4]).not.toHaveProperty('trace_id');
     expect(fields).toEqual({ trace_id: 'a'.repeat(32), span_id: 'b'.repeat(16) });
   });
 });

@@ -55,21 +55,30 @@ export interface TraceLogFields {
  */
 function traceFields(_line: object, _level: number, logger: object): Partial<TraceLogFields> {
   const span = trace.getActiveSpan();
-  const fields = (span && logFieldsOf(span)) ?? tracesNamedByLogger.get(logger);
+  const fields = (span && logFieldsOf(span)) ?? (logger as TraceNamingLogger)[NAMED_TRACE];
   // pino merges the line's own fields into the object returned here: a copy, never the bound one.
   return fields ? { trace_id: fields.trace_id, span_id: fields.span_id } : {};
 }
 
 /**
- * The trace fields of loggers that have no active span to read them from. Looked up only when a line
- * is written: binding them into the logger (`setBindings`) re-serializes its bindings, about 2 µs per
- * request at 10 % sampling in the gateway (docs/benchmarks.md).
+ * Where a logger with no active span to read keeps the trace its lines name; read only when a line is
+ * written, and inherited by the logger's children. A property, not a WeakMap entry: a WeakMap entry per
+ * sampled request made the garbage collector's work grow by ~4 % of a gateway request's instructions at
+ * 10 % sampling, and `setBindings` re-serializes the bindings (docs/benchmarks.md).
  */
-const tracesNamedByLogger = new WeakMap<object, TraceLogFields>();
+const NAMED_TRACE = Symbol('sts.namedTrace');
+interface TraceNamingLogger {
+  [NAMED_TRACE]?: TraceLogFields | undefined;
+}
 
-/** Every later line of `logger` names this trace (the fields of `logFieldsOf`). */
-export function nameTraceInLogs(logger: object, fields: TraceLogFields): void {
-  tracesNamedByLogger.set(logger, fields);
+/**
+ * Every later line of `logger` names this trace (the fields of `logFieldsOf`), or none. A caller that
+ * names traces on many short-lived loggers calls this for each, `undefined` for an unsampled one, so
+ * that all of them take one shape (a property some have and others lack would make the code that
+ * touches them polymorphic).
+ */
+export function nameTraceInLogs(logger: object, fields: TraceLogFields | undefined): void {
+  (logger as TraceNamingLogger)[NAMED_TRACE] = fields;
 }
 
 /** The log fields that name a recorded span; undefined for one that sampling left out. */
