@@ -22,10 +22,12 @@
 import { execFile, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { freePort } from '@sts/testing/service-process';
 import { startOtlpCollector } from '@sts/testing/otlp-collector';
 import {
+  mean,
   parseOptions,
   profileDirectory,
   relativeToRoot,
@@ -55,7 +57,6 @@ const TRACED: Record<string, Record<string, string>> = {
  * fortieth of the spans it carries under load. Batches leave when full here, as they do at load.
  */
 const BATCH_TIMER = { OTEL_BSP_SCHEDULE_DELAY: '600000' };
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Count {
   total: number;
@@ -200,7 +201,7 @@ runBenchmark(async (lifecycle, interrupted) => {
   }
   const offs = results.filter((result) => result.variant === 'off');
   const outside = (count: Count) => count.total - count.compiler;
-  const offMean = offs.reduce((sum, result) => sum + outside(result.count), 0) / offs.length;
+  const offMean = mean(offs.map((result) => outside(result.count)));
   console.log(
     `\nAgainst off (instructions per request outside the optimizing compiler; the two counts of off differ by ` +
       `${((100 * Math.abs(outside(offs[0]!.count) - outside(offs[1]!.count))) / offMean).toFixed(1)} %):`,

@@ -62,9 +62,9 @@ function traceFields(_line: object, _level: number, logger: object): Partial<Tra
 
 /**
  * Where a logger with no active span to read keeps the trace its lines name; read only when a line is
- * written, and inherited by the logger's children. A property, not a WeakMap entry: a WeakMap entry per
- * sampled request made the garbage collector's work grow by ~4 % of a gateway request's instructions at
- * 10 % sampling, and `setBindings` re-serializes the bindings (docs/benchmarks.md).
+ * written, and inherited by the logger's children. A property, not a WeakMap entry: an entry per sampled
+ * request costs the garbage collector ~4 % of a gateway request's instructions at 10 % sampling; nor
+ * bindings: `setBindings` re-serializes them (docs/benchmarks.md).
  */
 const NAMED_TRACE = Symbol('sts.namedTrace');
 interface TraceNamingLogger {
