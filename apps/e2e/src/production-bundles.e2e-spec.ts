@@ -11,7 +11,7 @@ import { eventually } from '@sts/testing/eventually';
 import { testCertificateAuthority } from '@sts/testing/https-receiver';
 import { freePort, portOpen, ServiceProcess } from '@sts/testing/service-process';
 import { startOtlpCollector, type OtlpCollector } from '@sts/testing/otlp-collector';
-import { startSmtpSink } from '@sts/testing/smtp-sink';
+import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
 import { startStripeStandIn, type StripeStandIn } from '@sts/testing/stripe-stand-in';
 import { bundle, isolatedStores, requireBundles, ROOT } from './bundled-system';
 
@@ -35,6 +35,9 @@ describe('production bundles, end to end', () => {
   let idp: DevOidcProvider;
   let stripe: StripeStandIn;
   let agentDir: string;
+  let mail: SmtpSink;
+  let start: (name: string, env: Record<string, string>) => ServiceProcess;
+  let gatewayEnv: Record<string, string>;
   const webhookSecret = `whsec_${randomBytes(24).toString('base64url')}`;
 
   beforeAll(async () => {
@@ -46,7 +49,7 @@ describe('production bundles, end to end', () => {
     idp = await DevOidcProvider.create({ audience });
     const issuer = await idp.start();
     lifecycle.add('identity provider', () => idp.stop());
-    const mail = await startSmtpSink();
+    mail = await startSmtpSink();
     lifecycle.add('smtp sink', () => mail.close());
     stripe = await startStripeStandIn();
     lifecycle.add('stripe stand-in', () => stripe.close());
@@ -107,7 +110,7 @@ describe('production bundles, end to end', () => {
         TELEMETRY_BATCH_WAIT_MS: '20',
       },
     };
-    const start = (name: string, extra: Record<string, string>) => {
+    start = (name, extra) => {
       const service = new ServiceProcess(
         name,
         ['--enable-source-maps', bundle(name)],
@@ -141,7 +144,7 @@ describe('production bundles, end to end', () => {
       );
       await service.waitUntil(`gRPC port ${ports[name]}`, () => portOpen(ports[name]));
     }
-    const gateway = start('gateway', {
+    gatewayEnv = {
       PORT: String(ports.gateway),
       OIDC_ISSUER: issuer,
       OIDC_AUDIENCE: audience,
@@ -154,7 +157,8 @@ describe('production bundles, end to end', () => {
       METRICS_PORT: String(metricsPorts.gateway),
       // Every request's line (debug) names its trace.
       LOG_LEVEL: 'debug',
-    });
+    };
+    const gateway = start('gateway', gatewayEnv);
     gatewayUrl = `http://127.0.0.1:${ports.gateway}`;
     await gateway.waitUntil(
       'GET /api/analytics/health → 200',
@@ -350,6 +354,43 @@ describe('production bundles, end to end', () => {
 
     // Only GET /metrics; the endpoint is not the API.
     expect((await fetch(`http://127.0.0.1:${metricsPorts.gateway}/api/session`)).status).toBe(404);
+  });
+
+  it("records nothing, in any process, of a request that the gateway's sampling leaves out", async () => {
+    // A second gateway that samples no request; the services keep their default (every trace whose
+    // root they see), so they record one only if the gateway's decision does not reach them.
+    const port = await freePort();
+    const unsampledGateway = start(
+      'gateway',
+      Object.assign({}, gatewayEnv, {
+        PORT: String(port),
+        METRICS_PORT: '',
+        OTEL_TRACES_SAMPLER: 'always_off',
+      }),
+    );
+    await unsampledGateway.waitUntil(`port ${port}`, () => portOpen(port));
+    const invites = () =>
+      collector.spans.filter((span) => /createInvite|invite\.created/i.test(span.name)).length;
+    const seen = invites();
+    const admin = await idp.issueUserToken({ email: 'admin@bundles.test', name: 'Admin' });
+    const response = await fetch(`http://127.0.0.1:${port}/api/invites`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'untraced@bundles.test', role: 'ANALYST' }),
+    });
+    expect(response.status).toBe(201);
+    await mail.waitFor((message) => message.envelope.to.includes('untraced@bundles.test'), 10_000);
+    // Spans leave every 100 ms: a span made for this request would have reached the collector.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(invites()).toBe(seen);
+    // The same request through the sampling gateway is recorded in each of them (the gateway, identity
+    // twice, notification).
+    const sampled = await api('POST', '/api/invites', admin, {
+      email: 'traced-too@bundles.test',
+      role: 'ANALYST',
+    });
+    expect(sampled.status).toBe(201);
+    await eventually(async () => (invites() >= seen + 4 ? true : undefined), 10_000);
   });
 
   it("answers the containers' health check for every service and the gateway, and fails it for a dead port", async () => {

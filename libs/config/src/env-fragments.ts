@@ -51,10 +51,21 @@ export const grpcTlsEnv = {
   GRPC_TLS_KEY_FILE: z.string().min(1).optional(),
 };
 
+/** The values of `OTEL_TRACES_SAMPLER` that OpenTelemetry's JavaScript SDK implements. */
+export const TRACES_SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+export type TracesSamplerName = (typeof TRACES_SAMPLERS)[number];
+
 /**
  * Metrics and traces (every process). `METRICS_PORT` unset: no metrics endpoint. No OTLP endpoint:
- * no tracing. The `OTEL_*` names are OpenTelemetry's own; the SDK also reads `OTEL_EXPORTER_OTLP_HEADERS`,
- * `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` from the environment.
+ * no tracing. The `OTEL_*` names are OpenTelemetry's own, and mean what its specification says; the
+ * SDK also reads `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_BSP_*` from the environment.
  */
 export const observabilityEnv = {
   METRICS_PORT: z.preprocess(unsetIfEmpty, port.optional()),
@@ -62,6 +73,9 @@ export const observabilityEnv = {
   OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(unsetIfEmpty, url(['http:', 'https:']).optional()),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.preprocess(unsetIfEmpty, url(['http:', 'https:']).optional()),
   OTEL_SERVICE_NAME: z.preprocess(unsetIfEmpty, z.string().min(1).optional()),
+  OTEL_TRACES_SAMPLER: z.preprocess(unsetIfEmpty, z.enum(TRACES_SAMPLERS).default('parentbased_always_on')),
+  /** The ratio of the `traceidratio` samplers; 1 when absent. */
+  OTEL_TRACES_SAMPLER_ARG: z.preprocess(unsetIfEmpty, z.coerce.number().min(0).max(1).optional()),
 };
 
 /**

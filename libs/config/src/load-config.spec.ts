@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonEnv, oidcEnv, sealingEnv } from './env-fragments';
+import { commonEnv, observabilityEnv, oidcEnv, sealingEnv } from './env-fragments';
 import { ConfigError, loadConfig } from './load-config';
 
 describe('loadConfig', () => {
@@ -34,5 +34,22 @@ describe('loadConfig', () => {
   it('treats empty strings as unset', () => {
     const config = loadConfig(schema, { ...valid, LOG_LEVEL: '' });
     expect(config.LOG_LEVEL).toBe('info');
+  });
+
+  it("takes OpenTelemetry's sampler names and ratio, and refuses others", () => {
+    const observability = z.object(observabilityEnv);
+    expect(loadConfig(observability, {})).toMatchObject({ OTEL_TRACES_SAMPLER: 'parentbased_always_on' });
+    expect(
+      loadConfig(observability, {
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.1',
+      }),
+    ).toMatchObject({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: 0.1 });
+    expect(() => loadConfig(observability, { OTEL_TRACES_SAMPLER: 'jaeger_remote' })).toThrow(
+      /OTEL_TRACES_SAMPLER/,
+    );
+    expect(() => loadConfig(observability, { OTEL_TRACES_SAMPLER_ARG: '1.5' })).toThrow(
+      /OTEL_TRACES_SAMPLER_ARG/,
+    );
   });
 });

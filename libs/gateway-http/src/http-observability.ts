@@ -11,9 +11,9 @@ import { httpRequestDuration, httpRequests } from '@sts/observability/metrics';
 import {
   isTracingOn,
   linkFromHeaders,
-  NEW_TRACE,
   SpanKind,
-  startSpan,
+  startRootSpan,
+  type Attributes,
   type Context,
   type TracedScope,
 } from '@sts/observability/trace-context';
@@ -46,20 +46,8 @@ export function observeRequests<Logger extends FastifyBaseLogger, Provider exten
   app.decorateRequest('traceScope', null);
   if (isTracingOn()) {
     app.addHook('onRequest', (request, reply, done) => {
-      // Fastify builds `routeOptions` anew on every read.
-      const route = request.routeOptions.url ?? 'unmatched';
       const link = request.headers.traceparent === undefined ? undefined : linkFromHeaders(request.headers);
-      const scope = startSpan(`${request.method} ${route}`, {
-        kind: SpanKind.SERVER,
-        parent: NEW_TRACE,
-        links: link ? [link] : undefined,
-        attributes: {
-          'http.request.method': request.method,
-          'http.route': route,
-          'url.path': request.url.split('?')[0] ?? '/',
-          'sts.request_id': request.id,
-        },
-      });
+      const scope = startRootSpan(SpanKind.SERVER, link ? [link] : undefined, describeRequest, request);
       request.traceScope = scope;
       // The request's own logger (also the reply's) names a sampled trace when it writes a line: no
       // child logger and no new bindings per sampled request, and every request's logger one shape
@@ -81,6 +69,21 @@ export function observeRequests<Logger extends FastifyBaseLogger, Provider exten
     }
     done();
   });
+}
+
+/** A recorded request span's name and attributes (only a sampled request pays for them). */
+function describeRequest(request: FastifyRequest): { name: string; attributes: Attributes } {
+  // Fastify builds `routeOptions` anew on every read.
+  const route = request.routeOptions.url ?? 'unmatched';
+  return {
+    name: `${request.method} ${route}`,
+    attributes: {
+      'http.request.method': request.method,
+      'http.route': route,
+      'url.path': request.url.split('?')[0] ?? '/',
+      'sts.request_id': request.id,
+    },
+  };
 }
 
 /** The request's trace context, to hand to what it causes (undefined while tracing is off). */

@@ -4,7 +4,9 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import {
   BasicTracerProvider,
   InMemorySpanExporter,
+  SamplingDecision,
   SimpleSpanProcessor,
+  type Sampler,
 } from '@opentelemetry/sdk-trace-base';
 import { capturedLogger } from '@sts/logger/captured-logger';
 import {
@@ -14,8 +16,10 @@ import {
   isTracingOn,
   markTracingOn,
   SpanKind,
+  startRootSpan,
   startSpan,
 } from './trace-context';
+import { samplerNamed, TraceRoots } from './trace-roots';
 
 describe('trace context', () => {
   it('does nothing while tracing is off: no headers, no spans, work runs as it is', async () => {
@@ -27,14 +31,25 @@ describe('trace context', () => {
 
   describe('with tracing on', () => {
     const exporter = new InMemorySpanExporter();
+    const defaultSampler = samplerNamed('parentbased_always_on');
+    // What the process's sampler is; a test may change it.
+    let sampler: Sampler = defaultSampler;
+    const roots = new TraceRoots({ shouldSample: (...args) => sampler.shouldSample(...args) });
     beforeAll(() => {
-      const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+      const provider = new BasicTracerProvider({
+        sampler: roots.sampler,
+        idGenerator: roots,
+        spanProcessors: [new SimpleSpanProcessor(exporter)],
+      });
       trace.setGlobalTracerProvider(provider);
       context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
       propagation.setGlobalPropagator(new W3CTraceContextPropagator());
-      markTracingOn();
+      markTracingOn(roots);
     });
-    beforeEach(() => exporter.reset());
+    beforeEach(() => {
+      exporter.reset();
+      sampler = defaultSampler;
+    });
 
     it('continues a trace from headers across awaits, and hands it on as headers', async () => {
       const parent = startSpan('request', { kind: SpanKind.SERVER });
@@ -89,6 +104,50 @@ describe('trace context', () => {
       expect(currentTraceHeaders(unsampled.context)?.traceparent).toMatch(
         new RegExp(`^00-${'c'.repeat(32)}-[0-9a-f]{16}-00$`),
       );
+    });
+
+    it('decides on a new trace before its span: one left out makes none, nor does what it causes', () => {
+      sampler = samplerNamed('parentbased_traceidratio', 0.5);
+      const ratio = samplerNamed('traceidratio', 0.5);
+      const described: number[] = [];
+      const describe = (index: number) => {
+        described.push(index);
+        return { name: `request ${index}`, attributes: { index } };
+      };
+      const requests = Array.from({ length: 200 }, (_, index) => {
+        const scope = startRootSpan(SpanKind.SERVER, undefined, describe, index);
+        const call = startSpan('call', { kind: SpanKind.CLIENT, parent: scope.context });
+        const headers = currentTraceHeaders(call.context);
+        call.end();
+        scope.end();
+        return { index, scope, headers };
+      });
+      const recorded = requests.filter(({ scope }) => scope.logFields() !== undefined);
+      expect(recorded.length).toBeGreaterThan(60);
+      expect(recorded.length).toBeLessThan(140);
+      expect(described).toEqual(recorded.map(({ index }) => index));
+      // The decision is the one the sampler makes on the trace id the recorded span got.
+      for (const { scope } of requests) {
+        const decision = ratio.shouldSample(context.active(), scope.traceId!, '', SpanKind.SERVER, {}, []);
+        const isRecorded = recorded.some((request) => request.scope === scope);
+        expect(decision.decision === SamplingDecision.RECORD_AND_SAMPLED).toBe(isRecorded);
+      }
+      const spans = exporter.getFinishedSpans();
+      expect(spans).toHaveLength(2 * recorded.length);
+      for (const { index, scope, headers } of recorded) {
+        const span = spans.find((candidate) => candidate.name === `request ${index}`);
+        expect(span?.spanContext().traceId).toBe(scope.traceId);
+        expect(span?.attributes).toEqual({ index });
+        expect(headers?.traceparent).toMatch(new RegExp(`^00-${scope.traceId}-[0-9a-f]{16}-01$`));
+      }
+      // A left-out request's calls carry its trace id and the decision, so the services leave them out too.
+      for (const { scope, headers } of requests.filter((request) => !recorded.includes(request))) {
+        expect(headers?.traceparent).toMatch(new RegExp(`^00-${scope.traceId}-[0-9a-f]{16}-00$`));
+        const handled = startSpan('handle', { kind: SpanKind.SERVER, parent: contextFromHeaders(headers) });
+        handled.end();
+        expect(handled.logFields()).toBeUndefined();
+      }
+      expect(exporter.getFinishedSpans()).toHaveLength(2 * recorded.length);
     });
 
     it('marks a span whose work failed', async () => {

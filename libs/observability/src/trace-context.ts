@@ -6,6 +6,7 @@ import {
   SpanKind,
   SpanStatusCode,
   trace,
+  TraceFlags,
   type Attributes,
   type Context,
   type Link,
@@ -24,7 +25,7 @@ import {
  */
 
 export { SpanKind, SpanStatusCode };
-export type { Span, Context };
+export type { Attributes, Context, Span };
 
 /** The parent of a span that starts a new trace (the gateway's, for a request from outside). */
 export const NEW_TRACE: Context = ROOT_CONTEXT;
@@ -34,9 +35,25 @@ export type TraceHeaders = Record<string, string>;
 
 const tracer = trace.getTracer('@sts/observability');
 let tracingOn = false;
+let roots: RootDecisions;
 
-/** Called once by startTracing, after the provider is registered. */
-export function markTracingOn(): void {
+/**
+ * The process's trace ids and its sampler's decision on a new trace, from the SDK's side (TraceRoots
+ * of trace-roots.ts), for `startRootSpan`.
+ */
+export interface RootDecisions {
+  newTraceId(): string;
+  generateSpanId(): string;
+  /**
+   * Whether the sampler records the new trace `traceId`; when it does, the next span made without a
+   * parent gets the id.
+   */
+  recordsNewTrace(traceId: string, kind: SpanKind, links: Link[] | undefined): boolean;
+}
+
+/** Called once by startTracing, after the provider is registered with the same decisions. */
+export function markTracingOn(decisions: RootDecisions): void {
+  roots = decisions;
   tracingOn = true;
 }
 
@@ -84,15 +101,42 @@ export interface SpanOptions {
   links?: Link[];
 }
 
-/** Starts a span that the caller ends; `run` executes with it active. Nothing is made while tracing is off. */
+/**
+ * Starts a span that the caller ends; `run` executes with it active. Nothing is made while tracing is
+ * off, nor in a trace that sampling left out: a trace is recorded whole or not at all, decided where
+ * it starts (as the `parentbased_*` samplers do; the others would record pieces without their root).
+ */
 export function startSpan(name: string, options: SpanOptions): TracedScope {
   if (!tracingOn) return UNTRACED;
   const parent = options.parent ?? context.active();
+  const parentSpan = trace.getSpanContext(parent);
+  if (parentSpan && !(parentSpan.traceFlags & TraceFlags.SAMPLED) && trace.isSpanContextValid(parentSpan))
+    return new LeftOutScope(parentSpan.traceId, parent);
   const span = tracer.startSpan(name, { kind: options.kind, links: options.links }, parent);
   // The samplers OTEL_TRACES_SAMPLER chooses decide without attributes, so a span that sampling
   // leaves out (most of them) is not given any.
   if (options.attributes && span.isRecording()) span.setAttributes(options.attributes);
   return new RecordingScope(span, parent);
+}
+
+/**
+ * Starts the span of a new trace (a gateway request from outside). The sampler decides first, on the
+ * id the trace would get, so a trace it leaves out (most of them) makes no span: only the trace
+ * context that its gRPC calls and messages carry on, made when first asked for, so that they are
+ * left out too. `describe` names a recorded span and gives its attributes; it runs for no other.
+ */
+export function startRootSpan<Subject>(
+  kind: SpanKind,
+  links: Link[] | undefined,
+  describe: (subject: Subject) => { name: string; attributes: Attributes },
+  subject: Subject,
+): TracedScope {
+  if (!tracingOn) return UNTRACED;
+  const traceId = roots.newTraceId();
+  if (!roots.recordsNewTrace(traceId, kind, links)) return new LeftOutScope(traceId, undefined);
+  const { name, attributes } = describe(subject);
+  const span = tracer.startSpan(name, { kind, links, attributes }, NEW_TRACE);
+  return new RecordingScope(span, NEW_TRACE);
 }
 
 /** Runs `work` in a span that ends when it settles (an error ends it as failed). */
@@ -134,6 +178,39 @@ const UNTRACED: TracedScope = {
   traceId: undefined,
   logFields: () => undefined,
 };
+
+/**
+ * A trace that sampling left out: no span, only the context that carries its id and its decision to
+ * what the work causes (the parent's own, or for a new trace one made when first asked for).
+ */
+class LeftOutScope implements TracedScope {
+  constructor(
+    readonly traceId: string,
+    private madeContext: Context | undefined,
+  ) {}
+
+  get context(): Context {
+    return (this.madeContext ??= trace.setSpanContext(NEW_TRACE, {
+      traceId: this.traceId,
+      spanId: roots.generateSpanId(),
+      traceFlags: TraceFlags.NONE,
+    }));
+  }
+
+  run<T>(work: () => T): T {
+    return context.with(this.context, work);
+  }
+
+  logFields(): undefined {
+    return undefined;
+  }
+
+  setAttribute(): void {}
+
+  fail(): void {}
+
+  end(): void {}
+}
 
 class RecordingScope implements TracedScope {
   private spanContext: Context | undefined;

@@ -3,7 +3,9 @@ import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { Logger } from '@sts/logger/create-logger';
+import type { TracesSamplerName } from '@sts/config/env-fragments';
 import { markTracingOn } from './trace-context';
+import { samplerNamed, TraceRoots } from './trace-roots';
 import { WorkerThreadSpanExporter } from './worker-thread-span-exporter';
 
 /** What tracing needs from a process's configuration (observabilityEnv of @sts/config). */
@@ -11,6 +13,9 @@ export interface TracingConfig {
   OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined;
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?: string | undefined;
   OTEL_SERVICE_NAME?: string | undefined;
+  /** parentbased_always_on when absent, as OpenTelemetry specifies. */
+  OTEL_TRACES_SAMPLER?: TracesSamplerName | undefined;
+  OTEL_TRACES_SAMPLER_ARG?: number | undefined;
 }
 
 /**
@@ -32,9 +37,10 @@ let registered: NodeTracerProvider | undefined;
  * Turns tracing on for this process when an OTLP endpoint is configured (off by default: no
  * exporter, and the instrumentation costs a flag check per request). Spans go in batches over
  * OTLP/HTTP to `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`;
- * the SDK reads the other standard variables itself (`OTEL_EXPORTER_OTLP_HEADERS` for a collector's
- * credentials, `OTEL_TRACES_SAMPLER` and its argument, `OTEL_BSP_*`). Context travels in W3C
- * `traceparent` headers: HTTP, gRPC metadata, NATS message headers, and the outbox rows in between.
+ * sampled as `OTEL_TRACES_SAMPLER` and its argument say; the SDK reads the other standard variables
+ * itself (`OTEL_EXPORTER_OTLP_HEADERS` for a collector's credentials, `OTEL_BSP_*`). Context travels
+ * in W3C `traceparent` headers: HTTP, gRPC metadata, NATS message headers, and the outbox rows in
+ * between.
  *
  * One provider per process: when several services share a process (tests), the first one's name is
  * the resource's.
@@ -52,7 +58,12 @@ export function startTracing(
       : undefined);
   if (!url || registered) return { stop: async () => undefined };
   const processor: SpanProcessor = new BatchSpanProcessor(new WorkerThreadSpanExporter(url));
+  const roots = new TraceRoots(
+    samplerNamed(config.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on', config.OTEL_TRACES_SAMPLER_ARG),
+  );
   const provider = new NodeTracerProvider({
+    sampler: roots.sampler,
+    idGenerator: roots,
     resource: resourceFromAttributes({
       [ATTR_SERVICE_NAME]: config.OTEL_SERVICE_NAME ?? serviceName,
       [ATTR_SERVICE_VERSION]: process.env.npm_package_version ?? '0.1.0',
@@ -62,7 +73,7 @@ export function startTracing(
   // Registers the W3C trace-context propagator, and for `implicit` an AsyncLocalStorage context manager.
   provider.register(propagation === 'explicit' ? { contextManager: null } : {});
   registered = provider;
-  markTracingOn();
+  markTracingOn(roots);
   logger.info({ endpoint: url, propagation }, 'tracing on: spans exported over OTLP/HTTP');
   return {
     stop: async () => {
