@@ -64,8 +64,9 @@ export type TracesSamplerName = (typeof TRACES_SAMPLERS)[number];
 
 /**
  * Metrics and traces (every process). `METRICS_PORT` unset: no metrics endpoint. No OTLP endpoint:
- * no tracing. The `OTEL_*` names are OpenTelemetry's own, and mean what its specification says; the
- * SDK also reads `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_BSP_*` from the environment.
+ * no tracing. The `OTEL_*` names are OpenTelemetry's own, and mean what its specification says, but
+ * for one thing: a span whose parent sampling left out is never recorded, whatever the sampler
+ * (trace-context.ts). The SDK also reads `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_BSP_*` itself.
  */
 export const observabilityEnv = {
   METRICS_PORT: z.preprocess(unsetIfEmpty, port.optional()),

@@ -31,9 +31,11 @@ describe('loadConfig', () => {
     }
   });
 
-  it('treats empty strings as unset', () => {
-    const config = loadConfig(schema, { ...valid, LOG_LEVEL: '' });
-    expect(config.LOG_LEVEL).toBe('info');
+  it('treats empty and blank strings as unset', () => {
+    expect(loadConfig(schema, { ...valid, LOG_LEVEL: '' }).LOG_LEVEL).toBe('info');
+    expect(loadConfig(z.object(observabilityEnv), { OTEL_TRACES_SAMPLER_ARG: '  ' })).not.toHaveProperty(
+      'OTEL_TRACES_SAMPLER_ARG',
+    );
   });
 
   it("takes OpenTelemetry's sampler names and ratio, and refuses others", () => {

@@ -15,9 +15,9 @@ export function loadConfig<Shape extends z.ZodRawShape>(
   schema: z.ZodObject<Shape>,
   env: Record<string, string | undefined> = process.env,
 ): z.infer<z.ZodObject<Shape>> {
-  // Empty strings mean "not set": shells and compose files produce them for unset variables.
+  // Empty (or blank) strings mean "not set": shells and compose files produce them for unset variables.
   const cleaned = Object.fromEntries(
-    Object.entries(env).filter(([, value]) => value !== undefined && value !== ''),
+    Object.entries(env).filter(([, value]) => value !== undefined && value.trim() !== ''),
   );
   const result = schema.safeParse(cleaned);
   if (!result.success) {

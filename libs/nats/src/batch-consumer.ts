@@ -3,7 +3,7 @@ import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from 
 import { ClosedConnectionError, DrainingConnectionError, type Subscription } from '@nats-io/nats-core';
 import type { Logger } from '@sts/logger/create-logger';
 import { consumerBacklog, consumerMessagesEnded, consumerRedeliveries } from '@sts/observability/metrics';
-import { linkFromHeaders, SpanKind, startSpan } from '@sts/observability/trace-context';
+import { linkToRecordedSpan, SpanKind, startSpan } from '@sts/observability/trace-context';
 import { ensureDurableConsumer, type DurableConsumerSpec } from './durable-consumer';
 import { natsHeaderGetter } from './trace-headers';
 
@@ -175,7 +175,9 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
         ? undefined
         : startSpan(`process ${durableName}`, {
             kind: SpanKind.CONSUMER,
-            links: batch.flatMap(({ msg }) => linkFromHeaders(msg.headers, natsHeaderGetter) ?? []),
+            // Only to recorded spans: the SDK keeps 128 links, and a batch of 200 would otherwise
+            // lose links to sampled traces to ones pointing at nothing.
+            links: batch.flatMap(({ msg }) => linkToRecordedSpan(msg.headers, natsHeaderGetter) ?? []),
             attributes: { 'messaging.system': 'nats', 'messaging.batch.message_count': batch.length },
           });
     try {

@@ -14,7 +14,9 @@ import {
   currentTraceHeaders,
   inSpan,
   isTracingOn,
+  linkToRecordedSpan,
   markTracingOn,
+  NEW_TRACE,
   SpanKind,
   startRootSpan,
   startSpan,
@@ -34,7 +36,15 @@ describe('trace context', () => {
     const defaultSampler = samplerNamed('parentbased_always_on');
     // What the process's sampler is; a test may change it.
     let sampler: Sampler = defaultSampler;
-    const roots = new TraceRoots({ shouldSample: (...args) => sampler.shouldSample(...args) });
+    // Its decisions on new traces (asked without a name), by trace id.
+    const newTraceDecisions = new Map<string, boolean>();
+    const roots = new TraceRoots({
+      shouldSample: (...args) => {
+        const result = sampler.shouldSample(...args);
+        if (args[2] === '') newTraceDecisions.set(args[1], result.decision !== SamplingDecision.NOT_RECORD);
+        return result;
+      },
+    });
     beforeAll(() => {
       const provider = new BasicTracerProvider({
         sampler: roots.sampler,
@@ -49,6 +59,7 @@ describe('trace context', () => {
     beforeEach(() => {
       exporter.reset();
       sampler = defaultSampler;
+      newTraceDecisions.clear();
     });
 
     it('continues a trace from headers across awaits, and hands it on as headers', async () => {
@@ -126,13 +137,19 @@ describe('trace context', () => {
       expect(recorded.length).toBeGreaterThan(60);
       expect(recorded.length).toBeLessThan(140);
       expect(described).toEqual(recorded.map(({ index }) => index));
-      // The decision is the one the sampler makes on the trace id the recorded span got.
+      // Each request's trace id is the one decided on, and the decision the one the sampler makes on it.
+      expect([...newTraceDecisions.keys()]).toEqual(requests.map(({ scope }) => scope.traceId));
       for (const { scope } of requests) {
         const decision = ratio.shouldSample(context.active(), scope.traceId!, '', SpanKind.SERVER, {}, []);
         const isRecorded = recorded.some((request) => request.scope === scope);
         expect(decision.decision === SamplingDecision.RECORD_AND_SAMPLED).toBe(isRecorded);
+        expect(newTraceDecisions.get(scope.traceId!)).toBe(isRecorded);
       }
-      const spans = exporter.getFinishedSpans();
+      // A decided id goes to the one span it was decided for.
+      const later = startSpan('later', { kind: SpanKind.INTERNAL, parent: NEW_TRACE });
+      later.end();
+      expect(newTraceDecisions.has(later.traceId!)).toBe(false);
+      const spans = exporter.getFinishedSpans().filter((span) => span.name !== 'later');
       expect(spans).toHaveLength(2 * recorded.length);
       for (const { index, scope, headers } of recorded) {
         const span = spans.find((candidate) => candidate.name === `request ${index}`);
@@ -147,7 +164,37 @@ describe('trace context', () => {
         handled.end();
         expect(handled.logFields()).toBeUndefined();
       }
-      expect(exporter.getFinishedSpans()).toHaveLength(2 * recorded.length);
+      expect(exporter.getFinishedSpans().filter((span) => span.name !== 'later')).toHaveLength(
+        2 * recorded.length,
+      );
+    });
+
+    it('makes no span below one that sampling left out, even where the sampler would record it', () => {
+      sampler = samplerNamed('always_on');
+      const leftOut = contextFromHeaders({ traceparent: `00-${'e'.repeat(32)}-${'f'.repeat(16)}-00` });
+      const handled = startSpan('handle', { kind: SpanKind.SERVER, parent: leftOut });
+      handled.end();
+      expect(exporter.getFinishedSpans()).toHaveLength(0);
+      expect(handled.context).toBe(leftOut);
+      expect(currentTraceHeaders(handled.context)?.traceparent).toBe(
+        `00-${'e'.repeat(32)}-${'f'.repeat(16)}-00`,
+      );
+      // A sampled parent, or none, is the sampler's to decide.
+      const root = startSpan('root', { kind: SpanKind.SERVER, parent: NEW_TRACE });
+      root.end();
+      expect(exporter.getFinishedSpans()).toHaveLength(1);
+    });
+
+    it("links a batch only to its messages' recorded spans", () => {
+      const sampled = { traceparent: `00-${'1'.repeat(32)}-${'2'.repeat(16)}-01` };
+      expect(linkToRecordedSpan(sampled)?.context).toMatchObject({
+        traceId: '1'.repeat(32),
+        spanId: '2'.repeat(16),
+      });
+      expect(
+        linkToRecordedSpan({ traceparent: `00-${'1'.repeat(32)}-${'2'.repeat(16)}-00` }),
+      ).toBeUndefined();
+      expect(linkToRecordedSpan({})).toBeUndefined();
     });
 
     it('marks a span whose work failed', async () => {

@@ -44,11 +44,10 @@ let roots: RootDecisions;
 export interface RootDecisions {
   newTraceId(): string;
   generateSpanId(): string;
-  /**
-   * Whether the sampler records the new trace `traceId`; when it does, the next span made without a
-   * parent gets the id.
-   */
+  /** Whether the sampler records the new trace `traceId`. */
   recordsNewTrace(traceId: string, kind: SpanKind, links: Link[] | undefined): boolean;
+  /** The next span made without a parent gets `traceId` (called just before making it). */
+  giveNextTraceId(traceId: string): void;
 }
 
 /** Called once by startTracing, after the provider is registered with the same decisions. */
@@ -83,7 +82,7 @@ export function contextFromHeaders<Carrier>(
     : propagation.extract(ROOT_CONTEXT, carrier);
 }
 
-/** A link to the span that headers name (for a new trace that follows from another, or a batch). */
+/** A link to the span that headers name (for a new trace that follows from another one). */
 export function linkFromHeaders<Carrier>(
   carrier: Carrier | undefined,
   getter?: TextMapGetter<Carrier>,
@@ -91,6 +90,15 @@ export function linkFromHeaders<Carrier>(
   if (!tracingOn) return undefined;
   const spanContext = trace.getSpanContext(contextFromHeaders(carrier, getter));
   return spanContext && trace.isSpanContextValid(spanContext) ? { context: spanContext } : undefined;
+}
+
+/** A link to the span that headers name when that span is recorded (a batch's link to each message's span). */
+export function linkToRecordedSpan<Carrier>(
+  carrier: Carrier | undefined,
+  getter?: TextMapGetter<Carrier>,
+): Link | undefined {
+  const link = linkFromHeaders(carrier, getter);
+  return link && link.context.traceFlags & TraceFlags.SAMPLED ? link : undefined;
 }
 
 export interface SpanOptions {
@@ -103,8 +111,9 @@ export interface SpanOptions {
 
 /**
  * Starts a span that the caller ends; `run` executes with it active. Nothing is made while tracing is
- * off, nor in a trace that sampling left out: a trace is recorded whole or not at all, decided where
- * it starts (as the `parentbased_*` samplers do; the others would record pieces without their root).
+ * off, nor below a span that sampling left out, whatever the sampler: the decision made where a trace
+ * starts holds for the rest of it (as the `parentbased_*` samplers have it; `always_on` or
+ * `traceidratio` in a service would record pieces of traces without their root).
  */
 export function startSpan(name: string, options: SpanOptions): TracedScope {
   if (!tracingOn) return UNTRACED;
@@ -135,6 +144,7 @@ export function startRootSpan<Subject>(
   const traceId = roots.newTraceId();
   if (!roots.recordsNewTrace(traceId, kind, links)) return new LeftOutScope(traceId, undefined);
   const { name, attributes } = describe(subject);
+  roots.giveNextTraceId(traceId);
   const span = tracer.startSpan(name, { kind, links }, NEW_TRACE);
   // Not an option of startSpan, which copies them twice more (docs/benchmarks.md).
   span.setAttributes(attributes);

@@ -61,14 +61,14 @@ export class TraceRoots implements IdGenerator, RootDecisions {
     return this.random.generateTraceId();
   }
 
-  /**
-   * Whether the sampler records the new trace `traceId`; when it does, the next span made without a
-   * parent gets the id.
-   */
   recordsNewTrace(traceId: string, kind: SpanKind, links: Link[] | undefined): boolean {
-    const { decision } = this.sampler.shouldSample(ROOT_CONTEXT, traceId, '', kind, {}, links ?? []);
-    if (decision === SamplingDecision.NOT_RECORD) return false;
+    return (
+      this.sampler.shouldSample(ROOT_CONTEXT, traceId, '', kind, {}, links ?? []).decision !==
+      SamplingDecision.NOT_RECORD
+    );
+  }
+
+  giveNextTraceId(traceId: string): void {
     this.decidedTraceId = traceId;
-    return true;
   }
 }
