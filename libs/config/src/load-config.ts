@@ -15,9 +15,10 @@ export function loadConfig<Shape extends z.ZodRawShape>(
   schema: z.ZodObject<Shape>,
   env: Record<string, string | undefined> = process.env,
 ): z.infer<z.ZodObject<Shape>> {
-  // Empty (or blank) strings mean "not set": shells and compose files produce them for unset variables.
+  // Empty (or blank) strings mean "not set": shells and compose files produce them for unset variables
+  // (String(): an environment parsed from YAML may hold numbers).
   const cleaned = Object.fromEntries(
-    Object.entries(env).filter(([, value]) => value !== undefined && value.trim() !== ''),
+    Object.entries(env).filter(([, value]) => value !== undefined && String(value).trim() !== ''),
   );
   const result = schema.safeParse(cleaned);
   if (!result.success) {
