@@ -61,6 +61,8 @@ export const TRACES_SAMPLERS = [
   'parentbased_traceidratio',
 ] as const;
 export type TracesSamplerName = (typeof TRACES_SAMPLERS)[number];
+/** OpenTelemetry's default: a trace's root decides, and every new trace is recorded. */
+export const DEFAULT_TRACES_SAMPLER: TracesSamplerName = 'parentbased_always_on';
 
 /**
  * Metrics and traces (every process). `METRICS_PORT` unset: no metrics endpoint. No OTLP endpoint:
@@ -74,7 +76,7 @@ export const observabilityEnv = {
   OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(unsetIfEmpty, url(['http:', 'https:']).optional()),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.preprocess(unsetIfEmpty, url(['http:', 'https:']).optional()),
   OTEL_SERVICE_NAME: z.preprocess(unsetIfEmpty, z.string().min(1).optional()),
-  OTEL_TRACES_SAMPLER: z.preprocess(unsetIfEmpty, z.enum(TRACES_SAMPLERS).default('parentbased_always_on')),
+  OTEL_TRACES_SAMPLER: z.preprocess(unsetIfEmpty, z.enum(TRACES_SAMPLERS).default(DEFAULT_TRACES_SAMPLER)),
   /** The ratio of the `traceidratio` samplers; 1 when absent. */
   OTEL_TRACES_SAMPLER_ARG: z.preprocess(unsetIfEmpty, z.coerce.number().min(0).max(1).optional()),
 };

@@ -3,7 +3,7 @@ import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { Logger } from '@sts/logger/create-logger';
-import type { TracesSamplerName } from '@sts/config/env-fragments';
+import { DEFAULT_TRACES_SAMPLER, type TracesSamplerName } from '@sts/config/env-fragments';
 import { markTracingOn } from './trace-context';
 import { samplerNamed, TraceRoots } from './trace-roots';
 import { WorkerThreadSpanExporter } from './worker-thread-span-exporter';
@@ -13,7 +13,7 @@ export interface TracingConfig {
   OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined;
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?: string | undefined;
   OTEL_SERVICE_NAME?: string | undefined;
-  /** parentbased_always_on when absent, as OpenTelemetry specifies. */
+  /** DEFAULT_TRACES_SAMPLER when absent. */
   OTEL_TRACES_SAMPLER?: TracesSamplerName | undefined;
   OTEL_TRACES_SAMPLER_ARG?: number | undefined;
 }
@@ -59,7 +59,7 @@ export function startTracing(
   if (!url || registered) return { stop: async () => undefined };
   const processor: SpanProcessor = new BatchSpanProcessor(new WorkerThreadSpanExporter(url));
   const roots = new TraceRoots(
-    samplerNamed(config.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on', config.OTEL_TRACES_SAMPLER_ARG),
+    samplerNamed(config.OTEL_TRACES_SAMPLER ?? DEFAULT_TRACES_SAMPLER, config.OTEL_TRACES_SAMPLER_ARG),
   );
   const provider = new NodeTracerProvider({
     sampler: roots.sampler,
