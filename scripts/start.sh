@@ -143,6 +143,16 @@ nats_url() {
   fi
 }
 
+if $OWN_NATS; then
+  # The services' users may not make streams, consumers or buckets: nats-setup makes them as the admin.
+  say "NATS streams, consumers and buckets (nats-setup, as the admin user)"
+  NATS_URL="$(nats_url admin)" node --import tsx apps/nats-setup/src/main.ts >>"$LOG_DIR/nats-setup.log" 2>&1 || {
+    echo "nats-setup failed; last lines of .dev/logs/nats-setup.log:" >&2
+    tail -n 20 "$LOG_DIR/nats-setup.log" >&2
+    exit 1
+  }
+fi
+
 say "services"
 # GET /metrics of each process: the gateway on METRICS_BASE_PORT, the services on the ports after it.
 METRICS_BASE_PORT="${METRICS_BASE_PORT:-9464}"

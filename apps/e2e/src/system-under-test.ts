@@ -16,6 +16,10 @@ import { notificationEnvSchema } from '@sts/notification-infra/notification-conf
 import { startNotificationService } from '@sts/notification-infra/start-notification-service';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
+import { NATS_ADMIN_USER, natsAuthorizationConfig } from '@sts/nats/nats-permissions';
+import { provisionNatsTopology } from '@sts/nats/nats-topology';
+import { startNatsServer } from '@sts/testing/nats-server';
+import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase } from '@sts/testing/postgres';
@@ -66,6 +70,11 @@ export async function startSystem(
     analyticsEnv?: Record<string, string>;
     notificationEnv?: Record<string, string>;
     billingEnv?: Record<string, string>;
+    /**
+     * A NATS server of the system's own with a user per service (least privilege) and the topology made
+     * beforehand by the admin, as nats-setup does in production; otherwise the shared server, no users.
+     */
+    natsUsers?: boolean;
   } = {},
 ): Promise<SystemUnderTest> {
   const lifecycle = new Lifecycle();
@@ -75,11 +84,36 @@ export async function startSystem(
     lifecycle.add('database', () => database.drop());
     const namespace = uniqueNatsNamespace();
     const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-    lifecycle.add('nats streams', async () => {
-      const nats = await connectJetStream({ url: natsUrl, name: 'e2e-cleanup', logger });
-      await deleteNamespaceStreams(nats.jsm, namespace);
-      await nats.close();
-    });
+    let natsUrlOf = (_service: ServiceName) => natsUrl;
+    if (options.natsUsers) {
+      const passwords = Object.fromEntries(
+        [...SERVICE_NAMES, NATS_ADMIN_USER].map((user) => [user, randomBytes(18).toString('base64url')]),
+      ) as Record<ServiceName | typeof NATS_ADMIN_USER, string>;
+      const server = await startNatsServer(natsAuthorizationConfig(namespace, passwords));
+      lifecycle.add('nats server', () => server.stop());
+      const admin = await connectJetStream({
+        url: server.url(NATS_ADMIN_USER, passwords[NATS_ADMIN_USER]),
+        name: 'e2e-nats-setup',
+        logger,
+      });
+      try {
+        await provisionNatsTopology(
+          admin.nc,
+          admin.jsm,
+          { namespace, telemetryMaxBytes: 256 * 1024 * 1024, telemetryConsumers: {} },
+          logger,
+        );
+      } finally {
+        await admin.close();
+      }
+      natsUrlOf = (service) => server.url(service, passwords[service]);
+    } else {
+      lifecycle.add('nats streams', async () => {
+        const nats = await connectJetStream({ url: natsUrl, name: 'e2e-cleanup', logger });
+        await deleteNamespaceStreams(nats.jsm, namespace);
+        await nats.close();
+      });
+    }
 
     const audience = 'https://api.e2e.test';
     const idp = await DevOidcProvider.create({ audience });
@@ -107,11 +141,15 @@ export async function startSystem(
       ENROLLMENT_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
       LAST_SEEN_FLUSH_MS: '50',
     };
-    const identity = await startIdentityService(loadConfig(identityEnvSchema, shared), logger);
+    const identity = await startIdentityService(
+      loadConfig(identityEnvSchema, { ...shared, NATS_URL: natsUrlOf('identity') }),
+      logger,
+    );
     lifecycle.add('identity', () => identity.stop());
     const notification = await startNotificationService(
       loadConfig(notificationEnvSchema, {
         ...shared,
+        NATS_URL: natsUrlOf('notification'),
         IDENTITY_GRPC_ADDRESS: `127.0.0.1:${identity.grpcPort}`,
         ...options.notificationEnv,
       }),
@@ -121,6 +159,7 @@ export async function startSystem(
     const billing = await startBillingService(
       loadConfig(billingEnvSchema, {
         ...shared,
+        NATS_URL: natsUrlOf('billing'),
         STRIPE_SECRET_KEY: stripe.apiKey,
         STRIPE_WEBHOOK_SECRET: stripeWebhookSecret,
         STRIPE_API_BASE: stripe.url,
@@ -129,13 +168,17 @@ export async function startSystem(
       logger,
     );
     lifecycle.add('billing', () => billing.stop());
-    const enrollment = await startEnrollmentService(loadConfig(enrollmentEnvSchema, shared), logger);
+    const enrollment = await startEnrollmentService(
+      loadConfig(enrollmentEnvSchema, { ...shared, NATS_URL: natsUrlOf('enrollment') }),
+      logger,
+    );
     lifecycle.add('enrollment', () => enrollment.stop());
     const clickhouse = testClickHouseDatabase('e2e');
     lifecycle.add('clickhouse database', () => clickhouse.drop());
     const analytics = await startAnalyticsService(
       loadConfig(analyticsEnvSchema, {
         ...shared,
+        NATS_URL: natsUrlOf('analytics'),
         CLICKHOUSE_URL: clickhouse.url,
         CLICKHOUSE_DATABASE: clickhouse.name,
         TELEMETRY_BATCH_WAIT_MS: '20',
@@ -148,6 +191,7 @@ export async function startSystem(
     const gateway = await startGateway(
       loadConfig(gatewayEnvSchema, {
         ...shared,
+        NATS_URL: natsUrlOf('gateway'),
         PORT: '0',
         OIDC_ISSUER: issuer,
         OIDC_AUDIENCE: audience,

@@ -1,12 +1,8 @@
+import { EVENT_CONSUMERS } from '@sts/events/event-consumers';
 import type { DeviceStateStore } from '@sts/analytics-domain/analytics-ports';
 import type { ConsumedEvent } from '@sts/nats/event-consumer';
 
-export const DEVICE_EVENT_TYPES = [
-  'device.enrolled',
-  'device.disabled',
-  'device.enabled',
-  'device.deleted',
-] as const;
+export const DEVICE_EVENT_TYPES = EVENT_CONSUMERS.analytics.eventTypes;
 
 /**
  * Keeps analytics' projection of the device lifecycle: the state as of the event's time (a late,

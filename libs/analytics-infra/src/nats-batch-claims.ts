@@ -1,17 +1,8 @@
 import { createHash } from 'node:crypto';
-import { JetStreamApiCodes, JetStreamApiError, StorageType } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { BatchClaims } from '@sts/analytics-domain/analytics-ports';
-import { telemetryClaimsBucketName } from '@sts/events/telemetry';
-
-/**
- * How long a claim lasts: longer than a live replica takes from claiming a batch to storing it (an
- * insert gives up after 30 s), short enough that the bucket stays small.
- */
-const CLAIM_TTL_MS = 2 * 60_000;
-/** Room for about a million claims; a full bucket fails claims, and with them the batches (retried). */
-const CLAIMS_MAX_BYTES = 256 * 1024 * 1024;
+import { openKvBucket, telemetryClaimsBucketSpec } from '@sts/nats/kv-buckets';
 
 /**
  * Batch claims in a NATS key-value bucket: a claim is created only where none exists (optimistic
@@ -20,13 +11,7 @@ const CLAIMS_MAX_BYTES = 256 * 1024 * 1024;
  * restart forgetting claims loses nothing, since stored batches are in ClickHouse's ledger.
  */
 export async function openBatchClaims(nc: NatsConnection, namespace: string): Promise<BatchClaims> {
-  const kv = await new Kvm(nc).create(telemetryClaimsBucketName(namespace), {
-    description: `Telemetry batches being stored by the analytics replicas of namespace ${namespace}`,
-    history: 1,
-    ttl: CLAIM_TTL_MS,
-    storage: StorageType.Memory,
-    max_bytes: CLAIMS_MAX_BYTES,
-  });
+  const kv = await openKvBucket(nc, telemetryClaimsBucketSpec(namespace));
   // Batch ids may hold any visible ASCII character; keys allow fewer.
   const keyOf = (batchKey: string) => createHash('sha256').update(batchKey).digest('base64url');
   return {

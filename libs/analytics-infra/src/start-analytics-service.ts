@@ -2,17 +2,13 @@ import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
 import { TelemetryIngestion, type IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
 import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import { assertClickHouseMigrated, runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
-import {
-  allTelemetrySubject,
-  parseTelemetryBatch,
-  telemetryMessageId,
-  telemetryStreamName,
-} from '@sts/events/telemetry';
+import { parseTelemetryBatch, telemetryMessageId } from '@sts/events/telemetry';
 import { registerService } from '@sts/grpc/grpc-server';
 import type { Logger } from '@sts/logger/create-logger';
 import { startBatchConsumer } from '@sts/nats/batch-consumer';
 import { createEventPublisher } from '@sts/nats/event-publisher';
-import { ensureTelemetryStream } from '@sts/nats/event-stream';
+import { ensureTelemetry, telemetryConsumerServerSettings } from '@sts/nats/nats-topology';
+import type { TelemetryConsumerName } from '@sts/events/event-consumers';
 import { AnalyticsServiceService } from '@sts/proto/gen/analytics/v1/analytics';
 import { migratedOnly, runServiceHost, type RunningService } from '@sts/service-host/service-host';
 import type { AnalyticsConfig } from './analytics-config';
@@ -20,14 +16,14 @@ import { analyticsGrpcHandlers } from './analytics-grpc-handlers';
 import { ANALYTICS_MIGRATIONS } from './analytics-migrations';
 import { dropExpiredPartitions, retentionOf } from './analytics-retention';
 import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
-import { DEVICE_EVENT_TYPES, deviceLifecycleHandler } from './device-lifecycle-handler';
+import { deviceLifecycleHandler } from './device-lifecycle-handler';
 import { openBatchClaims } from './nats-batch-claims';
 import { threatPublisher } from './threat-publisher';
 
 export type { RunningService } from '@sts/service-host/service-host';
 
 /** Durable consumer of the telemetry stream; every analytics process shares it (and so the work). */
-export const TELEMETRY_CONSUMER = 'analytics-telemetry';
+export const TELEMETRY_CONSUMER = 'analytics-telemetry' satisfies TelemetryConsumerName;
 
 export interface AnalyticsServiceOptions {
   /** Called after each batch is stored, before it is acknowledged (tests use it to crash at that point). */
@@ -64,11 +60,10 @@ export async function startAnalyticsService(
     host.checkDependency('clickhouse', async () => (await client.ping()).success);
     const store = new ClickHouseAnalyticsStore(client);
 
+    // A deleted device's telemetry must go (privacy), however long ClickHouse is away: never given up.
     await host.consume({
-      eventTypes: DEVICE_EVENT_TYPES,
+      consumer: 'analytics',
       handle: deviceLifecycleHandler(store),
-      // A deleted device's telemetry must go (privacy), however long ClickHouse is away: never given up.
-      maxDeliver: -1,
       retryDelay: options.deviceEventRetryDelay,
     });
 
@@ -93,11 +88,12 @@ export async function startAnalyticsService(
     const telemetry = await startBatchConsumer({
       js,
       jsm,
-      stream: telemetryStreamName(config.NATS_NAMESPACE),
+      ...telemetryConsumerServerSettings(config.NATS_NAMESPACE, TELEMETRY_CONSUMER, {
+        ackWaitMs: config.TELEMETRY_ACK_WAIT_MS,
+        maxBatchMessages: config.TELEMETRY_BATCH_MESSAGES,
+      }),
       ensureStream: () =>
-        ensureTelemetryStream(jsm, config.NATS_NAMESPACE, { maxBytes: config.TELEMETRY_STREAM_MAX_BYTES }),
-      durableName: TELEMETRY_CONSUMER,
-      filterSubjects: [allTelemetrySubject(config.NATS_NAMESPACE)],
+        ensureTelemetry(jsm, config.NATS_NAMESPACE, logger, { maxBytes: config.TELEMETRY_STREAM_MAX_BYTES }),
       decode: (msg) => parseTelemetryBatch(msg.json()),
       handleBatch: async (batch) => {
         const outcome = await ingestion.ingest(
@@ -115,9 +111,7 @@ export async function startAnalyticsService(
         );
       },
       logger,
-      maxBatchMessages: config.TELEMETRY_BATCH_MESSAGES,
       maxWaitMs: config.TELEMETRY_BATCH_WAIT_MS,
-      ackWaitMs: config.TELEMETRY_ACK_WAIT_MS,
     });
     host.onShutdown('telemetry consumer', () => telemetry.stop());
 

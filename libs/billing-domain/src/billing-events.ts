@@ -1,9 +1,10 @@
-import type { DomainEvent, EventType } from '@sts/events/event-catalogue';
+import type { DomainEvent } from '@sts/events/event-catalogue';
+import { EVENT_CONSUMERS } from '@sts/events/event-consumers';
 import { initialLicense } from './billing-model';
 import type { BillingStore } from './billing-ports';
 
 /** The event types billing subscribes to. Each one has a case in `BillingEventHandler.handle`. */
-export const BILLING_EVENT_TYPES = ['org.created'] as const satisfies readonly EventType[];
+export const BILLING_EVENT_TYPES = EVENT_CONSUMERS.billing.eventTypes;
 
 export type BillingEventType = (typeof BILLING_EVENT_TYPES)[number];
 

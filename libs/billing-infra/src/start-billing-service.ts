@@ -1,4 +1,4 @@
-import { BILLING_EVENT_TYPES, BillingEventHandler } from '@sts/billing-domain/billing-events';
+import { BillingEventHandler } from '@sts/billing-domain/billing-events';
 import { BillingService } from '@sts/billing-domain/billing-service';
 import { PaymentEventHandler } from '@sts/billing-domain/payment-events';
 import { registerService } from '@sts/grpc/grpc-server';
@@ -47,7 +47,7 @@ export function startBillingService(config: BillingConfig, logger: Logger): Prom
         : null;
       const events = new BillingEventHandler(store);
       await host.consume({
-        eventTypes: BILLING_EVENT_TYPES,
+        consumer: BILLING_CONSUMER,
         handle: (event) => events.handle(event),
       });
       return [

@@ -42,6 +42,29 @@ export const natsEnv = {
 };
 
 /**
+ * The telemetry stream and its analytics consumer: read by the analytics service (which takes the
+ * batches) and by nats-setup (which makes the stream and the consumer with these settings).
+ */
+export const telemetryStreamEnv = {
+  /** Telemetry batches handed to ClickHouse together at most. */
+  TELEMETRY_BATCH_MESSAGES: z.coerce.number().int().positive().default(200),
+  /**
+   * A batch pulled but not acknowledged in this time goes to another process (the holder is kept
+   * alive while it works, so this is how long a crashed process's batches wait).
+   */
+  TELEMETRY_ACK_WAIT_MS: z.coerce.number().int().min(1_000).max(600_000).default(60_000),
+  /**
+   * Bytes the telemetry stream may hold before the gateway is refused (503). Always a cap: one device
+   * token must not be able to fill the NATS server's disk. Default 8 GiB.
+   */
+  TELEMETRY_STREAM_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024 * 1024, 'must be at least 1048576 (1 MiB): the stream always has a cap')
+    .default(8 * 1024 ** 3),
+};
+
+/**
  * Mutual TLS between the services: PEM files of the CA, this process's certificate (server and client
  * use) and its key. All three or none (plaintext: one host, development).
  */

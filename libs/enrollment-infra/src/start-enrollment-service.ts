@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { deriveEnrollmentKeyring } from '@sts/enrollment-domain/enrollment-secrets';
 import { EnrollmentService } from '@sts/enrollment-domain/enrollment-service';
-import { allTelemetrySubject, TELEMETRY_HEADERS, telemetryStreamName } from '@sts/events/telemetry';
+import { TELEMETRY_HEADERS } from '@sts/events/telemetry';
 import { registerService } from '@sts/grpc/grpc-server';
 import { startBatchConsumer } from '@sts/nats/batch-consumer';
-import { ensureTelemetryStream } from '@sts/nats/event-stream';
+import { ensureTelemetry, telemetryConsumerServerSettings } from '@sts/nats/nats-topology';
 import type { Logger } from '@sts/logger/create-logger';
 import { EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
@@ -47,12 +47,9 @@ export function startEnrollmentService(config: EnrollmentConfig, logger: Logger)
       const sightings = await startBatchConsumer({
         js,
         jsm,
-        stream: telemetryStreamName(config.NATS_NAMESPACE),
-        ensureStream: () => ensureTelemetryStream(jsm, config.NATS_NAMESPACE),
-        durableName: 'enrollment-last-seen',
-        filterSubjects: [allTelemetrySubject(config.NATS_NAMESPACE)],
         // Only the sender headers are read: the batches themselves (up to 2 MiB each) stay on the server.
-        headersOnly: true,
+        ...telemetryConsumerServerSettings(config.NATS_NAMESPACE, 'enrollment-last-seen'),
+        ensureStream: () => ensureTelemetry(jsm, config.NATS_NAMESPACE, logger),
         decode: (msg) => {
           const orgId = msg.headers?.get(TELEMETRY_HEADERS.orgId) ?? '';
           const deviceId = msg.headers?.get(TELEMETRY_HEADERS.deviceId) ?? '';
@@ -65,7 +62,6 @@ export function startEnrollmentService(config: EnrollmentConfig, logger: Logger)
           await service.recordSightings(batch.map((item) => item.value));
         },
         logger,
-        maxBatchMessages: 5_000,
         maxWaitMs: config.LAST_SEEN_FLUSH_MS,
       });
       host.onShutdown('last-seen consumer', () => sightings.stop());

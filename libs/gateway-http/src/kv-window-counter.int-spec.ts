@@ -2,7 +2,7 @@ import type { KV } from '@nats-io/kv';
 import pino from 'pino';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
-import { limitsBucketName, openLimitsBucket } from '@sts/nats/limits-bucket';
+import { limitsBucketName, openLimitsBucket } from '@sts/nats/kv-buckets';
 import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { startTcpProxy, type TcpProxy } from '@sts/testing/tcp-proxy';

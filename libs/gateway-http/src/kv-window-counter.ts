@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { Logger } from '@sts/logger/create-logger';
-import { LIMITS_MAX_WINDOW_MS } from '@sts/nats/limits-bucket';
+import { LIMITS_MAX_WINDOW_MS } from '@sts/nats/kv-buckets';
 import {
   WindowTable,
   type WindowCell,

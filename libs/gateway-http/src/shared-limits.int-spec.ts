@@ -1,7 +1,7 @@
 import { AppError } from '@sts/errors/app-error';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
-import { openLimitsBucket } from '@sts/nats/limits-bucket';
+import { openLimitsBucket } from '@sts/nats/kv-buckets';
 import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';

@@ -10,8 +10,8 @@ import { loadGrpcTls } from '@sts/grpc/grpc-tls';
 import { probeGrpcHealth } from '@sts/grpc/health-probe';
 import { createUpstreamClients } from './upstream-clients';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
-import { ensureTelemetryStream } from '@sts/nats/event-stream';
-import { openLimitsBucket } from '@sts/nats/limits-bucket';
+import { ensureTelemetry } from '@sts/nats/nats-topology';
+import { openLimitsBucket } from '@sts/nats/kv-buckets';
 import { KvWindowCounter } from './kv-window-counter';
 import { DeviceCredentials, subscribeToDeviceChanges } from './device-credentials';
 import { jetStreamTelemetrySink } from './telemetry-sink';
@@ -64,7 +64,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       deviceSubscriptions.forEach((subscription) => subscription.unsubscribe()),
     );
     // The analytics service creates the stream too; whichever starts first does it.
-    await ensureTelemetryStream(nats.jsm, config.NATS_NAMESPACE);
+    await ensureTelemetry(nats.jsm, config.NATS_NAMESPACE, logger);
     const telemetry = jetStreamTelemetrySink(
       nats.js,
       config.NATS_NAMESPACE,

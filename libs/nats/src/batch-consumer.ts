@@ -4,7 +4,12 @@ import { ClosedConnectionError, DrainingConnectionError, type Subscription } fro
 import type { Logger } from '@sts/logger/create-logger';
 import { consumerBacklog, consumerMessagesEnded, consumerRedeliveries } from '@sts/observability/metrics';
 import { linkToRecordedSpan, SpanKind, startSpan } from '@sts/observability/trace-context';
-import { ensureDurableConsumer, type DurableConsumerSpec } from './durable-consumer';
+import {
+  DEFAULT_MAX_BATCH_MESSAGES,
+  ensureDurableConsumer,
+  maxAckPendingFor,
+  type DurableConsumerSpec,
+} from './durable-consumer';
 import { natsHeaderGetter } from './trace-headers';
 
 /** From this delivery on a failure is logged as an error: something is down or broken, not unlucky. */
@@ -74,6 +79,34 @@ export interface BatchConsumer {
   stop(): Promise<void>;
 }
 
+/** What the server keeps of a batch consumer: the same for its process and for the provisioning step. */
+export function batchConsumerSpec(
+  options: Pick<
+    BatchConsumerOptions<unknown>,
+    | 'stream'
+    | 'durableName'
+    | 'filterSubjects'
+    | 'fallbackFilterSubject'
+    | 'deliverPolicy'
+    | 'headersOnly'
+    | 'ackWaitMs'
+    | 'maxDeliver'
+    | 'maxBatchMessages'
+  >,
+): DurableConsumerSpec {
+  return {
+    stream: options.stream,
+    durableName: options.durableName,
+    filterSubjects: options.filterSubjects,
+    fallbackFilterSubject: options.fallbackFilterSubject,
+    deliverPolicy: options.deliverPolicy,
+    headersOnly: options.headersOnly,
+    ackWaitMs: options.ackWaitMs ?? 60_000,
+    maxDeliver: options.maxDeliver ?? -1,
+    maxAckPending: maxAckPendingFor(options.maxBatchMessages ?? DEFAULT_MAX_BATCH_MESSAGES),
+  };
+}
+
 /**
  * The one way this codebase consumes a JetStream stream: a durable pull consumer that hands messages
  * to its handler in batches, as many as arrive within `maxWaitMs` of the first, up to
@@ -85,26 +118,14 @@ export interface BatchConsumer {
 export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): Promise<BatchConsumer> {
   const { js, jsm, stream, durableName } = options;
   const logger = options.logger.child({ stream, consumer: durableName });
-  const maxBatch = options.maxBatchMessages ?? 200;
+  const maxBatch = options.maxBatchMessages ?? DEFAULT_MAX_BATCH_MESSAGES;
   const maxWaitMs = options.maxWaitMs ?? 200;
-  const ackWaitMs = options.ackWaitMs ?? 60_000;
-  const maxDeliver = options.maxDeliver ?? -1;
+  const spec = batchConsumerSpec(options);
+  const { ackWaitMs, maxDeliver } = spec;
   const retryInitialMs = options.retryDelay?.initialMs ?? 1_000;
   const retryMaxMs = options.retryDelay?.maxMs ?? 30_000;
   const isPermanent = options.isPermanentFailure ?? (() => false);
   const describe = options.describe ?? (() => ({}));
-  const spec: DurableConsumerSpec = {
-    stream,
-    durableName,
-    filterSubjects: options.filterSubjects,
-    fallbackFilterSubject: options.fallbackFilterSubject,
-    deliverPolicy: options.deliverPolicy,
-    headersOnly: options.headersOnly,
-    ackWaitMs,
-    maxDeliver,
-    // Enough pulled-but-unacknowledged messages for every process's batch and the next one.
-    maxAckPending: Math.max(1_000, maxBatch * 8),
-  };
 
   async function ensureConsumer(reconcile: boolean): Promise<void> {
     await options.ensureStream();

@@ -8,6 +8,7 @@ import {
 } from '@nats-io/jetstream';
 import { InvalidArgumentError, nanos } from '@nats-io/nats-core';
 import type { Logger } from '@sts/logger/create-logger';
+import { isPermissionDenied, NatsProvisioningRequiredError } from './provisioning-errors';
 
 /** What a durable pull consumer is: every process sharing `durableName` shares its messages. */
 export interface DurableConsumerSpec {
@@ -26,6 +27,14 @@ export interface DurableConsumerSpec {
   maxAckPending: number;
   /** Deliver the headers only (for consumers that read nothing else). */
   headersOnly?: boolean;
+}
+
+/** Messages per batch a consumer takes unless told otherwise. */
+export const DEFAULT_MAX_BATCH_MESSAGES = 200;
+
+/** Enough pulled-but-unacknowledged messages for every process's batch and the next one. */
+export function maxAckPendingFor(maxBatchMessages: number): number {
+  return Math.max(1_000, maxBatchMessages * 8);
 }
 
 /** JetStream API error codes (nats-server `server/errors.json`). */
@@ -101,10 +110,13 @@ export async function ensureDurableConsumer(
   } catch (error) {
     if (!isConsumerNotFound(error)) throw error;
   }
+  const what = `consumer ${durableName} of stream ${stream}`;
   if (!existing) {
     try {
       await create({});
     } catch (error) {
+      if (isPermissionDenied(error))
+        throw new NatsProvisioningRequiredError(`${what} does not exist`, { cause: error });
       // A twin process created it a moment ago: fine.
       if (!isConsumerExists(error)) throw error;
     }
@@ -122,10 +134,18 @@ export async function ensureDurableConsumer(
       { from_stream_seq: fromSeq },
       'subjects or headers-only changed; recreating the consumer from its acknowledged position',
     );
-    await jsm.consumers.delete(stream, durableName).catch((error: unknown) => {
-      if (!isConsumerNotFound(error)) throw error;
-    });
-    await create({ deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: fromSeq });
+    try {
+      await jsm.consumers.delete(stream, durableName).catch((error: unknown) => {
+        if (!isConsumerNotFound(error)) throw error;
+      });
+      await create({ deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: fromSeq });
+    } catch (error) {
+      if (isPermissionDenied(error))
+        throw new NatsProvisioningRequiredError(`${what} takes other subjects than this release`, {
+          cause: error,
+        });
+      throw error;
+    }
     return;
   }
   const { config } = existing;
@@ -134,10 +154,23 @@ export async function ensureDurableConsumer(
     config.max_deliver !== base.max_deliver ||
     config.max_ack_pending !== base.max_ack_pending
   ) {
-    await jsm.consumers.update(stream, durableName, {
-      ack_wait: base.ack_wait,
-      max_deliver: base.max_deliver,
-      max_ack_pending: base.max_ack_pending,
-    });
+    try {
+      await jsm.consumers.update(stream, durableName, {
+        ack_wait: base.ack_wait,
+        max_deliver: base.max_deliver,
+        max_ack_pending: base.max_ack_pending,
+      });
+    } catch (error) {
+      if (!isPermissionDenied(error)) throw error;
+      // Works as it is; the provisioning step owns these settings where services may not change them.
+      logger.warn(
+        {
+          ack_wait: config.ack_wait,
+          max_deliver: config.max_deliver,
+          max_ack_pending: config.max_ack_pending,
+        },
+        "consumer settings differ from this process's and this NATS user may not change them; nats-setup applies them",
+      );
+    }
   }
 }

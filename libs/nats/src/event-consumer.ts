@@ -10,6 +10,7 @@ import { eventsHandled } from '@sts/observability/metrics';
 import { contextFromHeaders, inSpan, SpanKind } from '@sts/observability/trace-context';
 import { startBatchConsumer, type BatchConsumer, type Decoded } from './batch-consumer';
 import { ensureEventsStream } from './event-stream';
+import { DEFAULT_MAX_BATCH_MESSAGES } from './durable-consumer';
 import { natsHeaderGetter } from './trace-headers';
 
 /**
@@ -143,14 +144,10 @@ export function startEventConsumer<Type extends EventType>(
   }
 
   return startBatchConsumer<ConsumedEvent<Type>>({
+    ...eventConsumerServerSettings(namespace, options),
     js: options.js,
     jsm: options.jsm,
-    stream,
-    ensureStream: () => ensureEventsStream(options.jsm, namespace),
-    durableName: options.durableName,
-    filterSubjects: [...wanted].map((type) => eventSubject(namespace, type as EventType)),
-    fallbackFilterSubject: allEventsSubject(namespace),
-    deliverPolicy: options.deliverPolicy,
+    ensureStream: () => ensureEventsStream(options.jsm, namespace, { logger }),
     decode,
     // A per-event handler continues each event's trace in a span of its own; a batch gets one span.
     spanPerBatch: !options.handle,
@@ -181,15 +178,35 @@ export function startEventConsumer<Type extends EventType>(
     isPermanentFailure: (error) => error instanceof UnprocessableEventError,
     describe: (event) => ({ event_id: event.id, event_type: event.type }),
     logger,
-    maxDeliver: options.maxDeliver ?? -1,
-    ackWaitMs: options.ackWaitMs ?? 30_000,
     retryDelay: {
       initialMs: options.retryDelay?.initialMs ?? 1_000,
       maxMs: options.retryDelay?.maxMs ?? 5 * 60_000,
     },
-    maxBatchMessages: options.maxBatchMessages ?? 200,
     maxWaitMs: options.maxWaitMs ?? 20,
   });
+}
+
+/**
+ * What the server keeps of an event consumer (its stream, subjects and limits), for its process and for
+ * the provisioning step alike (`batchConsumerSpec` of it).
+ */
+export function eventConsumerServerSettings(
+  namespace: string,
+  settings: Pick<
+    EventConsumerSettings,
+    'durableName' | 'eventTypes' | 'maxDeliver' | 'ackWaitMs' | 'maxBatchMessages' | 'deliverPolicy'
+  >,
+) {
+  return {
+    stream: eventsStreamName(namespace),
+    durableName: settings.durableName,
+    filterSubjects: [...new Set(settings.eventTypes)].map((type) => eventSubject(namespace, type)),
+    fallbackFilterSubject: allEventsSubject(namespace),
+    deliverPolicy: settings.deliverPolicy,
+    maxDeliver: settings.maxDeliver ?? -1,
+    ackWaitMs: settings.ackWaitMs ?? 30_000,
+    maxBatchMessages: settings.maxBatchMessages ?? DEFAULT_MAX_BATCH_MESSAGES,
+  };
 }
 
 /**

@@ -10,9 +10,12 @@ import {
 import { nanos } from '@nats-io/nats-core';
 import { allEventsSubject, EVENT_RETENTION_MS, eventsStreamName } from '@sts/events/subjects';
 import { allTelemetrySubject, telemetryStreamName } from '@sts/events/telemetry';
+import type { Logger } from '@sts/logger/create-logger';
+import { isPermissionDenied, NatsProvisioningRequiredError } from './provisioning-errors';
 
-/** Error code of "stream name already in use (with a different configuration)". */
+/** JetStream API error codes: "stream name already in use (with a different configuration)", "stream not found". */
 const STREAM_NAME_IN_USE = 10058;
+const STREAM_NOT_FOUND = 10059;
 
 export interface EventsStreamOptions {
   /** Copies kept by a NATS cluster (1 on a single server, 3 in production clusters). */
@@ -46,11 +49,18 @@ export function eventsStreamConfig(
 export interface TelemetryStreamOptions extends EventsStreamOptions {
   /** How long an unconsumed batch waits (e.g. while ClickHouse is down). Default 7 days. */
   maxAgeMs?: number;
-  /** Bytes the stream may hold before the server refuses new batches (the gateway then answers 503). -1: no limit. */
+  /**
+   * Bytes the stream may hold before the server refuses new batches (the gateway then answers 503).
+   * Left as it is on an existing stream unless given (the analytics service and nats-setup own it).
+   */
   maxBytes?: number;
 }
 
-/** Telemetry batches: one message per accepted batch, removed by age; a full stream refuses, never drops. */
+/**
+ * Telemetry batches: one message per accepted batch, kept until every consumer of the stream (analytics,
+ * enrollment's last-seen) acknowledged it (interest retention), or by age; a full stream refuses, never
+ * drops. Its consumers must exist before batches arrive: the provisioning creates them with it.
+ */
 export function telemetryStreamConfig(
   namespace: string,
   options: TelemetryStreamOptions = {},
@@ -60,7 +70,7 @@ export function telemetryStreamConfig(
     description: `Telemetry batches of namespace ${namespace}`,
     subjects: [allTelemetrySubject(namespace)],
     storage: StorageType.File,
-    retention: RetentionPolicy.Limits,
+    retention: RetentionPolicy.Interest,
     discard: DiscardPolicy.New,
     max_age: nanos(options.maxAgeMs ?? 7 * 24 * 60 * 60 * 1000),
     // Nats-Msg-Id = device id and batch id: an agent's retry within this window is stored once; the
@@ -76,48 +86,119 @@ export function telemetryStreamConfig(
   };
 }
 
+export interface EnsureStreamOptions {
+  /** Where to say that settings differ and this user may not change them (per-service NATS users). */
+  logger?: Logger;
+}
+
 /**
- * Creates the events stream of `namespace`, or brings an existing one to the expected configuration.
- * Idempotent and safe when several services call it at the same time at start.
+ * Makes sure the events stream of `namespace` exists with the expected configuration: creates it, or
+ * brings an existing one to it. Idempotent and safe when several services call it at the same time.
+ * A NATS user that may only read the stream's information (a service's own user) leaves it as it is.
  */
 export function ensureEventsStream(
   jsm: JetStreamManager,
   namespace: string,
-  options: EventsStreamOptions = {},
+  options: EventsStreamOptions & EnsureStreamOptions = {},
 ): Promise<StreamInfo> {
-  return ensureStream(jsm, eventsStreamConfig(namespace, options));
+  return ensureStream(jsm, eventsStreamConfig(namespace, options), options.logger);
 }
 
-/** The same for the telemetry stream (the gateway publishes to it, the analytics service reads it). */
-export function ensureTelemetryStream(
+/**
+ * The same for the telemetry stream (the gateway publishes to it, analytics and enrollment read it).
+ * A stream made here gets its consumers at once (`consumers`), so no batch arrives before them and
+ * goes unretained.
+ */
+export async function ensureTelemetryStream(
   jsm: JetStreamManager,
   namespace: string,
-  options: TelemetryStreamOptions = {},
+  options: TelemetryStreamOptions & EnsureStreamOptions & { consumers?: () => Promise<void> } = {},
 ): Promise<StreamInfo> {
-  return ensureStream(jsm, telemetryStreamConfig(namespace, options));
+  let created = false;
+  const info = await ensureStream(jsm, telemetryStreamConfig(namespace, options), options.logger, () => {
+    created = true;
+  });
+  if (created) await options.consumers?.();
+  return info;
 }
+
+type StreamSpec = Partial<StreamConfig> & Pick<StreamConfig, 'name' | 'subjects'>;
 
 async function ensureStream(
   jsm: JetStreamManager,
-  config: Partial<StreamConfig> & Pick<StreamConfig, 'name' | 'subjects'>,
+  config: StreamSpec,
+  logger: Logger | undefined,
+  onCreated?: () => void,
 ): Promise<StreamInfo> {
-  try {
-    // Creating a stream that exists with the identical configuration succeeds.
-    return await jsm.streams.add({ ...config });
-  } catch (error) {
-    if (!isStreamNameInUse(error)) throw error;
+  let existing = await streamInfo(jsm, config.name);
+  if (!existing) {
+    try {
+      const created = await jsm.streams.add({ ...config });
+      onCreated?.();
+      return created;
+    } catch (error) {
+      if (isPermissionDenied(error))
+        throw new NatsProvisioningRequiredError(`stream ${config.name} does not exist`, { cause: error });
+      // A twin process created it a moment ago.
+      if (!isStreamNameInUse(error)) throw error;
+      existing = await jsm.streams.info(config.name);
+    }
   }
+  const changes = differences(existing.config, config);
+  if (Object.keys(changes).length === 0) return existing;
   // Exists with another configuration (an older version of this one, or one set by the server's
-  // defaults): update the fields we own. Immutable ones (storage, retention) are left as they are.
-  return jsm.streams.update(config.name, {
-    subjects: config.subjects,
-    description: config.description,
-    discard: config.discard,
-    max_age: config.max_age,
-    ...(config.max_bytes === undefined ? {} : { max_bytes: config.max_bytes }),
-    duplicate_window: config.duplicate_window,
-    num_replicas: config.num_replicas,
-  });
+  // defaults): update the fields we own. Storage is immutable; retention changes only on servers that
+  // allow it (2.10 and later, between limits and interest).
+  try {
+    return await jsm.streams.update(config.name, changes);
+  } catch (error) {
+    if (isPermissionDenied(error)) {
+      logger?.warn(
+        { stream: config.name, differs: Object.keys(changes) },
+        "stream settings differ from this process's and this NATS user may not change them; nats-setup applies them",
+      );
+      return existing;
+    }
+    if (changes.retention === undefined) throw error;
+    logger?.warn(
+      { stream: config.name, retention: existing.config.retention, err: error },
+      'this server cannot change the retention of an existing stream; it stays as it is',
+    );
+    const { retention: _kept, ...rest } = changes;
+    if (Object.keys(rest).length === 0) return existing;
+    return jsm.streams.update(config.name, rest);
+  }
+}
+
+async function streamInfo(jsm: JetStreamManager, name: string): Promise<StreamInfo | undefined> {
+  try {
+    return await jsm.streams.info(name);
+  } catch (error) {
+    if (error instanceof JetStreamApiError && error.code === STREAM_NOT_FOUND) return undefined;
+    throw error;
+  }
+}
+
+/** The fields we own whose values differ (max_bytes only when the caller gives it). */
+function differences(current: StreamConfig, wanted: StreamSpec): Partial<StreamConfig> {
+  const changes: Partial<StreamConfig> = {};
+  const sameSubjects =
+    current.subjects.length === wanted.subjects.length &&
+    [...current.subjects].sort().every((subject, i) => subject === [...wanted.subjects].sort()[i]);
+  if (!sameSubjects) changes.subjects = wanted.subjects;
+  for (const key of [
+    'description',
+    'retention',
+    'discard',
+    'max_age',
+    'max_bytes',
+    'duplicate_window',
+    'num_replicas',
+  ] as const) {
+    const value = wanted[key];
+    if (value !== undefined && current[key] !== value) Object.assign(changes, { [key]: value });
+  }
+  return changes;
 }
 
 function isStreamNameInUse(error: unknown): boolean {

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
 import type { Logger } from '@sts/logger/create-logger';
+import { natsInboxPrefix } from './nats-permissions';
 
 export interface JetStreamConnection {
   readonly nc: NatsConnection;
@@ -117,6 +118,9 @@ function toConnectionOptions(options: ConnectJetStreamOptions): NodeConnectionOp
   if (first.username && first.password) {
     connectOptions.user = decodeURIComponent(first.username);
     connectOptions.pass = decodeURIComponent(first.password);
+    // A user of its own gets replies under its own prefix, the only one it may subscribe to.
+    if (/^[A-Za-z0-9_-]+$/.test(connectOptions.user))
+      connectOptions.inboxPrefix = natsInboxPrefix(connectOptions.user);
   } else if (first.username) {
     connectOptions.token = decodeURIComponent(first.username);
   }

@@ -1,74 +1,98 @@
+import { EVENT_CONSUMERS, TELEMETRY_CONSUMERS } from '@sts/events/event-consumers';
 import { EVENT_PRODUCERS } from '@sts/events/event-producers';
 import type { EventType } from '@sts/events/event-catalogue';
-import { eventSubject } from '@sts/events/subjects';
-import { allTelemetrySubject, telemetryClaimsBucketName } from '@sts/events/telemetry';
+import { eventsStreamName, eventSubject } from '@sts/events/subjects';
+import { allTelemetrySubject, telemetryClaimsBucketName, telemetryStreamName } from '@sts/events/telemetry';
 import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
-import { limitsBucketName } from './limits-bucket';
+import { limitsBucketName } from './kv-buckets';
 
-/** A user of the NATS server with every permission: for the project's scripts and tests' cleanup. */
+/** The user that provisions streams, consumers and buckets (nats-setup), and tests' cleanup: every permission. */
 export const NATS_ADMIN_USER = 'admin';
+
+/**
+ * Replies to a user's requests (JetStream answers, pulled messages) go to subjects under this prefix,
+ * which only that user may subscribe to; with the shared `_INBOX.>` any user could read the messages
+ * another service pulls. `connectJetStream` takes it from the user name in the URL.
+ */
+export function natsInboxPrefix(user: string): string {
+  return `_INBOX_${user}`;
+}
 
 export interface NatsUserPermissions {
   publish: string[];
-  /** Subjects refused even where `publish` allows them (a deny wins over an allow). */
-  publishDeny: string[];
   subscribe: string[];
 }
 
 /**
- * What each service may do on NATS. Every service may use the JetStream API (ensure the events
- * stream, create and read its durable consumer, fetch), ack its messages and receive replies; it may
- * publish only the event subjects it produces (EVENT_PRODUCERS). The gateway also publishes telemetry
- * batches, listens to membership, device and license events (plain subscriptions, for cache evictions)
- * and writes its rate-limit counters (`$KV.<bucket>.>`); the other services may neither write nor read
- * that bucket, nor manage its stream through the JetStream API. Analytics writes its batch claims.
+ * What each service may do on NATS, least privilege (docs/decisions.md, "Trust model"):
+ * - publish the event subjects it produces (EVENT_PRODUCERS), nothing else of the events stream;
+ * - read the information of the streams it uses, and use its own durable consumers (EVENT_CONSUMERS,
+ *   TELEMETRY_CONSUMERS): their information, pulling their messages, acknowledging them;
+ * - the gateway also publishes telemetry batches, subscribes to membership, device and license events
+ *   (cache evictions) and reads and writes its limits bucket; analytics reads and writes its claims bucket;
+ * - receive replies under its own inbox prefix only.
+ * No service may create, change, purge or delete a stream, consumer or bucket, read a stream's messages
+ * directly, or use another service's consumer: nats-setup, with the admin user, makes them.
  */
 export function natsPermissions(namespace: string, service: ServiceName): NatsUserPermissions {
-  const own = (Object.entries(EVENT_PRODUCERS) as [EventType, ServiceName][])
-    .filter(([, producer]) => producer === service)
-    .map(([type]) => eventSubject(namespace, type));
-  const subscribe = ['_INBOX.>'];
-  const bucket = limitsBucketName(namespace);
-  let publishDeny: string[] = [];
-  // Telemetry batches are published by the gateway only, straight to their stream.
-  if (service === 'gateway') {
-    subscribe.push(
-      `${namespace}.events.member.*`,
-      `${namespace}.events.device.*`,
-      eventSubject(namespace, 'billing.updated'),
-    );
-    own.push(allTelemetrySubject(namespace), `$KV.${bucket}.>`);
-  } else {
-    // Every API subject naming the bucket's stream: STREAM.INFO.<stream>, STREAM.MSG.GET.<stream>,
-    // DIRECT.GET.<stream>.<subject>, CONSUMER.CREATE.<stream>.…, CONSUMER.DURABLE.CREATE.<stream>.…
-    const stream = `KV_${bucket}`;
-    publishDeny = [
-      `$JS.API.*.*.${stream}`,
-      `$JS.API.*.*.${stream}.>`,
-      `$JS.API.*.*.*.${stream}`,
-      `$JS.API.*.*.*.${stream}.>`,
-    ];
+  const publish = new Set<string>(['$JS.API.INFO']);
+  const subscribe = new Set<string>([`${natsInboxPrefix(service)}.>`]);
+  const streamInfo = (stream: string) => publish.add(`$JS.API.STREAM.INFO.${stream}`);
+  const useConsumer = (stream: string, durable: string) => {
+    streamInfo(stream);
+    publish.add(`$JS.API.CONSUMER.INFO.${stream}.${durable}`);
+    publish.add(`$JS.API.CONSUMER.MSG.NEXT.${stream}.${durable}`);
+    publish.add(`$JS.ACK.${stream}.${durable}.>`);
+  };
+  const useBucket = (bucket: string) => {
+    streamInfo(`KV_${bucket}`);
+    publish.add(`$KV.${bucket}.>`);
+    publish.add(`$JS.API.DIRECT.GET.KV_${bucket}.>`);
+    publish.add(`$JS.API.STREAM.MSG.GET.KV_${bucket}`);
+  };
+
+  for (const [type, producer] of Object.entries(EVENT_PRODUCERS) as [EventType, ServiceName][]) {
+    if (producer !== service) continue;
+    publish.add(eventSubject(namespace, type));
+    streamInfo(eventsStreamName(namespace));
   }
-  // Analytics replicas claim the telemetry batches they store in a bucket of their own.
-  if (service === 'analytics') own.push(`$KV.${telemetryClaimsBucketName(namespace)}.>`);
-  return { publish: ['$JS.API.>', '$JS.ACK.>', ...own], publishDeny, subscribe };
+  for (const [durable, consumer] of Object.entries(EVENT_CONSUMERS)) {
+    if (consumer.service === service) useConsumer(eventsStreamName(namespace), durable);
+  }
+  for (const [durable, consumer] of Object.entries(TELEMETRY_CONSUMERS)) {
+    if (consumer.service === service) useConsumer(telemetryStreamName(namespace), durable);
+  }
+  if (service === 'gateway') {
+    publish.add(allTelemetrySubject(namespace));
+    streamInfo(telemetryStreamName(namespace));
+    useBucket(limitsBucketName(namespace));
+    subscribe.add(`${namespace}.events.member.*`);
+    subscribe.add(`${namespace}.events.device.*`);
+    subscribe.add(eventSubject(namespace, 'billing.updated'));
+  }
+  if (service === 'analytics') useBucket(telemetryClaimsBucketName(namespace));
+  return { publish: [...publish], subscribe: [...subscribe] };
 }
+
+/** A password in the configuration: a literal, or `$NAME` for the server to read from its environment. */
+export type NatsPassword = string | { env: string };
 
 /**
  * The `authorization` block of a nats-server configuration: one user per service with the permissions
- * above, and the admin. Passwords are the caller's (generated once by the project's scripts).
+ * above, and the admin. Passwords are the caller's (generated by the project's scripts, or environment
+ * variables of the server's container in deploy/).
  */
 export function natsAuthorizationConfig(
   namespace: string,
-  passwords: Record<ServiceName | typeof NATS_ADMIN_USER, string>,
+  passwords: Record<ServiceName | typeof NATS_ADMIN_USER, NatsPassword>,
 ): string {
   const quote = (value: string) => JSON.stringify(value);
+  const password = (value: NatsPassword) => (typeof value === 'string' ? quote(value) : `$${value.env}`);
   const list = (values: string[]) => `[${values.map(quote).join(', ')}]`;
   const users = SERVICE_NAMES.map((service) => {
-    const { publish, publishDeny, subscribe } = natsPermissions(namespace, service);
-    const deny = publishDeny.length > 0 ? `, deny: ${list(publishDeny)}` : '';
-    return `    { user: ${quote(service)}, password: ${quote(passwords[service])}, permissions: { publish: { allow: ${list(publish)}${deny} }, subscribe: { allow: ${list(subscribe)} } } }`;
+    const { publish, subscribe } = natsPermissions(namespace, service);
+    return `    { user: ${quote(service)}, password: ${password(passwords[service])}, permissions: { publish: { allow: ${list(publish)} }, subscribe: { allow: ${list(subscribe)} } } }`;
   });
-  users.push(`    { user: ${quote(NATS_ADMIN_USER)}, password: ${quote(passwords[NATS_ADMIN_USER])} }`);
+  users.push(`    { user: ${quote(NATS_ADMIN_USER)}, password: ${password(passwords[NATS_ADMIN_USER])} }`);
   return `authorization {\n  users: [\n${users.join(',\n')}\n  ]\n}\n`;
 }

@@ -1,11 +1,7 @@
 import { openSealedSecret } from '@sts/crypto/secrets';
 import { UnprocessableEventError } from '@sts/events/unprocessable-event';
-import {
-  SEALING_CONTEXTS,
-  parseEventData,
-  type DomainEvent,
-  type EventType,
-} from '@sts/events/event-catalogue';
+import { SEALING_CONTEXTS, parseEventData, type DomainEvent } from '@sts/events/event-catalogue';
+import { EVENT_CONSUMERS } from '@sts/events/event-consumers';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import type { EventResult } from '@sts/events/event-result';
 import { deviceDisabledMessage, threatDetectedMessage, deviceEnrolledMessage } from './device-messages';
@@ -24,20 +20,10 @@ import {
 import type { Clock, Mailer, NotificationStore, OrgAdmins } from './notification-ports';
 
 /** The event types that become feed items: taken in batches, many items per transaction. */
-export const FEED_EVENT_TYPES = [
-  'member.joined',
-  'device.enrolled',
-  'device.disabled',
-  'threat.detected',
-  'billing.updated',
-] as const satisfies readonly EventType[];
+export const FEED_EVENT_TYPES = EVENT_CONSUMERS.notification.eventTypes;
 
 /** The event types that send an e-mail: one at a time, on a consumer of their own, so an SMTP outage never holds up the feed. */
-export const EMAIL_EVENT_TYPES = [
-  'invite.created',
-  'enrollment_code.email_requested',
-  'billing.payment_failed',
-] as const satisfies readonly EventType[];
+export const EMAIL_EVENT_TYPES = EVENT_CONSUMERS['notification-email'].eventTypes;
 
 /**
  * The event types the notifier subscribes to. Each one has a case in `NotificationEventHandler.handle`.

@@ -2,11 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { registerService } from '@sts/grpc/grpc-server';
 import { AlertService } from '@sts/notification-domain/alert-service';
 import type { Logger } from '@sts/logger/create-logger';
-import {
-  EMAIL_EVENT_TYPES,
-  FEED_EVENT_TYPES,
-  NotificationEventHandler,
-} from '@sts/notification-domain/notification-events';
+import { NotificationEventHandler } from '@sts/notification-domain/notification-events';
 import { NotificationService } from '@sts/notification-domain/notification-service';
 import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notification';
 import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
@@ -26,8 +22,7 @@ import { IdentityServiceService } from '@sts/proto/gen/identity/v1/identity';
 
 export type { RunningService } from '@sts/service-host/service-host';
 
-/** Durable JetStream consumers of this service: the feed's (named after the service) and the e-mail's. */
-export const NOTIFICATION_CONSUMER = 'notification';
+/** The e-mail's durable JetStream consumer (the feed's is named after the service). */
 export const NOTIFICATION_EMAIL_CONSUMER = 'notification-email';
 
 /**
@@ -40,7 +35,7 @@ export function startNotificationService(
 ): Promise<RunningService> {
   return runServiceHost(
     {
-      name: NOTIFICATION_CONSUMER,
+      name: 'notification',
       database: {
         schema: NOTIFICATION_SCHEMA,
         entities: NOTIFICATION_ENTITIES,
@@ -98,17 +93,10 @@ export function startNotificationService(
       // Feed items in batches (a roll-out of 1,000 enrollments/s keeps up); e-mails one at a time on a
       // consumer of their own, so that an SMTP outage never holds up the feed.
       await host.consume({
-        eventTypes: FEED_EVENT_TYPES,
+        consumer: 'notification',
         handleBatch: (batch) => events.handleFeedBatch(batch),
       });
-      await host.consume({
-        durableName: NOTIFICATION_EMAIL_CONSUMER,
-        eventTypes: EMAIL_EVENT_TYPES,
-        handle: (event) => events.handle(event),
-        // Retries back off to 5 minutes apart: 100 deliveries ride out an SMTP outage of about 8 hours
-        // before an e-mail (invitation, enrollment code) is given up (and logged).
-        maxDeliver: 100,
-      });
+      await host.consume({ consumer: NOTIFICATION_EMAIL_CONSUMER, handle: (event) => events.handle(event) });
       return [
         registerService(
           'notification.v1.NotificationService',

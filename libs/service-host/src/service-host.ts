@@ -9,6 +9,11 @@ import {
   type ServiceOrm,
 } from '@sts/db/service-orm';
 import type { EventType } from '@sts/events/event-catalogue';
+import {
+  EVENT_CONSUMERS,
+  type EventConsumerDeclaration,
+  type EventConsumerName,
+} from '@sts/events/event-consumers';
 import { startGrpcServer, type ServiceRegistration } from '@sts/grpc/grpc-server';
 import { watchDependencies, type DependencyCheck } from '@sts/grpc/dependency-health';
 import { loadGrpcTls } from '@sts/grpc/grpc-tls';
@@ -71,17 +76,24 @@ export interface ServiceHost<Orm extends ServiceOrm | null = ServiceOrm> {
   logger: Logger;
   /** Call after a commit that wrote events, to publish them at once. No-op for non-publishers. */
   wakeOutbox(): void;
-  /** Starts the service's durable consumer (named after the service unless told otherwise). */
-  consume<Type extends EventType>(
-    options: EventHandler<Type> &
-      Pick<EventConsumerSettings<Type>, 'eventTypes'> &
-      Partial<Pick<EventConsumerSettings<Type>, 'durableName' | 'maxDeliver' | 'retryDelay'>>,
+  /**
+   * Starts one of the service's durable consumers of the events stream, as EVENT_CONSUMERS declares it
+   * (its event types and deliveries).
+   */
+  consume<Name extends EventConsumerName>(
+    options: EventHandler<ConsumerEventType<Name>> & {
+      consumer: Name;
+      retryDelay?: EventConsumerSettings['retryDelay'];
+    },
   ): Promise<void>;
   /** Registers something to close at shutdown (before the connections above it). */
   onShutdown(name: string, close: () => unknown): void;
   /** A dependency besides PostgreSQL and NATS that readiness checks (gRPC health `dependency/<name>`). */
   checkDependency(name: string, check: DependencyCheck): void;
 }
+
+/** The event types a declared consumer takes. */
+type ConsumerEventType<Name extends EventConsumerName> = (typeof EVENT_CONSUMERS)[Name]['eventTypes'][number];
 
 export interface RunningService {
   grpcPort: number;
@@ -151,7 +163,7 @@ export async function runServiceHost(
     let relay: OutboxRelay | undefined;
     if (orm && database?.publishesEvents) {
       // Consumers ensure the stream themselves (and again when it vanishes); the relay needs it to publish.
-      await ensureEventsStream(nats.jsm, config.NATS_NAMESPACE);
+      await ensureEventsStream(nats.jsm, config.NATS_NAMESPACE, { logger });
       relay = new OutboxRelay(orm, createEventPublisher(nats.js, config.NATS_NAMESPACE), logger, {
         brokerAnswers: () => nats.jsm.getAccountInfo().then(() => true),
         maxPayloadBytes: nats.nc.info?.max_payload,
@@ -177,17 +189,23 @@ export async function runServiceHost(
       checkDependency: (name, check) => {
         extraChecks[name] = check;
       },
-      consume: async (consumer) => {
+      consume: async ({ consumer, ...handler }) => {
+        const declaration: EventConsumerDeclaration = EVENT_CONSUMERS[consumer];
+        if (declaration.service !== options.name)
+          throw new Error(`consumer ${consumer} belongs to ${declaration.service}, not ${options.name}`);
         consumesEvents = true;
         const running = await startEventConsumer({
-          ...consumer,
+          ...(handler as EventHandler<EventType>),
+          durableName: consumer,
+          eventTypes: declaration.eventTypes,
+          maxDeliver: declaration.maxDeliver,
+          retryDelay: handler.retryDelay,
           js: nats.js,
           jsm: nats.jsm,
           namespace: config.NATS_NAMESPACE,
-          durableName: consumer.durableName ?? options.name,
           logger,
         });
-        lifecycle.add(`event consumer ${consumer.durableName ?? options.name}`, () => running.stop());
+        lifecycle.add(`event consumer ${consumer}`, () => running.stop());
       },
     };
     const services = await compose(host as ServiceHost<never>);

@@ -1,0 +1,50 @@
+import { z } from 'zod';
+import { commonEnv, natsEnv, telemetryStreamEnv } from '@sts/config/env-fragments';
+import { loadConfig } from '@sts/config/load-config';
+import { createLogger } from '@sts/logger/create-logger';
+import { connectJetStream } from '@sts/nats/jetstream-connection';
+import { provisionNatsTopology } from '@sts/nats/nats-topology';
+import { runProcess } from '@sts/runtime/lifecycle';
+
+/**
+ * `node dist/apps/nats-setup/main.js`: with NATS_URL naming the admin user, makes or updates every
+ * stream, durable consumer and key-value bucket of NATS_NAMESPACE, then exits. The services' own users
+ * may not (docs/decisions.md, "Trust model"), so a release runs this before they start. Takes the
+ * analytics service's TELEMETRY_* settings, which the telemetry stream and its consumer carry.
+ */
+const setupEnvSchema = z.object({
+  ...commonEnv,
+  ...natsEnv,
+  ...telemetryStreamEnv,
+  /** Copies of every stream and bucket a NATS cluster keeps (1 on a single server). */
+  NATS_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
+});
+
+runProcess('nats-setup', async () => {
+  const config = loadConfig(setupEnvSchema);
+  const logger = createLogger('nats-setup', config.LOG_LEVEL);
+  const nats = await connectJetStream({ url: config.NATS_URL, name: 'nats-setup', logger });
+  try {
+    await provisionNatsTopology(
+      nats.nc,
+      nats.jsm,
+      {
+        namespace: config.NATS_NAMESPACE,
+        replicas: config.NATS_STREAM_REPLICAS,
+        telemetryMaxBytes: config.TELEMETRY_STREAM_MAX_BYTES,
+        telemetryConsumers: {
+          'analytics-telemetry': {
+            ackWaitMs: config.TELEMETRY_ACK_WAIT_MS,
+            maxBatchMessages: config.TELEMETRY_BATCH_MESSAGES,
+          },
+        },
+      },
+      logger,
+    );
+  } catch (error) {
+    await nats.close();
+    throw error;
+  }
+  logger.info({ namespace: config.NATS_NAMESPACE }, 'NATS streams, consumers and buckets are in place');
+  return { logger, stop: () => nats.close(), finished: true };
+});
