@@ -1,6 +1,7 @@
 import { Webhook } from 'standardwebhooks';
 import {
   MAX_ATTEMPTS,
+  NO_ANSWER_ERRORS,
   RETRY_DELAYS_MS,
   judgeAttempt,
   nextAttemptAt,
@@ -18,16 +19,18 @@ const answered = (status: number, retryAfter: string | null = null): AttemptResu
 });
 
 describe('alert delivery policy', () => {
-  it('delivers on 2xx, retries timeouts, connection errors, refusals, 408, 429, 5xx and redirects, stops on other 4xx', () => {
+  it('delivers on 2xx, retries timeouts, connection and TLS errors, addresses not allowed, 408, 429, 5xx and redirects, stops on other 4xx', () => {
     expect(judgeAttempt(answered(200), now)).toEqual({ outcome: 'delivered' });
     expect(judgeAttempt(answered(204), now)).toEqual({ outcome: 'delivered' });
     for (const status of [408, 429, 500, 502, 503, 301, 302, 307]) {
       expect(judgeAttempt(answered(status), now).outcome).toBe('retry');
     }
-    for (const reason of ['timeout', 'network', 'refused'] as const) {
-      expect(judgeAttempt({ kind: 'no-answer', reason, error: reason, durationMs: 1 }, now).outcome).toBe(
-        'retry',
-      );
+    for (const reason of ['timeout', 'network', 'tls', 'not-allowed'] as const) {
+      expect(judgeAttempt({ kind: 'no-answer', reason, durationMs: 1 }, now)).toEqual({
+        outcome: 'retry',
+        error: NO_ANSWER_ERRORS[reason],
+        retryAfterMs: null,
+      });
     }
     for (const status of [400, 401, 403, 404, 410, 413, 422]) {
       expect(judgeAttempt(answered(status), now)).toMatchObject({ outcome: 'stop' });

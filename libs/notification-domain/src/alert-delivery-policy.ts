@@ -20,10 +20,25 @@ export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
 /** A Retry-After longer than this is not honoured in full (a receiver cannot park an alert for days). */
 const MAX_RETRY_AFTER_MS = 10 * 3_600_000;
 
+/**
+ * Why an attempt got no answer, as a class only: the sender's own messages never reach the delivery log
+ * (shown to the organization). `not-allowed` is both a name that does not resolve and one that resolves
+ * only to addresses a delivery may not reach, so that the log tells no one which internal names exist.
+ */
+export type NoAnswerReason = 'not-allowed' | 'network' | 'tls' | 'timeout';
+
 /** What one attempt came to. */
 export type AttemptResult =
   | { kind: 'answered'; status: number; durationMs: number; retryAfter: string | null }
-  | { kind: 'no-answer'; reason: 'timeout' | 'network' | 'refused'; error: string; durationMs: number };
+  | { kind: 'no-answer'; reason: NoAnswerReason; durationMs: number };
+
+/** The recorded error of an attempt without an answer. */
+export const NO_ANSWER_ERRORS: Record<NoAnswerReason, string> = {
+  'not-allowed': 'address not allowed (the name does not resolve, or only to private or reserved addresses)',
+  network: 'connection failed',
+  tls: 'TLS handshake failed (certificate not trusted or not valid for the host)',
+  timeout: 'timeout (no answer in time)',
+};
 
 export type AttemptVerdict =
   | { outcome: 'delivered' }
@@ -31,12 +46,13 @@ export type AttemptVerdict =
   | { outcome: 'stop'; error: string };
 
 /**
- * 2xx delivers. Timeouts, connection errors, refused addresses (the DNS answer may change), 408, 429,
+ * 2xx delivers. Timeouts, connection and TLS errors, addresses not allowed (the DNS answer may change), 408, 429,
  * 5xx and redirects (never followed) are tried again; any other 4xx stops: the receiver said the
  * message is unwelcome, and asking again would not change its mind.
  */
 export function judgeAttempt(result: AttemptResult, now: Date): AttemptVerdict {
-  if (result.kind === 'no-answer') return { outcome: 'retry', error: result.error, retryAfterMs: null };
+  if (result.kind === 'no-answer')
+    return { outcome: 'retry', error: NO_ANSWER_ERRORS[result.reason], retryAfterMs: null };
   const { status } = result;
   if (status >= 200 && status < 300) return { outcome: 'delivered' };
   if (status >= 300 && status < 400)

@@ -48,7 +48,22 @@ export const ALERT_LIMITS = {
   endpointsPerOrganization: 20,
   urlLength: 2_048,
   descriptionLength: 200,
+  /** Test messages per endpoint (each one a request to the receiver and a row in the log). */
+  testsPerEndpointPerMinute: 3,
+  testsPerEndpointPerHour: 20,
 } as const;
+
+/**
+ * The endpoint's host (and port), for a message that anyone in the organization may read: the path and
+ * query of an endpoint URL often carry a token, and only those who may list endpoints see them.
+ */
+export function alertEndpointHost(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return 'an unreadable URL';
+  }
+}
 
 /** Sealing context of an endpoint's secret: it opens only for this endpoint of this organization. */
 export const alertSecretContext = (endpoint: { orgId: string; id: string }) =>

@@ -94,6 +94,92 @@ describe('alert endpoints', () => {
     expect(await code(service.delete('org-1', endpoint.id))).toBe('ALERT_ENDPOINT_NOT_FOUND');
   });
 
+  it('allows a few test messages per endpoint a minute and an hour, then RATE_LIMITED until they age out', async () => {
+    const clock = new ManualClock();
+    const limited = new AlertService(store, clock, {
+      sealingKey: randomBytes(32),
+      publicAppUrl: 'https://app.example',
+    });
+    const { endpoint } = await limited.create('org-1', 'https://a.example/', null);
+    const { endpoint: other } = await limited.create('org-1', 'https://b.example/', null);
+    const started = clock.now().getTime();
+    let sent = 0;
+    const refusal = async (endpointId = endpoint.id) => {
+      try {
+        await limited.sendTest('org-1', endpointId);
+        sent++;
+        return null;
+      } catch (error) {
+        return error instanceof AppError ? `${error.code}: ${error.detail}` : String(error);
+      }
+    };
+
+    for (let i = 0; i < ALERT_LIMITS.testsPerEndpointPerMinute; i++) expect(await refusal()).toBeNull();
+    clock.advance(15_000);
+    expect(await refusal()).toBe(
+      'RATE_LIMITED: At most 3 test messages per endpoint per minute; try again in 45 s',
+    );
+    // Another endpoint has its own allowance; a refused test leaves nothing behind.
+    expect(await refusal(other.id)).toBeNull();
+    expect(store.state.alertDeliveries.filter((d) => d.endpointId === endpoint.id)).toHaveLength(3);
+
+    // A minute later three more, and so on until the hour's twenty are used up.
+    while (sent < ALERT_LIMITS.testsPerEndpointPerHour + 1) {
+      clock.advance(60_000);
+      for (let i = 0; i < ALERT_LIMITS.testsPerEndpointPerMinute; i++) await refusal();
+    }
+    clock.advance(60_000);
+    expect(await refusal()).toMatch(
+      /^RATE_LIMITED: At most 20 test messages per endpoint per hour; try again in \d+ s$/,
+    );
+    expect(store.state.alertDeliveries.filter((d) => d.endpointId === endpoint.id)).toHaveLength(20);
+    clock.advance(started + 3_600_000 - clock.now().getTime());
+    expect(await refusal()).toBeNull();
+  });
+
+  it('tells the feed which endpoint was disabled by its id and host, never its path or query', async () => {
+    const clock = new ManualClock();
+    const key = randomBytes(32);
+    const alerts = new AlertService(store, clock, { sealingKey: key, publicAppUrl: 'https://app.example' });
+    const { endpoint } = await alerts.create(
+      'org-1',
+      'https://hooks.example.com:8443/services/T0KEN/in?api_key=s3cr3t',
+      null,
+    );
+    const delivery = await alerts.sendTest('org-1', endpoint.id);
+    const notices: string[] = [];
+    const queue: AlertDeliveryQueue = {
+      claimDue: async () => [],
+      recordAttempt: async () => ({
+        recorded: true,
+        failingSince: new Date(clock.now().getTime() - 3_600_000),
+      }),
+      disableEndpoint: async (_endpoint, _at, notice) => {
+        notices.push(notice.message);
+        return true;
+      },
+    };
+    const failing: AlertSender = {
+      send: async () => ({ kind: 'answered', status: 503, durationMs: 1, retryAfter: null }),
+    };
+    const [stored] = store.state.alertEndpoints;
+    const record = await attemptDelivery(
+      { leaseToken: 'lease', delivery, endpoint: stored! },
+      failing,
+      queue,
+      key,
+      clock,
+      60_000,
+    );
+    expect(record.endpointDisabled).toBe(true);
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toContain(endpoint.id);
+    expect(notices[0]).toContain('hooks.example.com:8443');
+    expect(notices[0]).toContain('HTTP 503');
+    for (const secret of ['T0KEN', 's3cr3t', '/services', 'api_key'])
+      expect(notices[0]).not.toContain(secret);
+  });
+
   it('rotates the secret: both sign for the grace period, then only the new one', async () => {
     const clock = new ManualClock(new Date());
     const key = randomBytes(32);

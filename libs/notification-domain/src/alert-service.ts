@@ -6,6 +6,7 @@ import type { DomainEvent } from '@sts/events/event-catalogue';
 import {
   ALERT_LIMITS,
   SECRET_ROTATION_GRACE_MS,
+  alertEndpointHost,
   alertSecretContext,
   newAlertSecret,
   type AlertDelivery,
@@ -109,6 +110,36 @@ async function requireEndpoint(
   return endpoint;
 }
 
+const MINUTE_MS = 60_000;
+const HOUR_MS = 3_600_000;
+
+/** Throws RATE_LIMITED when the endpoint had its test messages of the last minute or hour. */
+async function requireTestAllowance(
+  repos: NotificationRepositories,
+  orgId: string,
+  endpointId: string,
+  now: Date,
+): Promise<void> {
+  const sent = await repos.testSendTimes(orgId, endpointId, new Date(now.getTime() - HOUR_MS));
+  for (const [windowMs, limit, name] of [
+    [MINUTE_MS, ALERT_LIMITS.testsPerEndpointPerMinute, 'minute'],
+    [HOUR_MS, ALERT_LIMITS.testsPerEndpointPerHour, 'hour'],
+  ] as const) {
+    const inWindow = sent
+      .map((at) => at.getTime())
+      .filter((at) => at > now.getTime() - windowMs)
+      .sort((a, b) => a - b);
+    if (inWindow.length < limit) continue;
+    // The next test is allowed once enough of these have left the window.
+    const freeAt = inWindow[inWindow.length - limit]! + windowMs;
+    const seconds = Math.max(1, Math.ceil((freeAt - now.getTime()) / 1000));
+    throw new AppError(
+      'RATE_LIMITED',
+      `At most ${limit} test messages per endpoint per ${name}; try again in ${seconds} s`,
+    );
+  }
+}
+
 /** The organization's alert endpoints: register, list, delete, send a test, read the deliveries. */
 export class AlertService {
   constructor(
@@ -195,11 +226,16 @@ export class AlertService {
     if (!deleted) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
   }
 
-  /** Schedules a test message (`alert.test`) to one endpoint; it goes the way every alert goes. */
+  /**
+   * Schedules a test message (`alert.test`) to one endpoint; it goes the way every alert goes. At most
+   * ALERT_LIMITS.testsPerEndpointPerMinute and …PerHour per endpoint (RATE_LIMITED beyond), counted
+   * while the endpoint is locked, so concurrent requests cannot pass together.
+   */
   async sendTest(orgId: string, endpointId: string): Promise<AlertDelivery> {
     const delivery = await this.store.transaction(async (repos) => {
       await requireEndpoint(repos, orgId, endpointId);
       const now = this.clock.now();
+      await requireTestAllowance(repos, orgId, endpointId, now);
       const id = randomUUID();
       const body = JSON.stringify({
         id,
@@ -298,9 +334,11 @@ export async function attemptDelivery(
       id: randomUUID(),
       orgId: endpoint.orgId,
       type: 'alert_endpoint.disabled',
+      // Every member reads the feed: the host and the id name the endpoint, never its path or query.
       message: plainTextLine(
-        `Alert endpoint ${endpoint.url} was disabled: deliveries have failed since ${failingSince.toISOString()} ` +
-          `(last: ${record.error ?? 'no answer'}). Enable it again once it receives alerts.`,
+        `Alert endpoint ${endpoint.id} (${alertEndpointHost(endpoint.url)}) was disabled: deliveries have ` +
+          `failed since ${failingSince.toISOString()} (last: ${record.error ?? 'no answer'}). ` +
+          'Enable it again once it receives alerts.',
         500,
       ),
       createdAt: at,

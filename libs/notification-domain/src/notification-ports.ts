@@ -52,6 +52,8 @@ export interface NotificationRepositories {
     rotation: { secretSealed: string; previousSecretSealed: string; previousSecretExpiresAt: Date },
   ): Promise<boolean>;
   insertAlertDeliveries(deliveries: readonly AlertDelivery[]): Promise<void>;
+  /** The creation times of the endpoint's test messages created after `since` (any order). */
+  testSendTimes(orgId: string, endpointId: string, since: Date): Promise<Date[]>;
   /** An endpoint's deliveries, newest first; null when the endpoint is not the organization's. */
   listAlertDeliveries(orgId: string, endpointId: string, limit: number): Promise<AlertDelivery[] | null>;
 }

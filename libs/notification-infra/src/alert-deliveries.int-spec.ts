@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { loadConfig } from '@sts/config/load-config';
+import { AppError } from '@sts/errors/app-error';
 import type { DomainEvent } from '@sts/events/event-catalogue';
 import { newEnvelope } from '@sts/events/event-envelope';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
@@ -245,14 +246,54 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
       url: `${receiver.url}/pair`,
       description: '',
     });
-    const sent = await Promise.all(
-      Array.from({ length: 30 }, () => client.sendTestAlert({ orgId, endpointId: endpoint!.id })),
+    // Thirty messages due at once (more than an endpoint's test allowance, so written here).
+    const { rows } = await db.query<{ id: string }>(
+      `insert into notification.alert_deliveries
+         (id, org_id, endpoint_id, event_type, body, status, attempts, next_attempt_at, created_at)
+       select gen_random_uuid(), $1, $2, 'alert.test', '{}', 'pending', 0, now(), now()
+       from generate_series(1, 30)
+       returning id`,
+      [orgId, endpoint!.id],
     );
     await eventually(() => at('/pair').length >= 30 || undefined);
     await sleep(1_500);
     const ids = at('/pair').map((request) => request.headers['webhook-id']);
     expect(ids).toHaveLength(30);
-    expect(new Set(ids)).toEqual(new Set(sent.map(({ delivery }) => delivery!.id)));
+    expect(new Set(ids)).toEqual(new Set(rows.map(({ id }) => id)));
+  });
+
+  it('allows an endpoint three test messages a minute, counted across processes, then RATE_LIMITED', async () => {
+    const orgId = `org-${randomUUID()}`;
+    const clients = [client, clientOf(services.at(-1)!)];
+    try {
+      const { endpoint } = await client.createAlertEndpoint({
+        orgId,
+        url: `${receiver.url}/tests`,
+        description: '',
+      });
+      const { endpoint: other } = await client.createAlertEndpoint({
+        orgId,
+        url: `${receiver.url}/tests-other`,
+        description: '',
+      });
+      const outcomes = await Promise.all(
+        Array.from({ length: 5 }, (_, i) =>
+          clients[i % 2]!.sendTestAlert({ orgId, endpointId: endpoint!.id }).then(
+            () => 'sent',
+            (error: unknown) => (error instanceof AppError ? error.code : String(error)),
+          ),
+        ),
+      );
+      expect(outcomes.filter((outcome) => outcome === 'sent')).toHaveLength(3);
+      expect(outcomes.filter((outcome) => outcome === 'RATE_LIMITED')).toHaveLength(2);
+      expect(
+        (await client.listAlertDeliveries({ orgId, endpointId: endpoint!.id, limit: 0 })).deliveries,
+      ).toHaveLength(3);
+      // Another endpoint's allowance is its own.
+      await client.sendTestAlert({ orgId, endpointId: other!.id });
+    } finally {
+      clients[1]!.close();
+    }
   });
 
   it("attempts a delivery claimed by a process that died once that process's lease has run out", async () => {
@@ -283,10 +324,12 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
 
   it('disables an endpoint that has failed for days, tells the organization in its feed, and sends again once enabled', async () => {
     const orgId = `org-${randomUUID()}`;
-    receiver.behave((request) => (request.path === '/dying' ? { status: 503 } : { status: 200 }));
+    // The URL carries a secret, as receivers' URLs often do; the feed is read by every member.
+    const dying = '/dying?token=s3cr3t';
+    receiver.behave((request) => (request.path === dying ? { status: 503 } : { status: 200 }));
     const { endpoint } = await client.createAlertEndpoint({
       orgId,
-      url: `${receiver.url}/dying`,
+      url: `${receiver.url}${dying}`,
       description: '',
     });
     // Its deliveries have been failing for six days (the default limit is five).
@@ -310,15 +353,16 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
     expect(feed.notifications).toEqual([
       expect.objectContaining({
         type: 'alert_endpoint.disabled',
-        message: expect.stringContaining(`${receiver.url}/dying`),
+        message: expect.stringContaining(`${endpoint!.id} (localhost:${receiver.port})`),
       }),
     ]);
+    expect(feed.notifications[0]!.message).not.toMatch(/dying|token|s3cr3t/);
     const [failed] = (await client.listAlertDeliveries({ orgId, endpointId: endpoint!.id, limit: 0 }))
       .deliveries;
     expect(failed).toMatchObject({ status: 'failed', attempts: 1, lastResponseCode: 503 });
 
     // While disabled, alerts are not sent to it.
-    const attemptsBefore = at('/dying').length;
+    const attemptsBefore = at(dying).length;
     await publish(threatDetected(orgId));
     await eventually(
       async () =>
@@ -326,13 +370,59 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
           .notifications.length === 2 || undefined,
     );
     await sleep(1_200);
-    expect(at('/dying')).toHaveLength(attemptsBefore);
+    expect(at(dying)).toHaveLength(attemptsBefore);
 
     receiver.behave(() => ({ status: 200 }));
     const enabled = await client.enableAlertEndpoint({ orgId, endpointId: endpoint!.id });
     expect(enabled.endpoint?.disabledAt).toBeUndefined();
     await publish(threatDetected(orgId));
-    await eventually(() => at('/dying').length === attemptsBefore + 1 || undefined);
+    await eventually(() => at(dying).length === attemptsBefore + 1 || undefined);
+  });
+
+  it('keeps finished deliveries 30 days: older ones are deleted, pending ones never', async () => {
+    const orgId = `org-${randomUUID()}`;
+    const { endpoint } = await client.createAlertEndpoint({
+      orgId,
+      url: `${receiver.url}/history`,
+      description: '',
+    });
+    const insert = (status: string, createdDaysAgo: number, attemptedDaysAgo: number | null) =>
+      db
+        .query<{ id: string }>(
+          `insert into notification.alert_deliveries
+             (id, org_id, endpoint_id, event_type, body, status, attempts, next_attempt_at, created_at,
+              last_attempt_at)
+           values (gen_random_uuid(), $1, $2, 'alert.test', '{}', $3, $4,
+                   case when $3 = 'pending' then now() + interval '1 hour' end,
+                   now() - make_interval(days => $5),
+                   now() - make_interval(days => $6::int))
+           returning id`,
+          [orgId, endpoint!.id, status, attemptedDaysAgo === null ? 0 : 1, createdDaysAgo, attemptedDaysAgo],
+        )
+        .then(({ rows }) => rows[0]!.id);
+    const expired = [
+      await insert('delivered', 32, 31),
+      // Failed without an attempt (its endpoint was disabled first): its creation counts.
+      await insert('failed', 31, null),
+    ];
+    const kept = [
+      await insert('failed', 31, 29),
+      // Pending however old (a schedule stalled for weeks still sends it).
+      await insert('pending', 40, 40),
+    ];
+    const remaining = async () =>
+      (
+        await db.query<{ id: string }>(
+          'select id from notification.alert_deliveries where endpoint_id = $1',
+          [endpoint!.id],
+        )
+      ).rows.map(({ id }) => id);
+    expect(new Set(await remaining())).toEqual(new Set([...expired, ...kept]));
+
+    // A process deletes expired rows when it starts (then hourly), all of them in one statement.
+    await start();
+    await eventually(async () => !(await remaining()).some((id) => expired.includes(id)));
+    expect(new Set(await remaining())).toEqual(new Set(kept));
   });
 
   it('delivers a message whose process was killed (SIGKILL) in the middle of its attempt, once per attempt', async () => {

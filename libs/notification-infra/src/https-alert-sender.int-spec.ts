@@ -4,7 +4,8 @@ import {
   type HttpsReceiver,
   type TestCertificateAuthority,
 } from '@sts/testing/https-receiver';
-import { forbiddenAddress, httpsAlertSender } from './https-alert-sender';
+import { judgeAttempt } from '@sts/notification-domain/alert-delivery-policy';
+import { httpsAlertSender, isForbiddenAddress } from './https-alert-sender';
 
 /** The sender against real HTTPS receivers with a CA of their own. */
 describe('HTTPS alert sender', () => {
@@ -82,23 +83,54 @@ describe('HTTPS alert sender', () => {
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
-  it('verifies the certificate: without the CA the attempt fails and nothing is sent', async () => {
+  it('verifies the certificate: without the CA the attempt fails (a TLS failure) and nothing is sent', async () => {
     const result = await open({ extraCa: undefined }).send({ url: receiver.url, headers, body });
-    expect(result).toMatchObject({ kind: 'no-answer', reason: 'network' });
+    expect(result).toMatchObject({ kind: 'no-answer', reason: 'tls' });
     expect(receiver.requests).toHaveLength(0);
   });
 
-  it('refuses loopback by name, by literal address and as IPv4-mapped IPv6, unless private networks are allowed', async () => {
+  it('refuses loopback by name, by literal address and as IPv4-mapped or IPv4-compatible IPv6, unless private networks are allowed', async () => {
     for (const url of [
       receiver.url,
       `https://127.0.0.1:${receiver.port}`,
       `https://[::ffff:127.0.0.1]:${receiver.port}`,
+      `https://[::127.0.0.1]:${receiver.port}`,
       `https://[::1]:${receiver.port}`,
     ]) {
       const result = await guarded().send({ url, headers, body });
-      expect(result).toMatchObject({ kind: 'no-answer', reason: 'refused' });
+      expect(result).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
     }
     expect(receiver.requests).toHaveLength(0);
+  });
+
+  it('records a name that does not resolve and a name that resolves inside alike (no DNS oracle), and no message of its own', async () => {
+    const sender = httpsAlertSender({
+      timeoutMs: 2_000,
+      allowPrivateNetworks: false,
+      extraCa: ca.certPem,
+      resolve: async (hostname) => {
+        if (hostname === 'metadata.internal.example') return [{ address: '10.0.0.5', family: 4 }];
+        throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
+      },
+    });
+    const now = new Date();
+    const [inside, unknown] = await Promise.all(
+      ['metadata.internal.example', 'nothing.internal.example'].map(async (host) =>
+        judgeAttempt(await sender.send({ url: `https://${host}:${receiver.port}/`, headers, body }), now),
+      ),
+    );
+    expect(inside).toEqual(unknown);
+    expect(inside).toEqual({
+      outcome: 'retry',
+      error: 'address not allowed (the name does not resolve, or only to private or reserved addresses)',
+      retryAfterMs: null,
+    });
+    // A dropped connection is a class too, not the socket's own message.
+    receiver.behave(() => 'drop-connection');
+    expect(judgeAttempt(await open().send({ url: receiver.url, headers, body }), now)).toMatchObject({
+      error: 'connection failed',
+    });
+    expect(receiver.requests).toHaveLength(1);
   });
 
   it('connects only to the address it checked (a name that resolves to a private address is refused)', async () => {
@@ -114,10 +146,7 @@ describe('HTTPS alert sender', () => {
       headers,
       body,
     });
-    expect(result).toMatchObject({ kind: 'no-answer', reason: 'refused' });
-    expect(result.kind === 'no-answer' && result.error).toBe(
-      'alerts.example.com resolves only to private or reserved addresses',
-    );
+    expect(result).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
     expect(receiver.requests).toHaveLength(0);
   });
 
@@ -137,11 +166,40 @@ describe('HTTPS alert sender', () => {
     ['::ffff:10.0.0.1', true],
     ['::ffff:a00:1', true],
     ['64:ff9b::7f00:1', true],
+    ['255.255.255.255', true],
+    ['198.18.0.1', true],
+    ['192.0.0.8', true],
+    ['::', true],
+    ['2001:db8::1', true],
+    ['100::1', true],
+    // IPv4-compatible (deprecated), whatever IPv4 it carries, in either notation.
+    ['::7f00:1', true],
+    ['::127.0.0.1', true],
+    ['::a9fe:a9fe', true],
+    ['::808:808', true],
+    // IPv4-translated (::ffff:0:0:0/96).
+    ['::ffff:0:7f00:1', true],
+    ['::ffff:0:808:808', true],
+    // Local-use NAT64 (64:ff9b:1::/48), 6to4 (2002::/16), Teredo (2001::/32), site-local (fec0::/10).
+    ['64:ff9b:1::a00:1', true],
+    ['64:ff9b:1::808:808', true],
+    ['2002:7f00:1::1', true],
+    ['2002:a9fe:a9fe::1', true],
+    ['2002:808:808::1', true],
+    ['2001:0:4136:e378:8000:63bf:3fff:fdd2', true],
+    ['2001:0:a00:1::1', true],
+    ['fec0::1', true],
+    ['not an address', true],
     ['8.8.8.8', false],
     ['1.1.1.1', false],
     ['2606:4700:4700::1111', false],
+    ['2a00:1450:4001:80b::200e', false],
     ['::ffff:8.8.8.8', false],
+    // NAT64 (well-known prefix): a public IPv4 receiver reached from an IPv6-only network.
+    ['64:ff9b::808:808', false],
+    ['64:ff9b::10.0.0.1', true],
+    ['64:ff9b::169.254.169.254', true],
   ])('%s is forbidden: %s', (address, forbidden) => {
-    expect(forbiddenAddress(address) !== null).toBe(forbidden);
+    expect(isForbiddenAddress(address)).toBe(forbidden);
   });
 });

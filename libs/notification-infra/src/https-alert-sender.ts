@@ -2,13 +2,14 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { Agent, request, type RequestOptions } from 'node:https';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
+import ipaddr from 'ipaddr.js';
 import type { AttemptResult } from '@sts/notification-domain/alert-delivery-policy';
 import type { AlertSender } from '@sts/notification-domain/notification-ports';
 
 export interface HttpsAlertSenderOptions {
   /** The whole attempt (DNS, connection, TLS, answer) at most. */
   timeoutMs: number;
-  /** ALERT_ALLOW_PRIVATE_NETWORKS: let deliveries reach the addresses below (tests, on-premises receivers). */
+  /** ALERT_ALLOW_PRIVATE_NETWORKS: let deliveries reach forbidden addresses (tests, on-premises receivers). */
   allowPrivateNetworks: boolean;
   /** PEM certificates trusted besides the public roots (a private CA). */
   extraCa?: string;
@@ -19,95 +20,48 @@ export interface HttpsAlertSenderOptions {
 /** Bytes of a receiver's answer read (and thrown away) at most: only the status matters. */
 const MAX_ANSWER_BYTES = 64 * 1024;
 
+/** IPv4-compatible IPv6 (`::a.b.c.d`, deprecated by RFC 4291), `::` and `::1`: never a receiver. */
+const IPV4_COMPATIBLE = new BlockList();
+IPV4_COMPATIBLE.addSubnet('::', 96, 'ipv6');
+
+/** The NAT64 well-known prefix (RFC 6052): a translator reaches the IPv4 address in its last 32 bits. */
+const NAT64_WELL_KNOWN: [ipaddr.IPv6, number] = [ipaddr.IPv6.parse('64:ff9b::'), 96];
+
 /**
- * Addresses a delivery must never reach unless private networks are allowed: this host, private and
- * shared networks, link-local (cloud metadata at 169.254.169.254), multicast, reserved and
- * documentation ranges, unique-local and link-local IPv6. IPv4-mapped and NAT64 IPv6 addresses are
- * checked as the IPv4 address they carry.
+ * Whether a delivery must never reach the address (unless private networks are allowed). Only global
+ * unicast passes: ipaddr.js's table of special-purpose ranges (IANA's registries: this host, private and
+ * shared networks, link-local with cloud metadata at 169.254.169.254, multicast, reserved, documentation,
+ * benchmarking, unique-local, site-local, discard, 6to4, Teredo, local-use NAT64…) decides, not a list of
+ * ours. IPv4-mapped and NAT64 (64:ff9b::/96) addresses, the ways an IPv4 receiver is reached over IPv6,
+ * are judged as the IPv4 address they carry; the other forms that embed one (IPv4-compatible,
+ * IPv4-translated, 6to4, Teredo, local-use NAT64 64:ff9b:1::/48) are refused whatever it is.
  */
-const FORBIDDEN = new BlockList();
-for (const [network, prefix] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.0.2.0', 24],
-  ['192.88.99.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['198.51.100.0', 24],
-  ['203.0.113.0', 24],
-  ['224.0.0.0', 4],
-  ['240.0.0.0', 4],
-] as const) {
-  FORBIDDEN.addSubnet(network, prefix, 'ipv4');
-}
-for (const [network, prefix] of [
-  ['::', 128],
-  ['::1', 128],
-  ['100::', 64],
-  ['2001:db8::', 32],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-] as const) {
-  FORBIDDEN.addSubnet(network, prefix, 'ipv6');
-}
-
-/** The IPv4 address an IPv4-mapped (::ffff:a.b.c.d) or NAT64 (64:ff9b::a.b.c.d) IPv6 address carries. */
-function embeddedIpv4(address: string): string | null {
-  const groups = expandIpv6(address);
-  if (!groups) return null;
-  const mapped = groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff;
-  const nat64 = groups[0] === 0x64 && groups[1] === 0xff9b && groups.slice(2, 6).every((g) => g === 0);
-  if (!mapped && !nat64) return null;
-  const [high = 0, low = 0] = groups.slice(6);
-  return [high >> 8, high & 0xff, low >> 8, low & 0xff].join('.');
-}
-
-function expandIpv6(address: string): number[] | null {
-  let text = address.toLowerCase();
-  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  if (dotted) {
-    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
-    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head = '', tail] = text.split('::');
-  const left = head ? head.split(':') : [];
-  const right = tail ? tail.split(':') : [];
-  const missing = 8 - left.length - right.length;
-  if (tail === undefined ? left.length !== 8 : missing < 0) return null;
-  const groups = [...left, ...Array<string>(tail === undefined ? 0 : missing).fill('0'), ...right].map((g) =>
-    parseInt(g, 16),
-  );
-  return groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : null;
-}
-
-/** Why an address may not be reached, or null when it may. */
-export function forbiddenAddress(address: string): string | null {
+export function isForbiddenAddress(address: string): boolean {
   const family = isIP(address);
-  if (family === 4)
-    return FORBIDDEN.check(address, 'ipv4') ? `${address} is a private or reserved address` : null;
-  if (family !== 6) return `${address} is not an IP address`;
-  const carried = embeddedIpv4(address);
-  if (carried) return forbiddenAddress(carried) ? `${address} carries the private address ${carried}` : null;
-  return FORBIDDEN.check(address, 'ipv6') ? `${address} is a private or reserved address` : null;
+  if (family === 0) return true;
+  if (family === 6 && IPV4_COMPATIBLE.check(address, 'ipv6')) return true;
+  let parsed: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    parsed = ipaddr.parse(address);
+  } catch {
+    return true;
+  }
+  const range = parsed.range();
+  if (range === 'unicast') return false;
+  if (parsed instanceof ipaddr.IPv6 && (range === 'ipv4Mapped' || parsed.match(NAT64_WELL_KNOWN)))
+    return isForbiddenAddress(parsed.toByteArray().slice(12).join('.'));
+  return true;
 }
-
-class RefusedAddress extends Error {}
 
 /**
- * The recorded reason of a refusal: names the host, never the addresses it resolved to (the delivery
- * log is shown to the organization, and internal addresses are none of its business).
+ * No address the delivery may go to: the name does not resolve, or only to forbidden addresses. Both are
+ * one case on purpose (the delivery log must not tell an unknown name from an internal one).
  */
-function refusalOf(host: string, addresses: number): string {
-  return addresses === 0
-    ? `${host} has no address`
-    : `${host} resolves only to private or reserved addresses`;
-}
+class NotAllowed extends Error {}
+
+/** Node's codes for a certificate that does not verify, or a TLS handshake that failed. */
+const TLS_FAILURE =
+  /^(ERR_SSL_|ERR_TLS_)|CERT|SELF_SIGNED|UNABLE_TO_|INVALID_CA|PATH_LENGTH_EXCEEDED|INVALID_PURPOSE|HOSTNAME_MISMATCH/;
 
 /**
  * Sends alerts over HTTPS, one POST per attempt. The receiver's name is resolved at every attempt and
@@ -127,15 +81,14 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
    */
   const agent = new Agent({ keepAlive: true, maxFreeSockets: 8, timeout: 30_000, scheduling: 'lifo' });
 
-  /** Why the name may not be reached now (every address it resolves to is forbidden), or null. */
-  const checkName = async (host: string): Promise<string | null> => {
-    if (options.allowPrivateNetworks || isIP(host)) return null;
+  /** Whether the name resolves now to an address that may be reached. */
+  const mayReach = async (host: string): Promise<boolean> => {
+    if (options.allowPrivateNetworks || isIP(host)) return true;
     try {
       const addresses = await resolve(host);
-      if (addresses.some((entry) => forbiddenAddress(entry.address) === null)) return null;
-      return refusalOf(host, addresses.length);
+      return addresses.some((entry) => !isForbiddenAddress(entry.address));
     } catch {
-      return null; // the connection's own lookup reports it
+      return false; // a name that does not resolve reads as one that resolves inside
     }
   };
 
@@ -151,10 +104,10 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
       (addresses) => {
         const permitted = options.allowPrivateNetworks
           ? addresses
-          : addresses.filter((entry) => forbiddenAddress(entry.address) === null);
+          : addresses.filter((entry) => !isForbiddenAddress(entry.address));
         const chosen = permitted[0];
         if (!chosen) {
-          callback(new RefusedAddress(refusalOf(hostname, addresses.length)), '', 4);
+          callback(new NotAllowed(), '', 4);
           return;
         }
         // Every address offered passed the check (the connection may try them in turn).
@@ -165,7 +118,7 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
           );
         else callback(null, chosen.address, chosen.family);
       },
-      (error: unknown) => callback(error as NodeJS.ErrnoException, '', 4),
+      () => callback(new NotAllowed(), '', 4),
     );
   };
 
@@ -176,26 +129,16 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
       const target = new URL(url);
       const host = target.hostname.replace(/^\[|\]$/g, '');
       // A literal address is never looked up: check it here.
-      if (isIP(host) && !options.allowPrivateNetworks) {
-        const reason = forbiddenAddress(host);
-        if (reason)
-          return Promise.resolve({ kind: 'no-answer', reason: 'refused', error: reason, durationMs: 0 });
-      }
+      if (isIP(host) && !options.allowPrivateNetworks && isForbiddenAddress(host))
+        return Promise.resolve({ kind: 'no-answer', reason: 'not-allowed', durationMs: 0 });
       // One deadline for the whole attempt, name resolution included.
       const signal = AbortSignal.timeout(options.timeoutMs);
       const timedOut = new Promise<'timeout'>((resolve) =>
         signal.addEventListener('abort', () => resolve('timeout'), { once: true }),
       );
-      return Promise.race([checkName(host), timedOut]).then((refusal) => {
-        if (refusal === 'timeout') {
-          return {
-            kind: 'no-answer',
-            reason: 'timeout',
-            error: `no answer within ${options.timeoutMs} ms`,
-            durationMs: elapsed(),
-          };
-        }
-        if (refusal) return { kind: 'no-answer', reason: 'refused', error: refusal, durationMs: elapsed() };
+      return Promise.race([mayReach(host), timedOut]).then((reachable) => {
+        if (reachable === 'timeout') return { kind: 'no-answer', reason: 'timeout', durationMs: elapsed() };
+        if (!reachable) return { kind: 'no-answer', reason: 'not-allowed', durationMs: elapsed() };
         return attempt();
       });
 
@@ -239,19 +182,17 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
               response.once('error', answered);
             },
           );
-          outgoing.once('error', (error: Error) => {
-            if (error instanceof RefusedAddress || error.cause instanceof RefusedAddress) {
-              settle({ kind: 'no-answer', reason: 'refused', error: error.message, durationMs: elapsed() });
-            } else if (error.name === 'AbortError' || error.name === 'TimeoutError') {
-              settle({
-                kind: 'no-answer',
-                reason: 'timeout',
-                error: `no answer within ${options.timeoutMs} ms`,
-                durationMs: elapsed(),
-              });
-            } else {
-              settle({ kind: 'no-answer', reason: 'network', error: error.message, durationMs: elapsed() });
-            }
+          outgoing.once('error', (error: NodeJS.ErrnoException) => {
+            // Classes only: the error's own message (names, addresses) stays out of the delivery log.
+            const reason =
+              error instanceof NotAllowed || error.cause instanceof NotAllowed
+                ? 'not-allowed'
+                : error.name === 'AbortError' || error.name === 'TimeoutError'
+                  ? 'timeout'
+                  : TLS_FAILURE.test(error.code ?? '')
+                    ? 'tls'
+                    : 'network';
+            settle({ kind: 'no-answer', reason, durationMs: elapsed() });
           });
           outgoing.end(body);
         });

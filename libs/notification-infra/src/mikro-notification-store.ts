@@ -219,6 +219,16 @@ class NotificationRepositoriesSql implements NotificationRepositories {
     await this.em.insertMany(AlertDeliveryEntity, [...deliveries]);
   }
 
+  async testSendTimes(orgId: string, endpointId: string, since: Date): Promise<Date[]> {
+    if (!isUuid(endpointId)) return [];
+    const rows = await this.em.find(
+      AlertDeliveryEntity,
+      { orgId, endpointId, eventType: 'alert.test', createdAt: { $gt: since } },
+      { fields: ['createdAt'], disableIdentityMap: true },
+    );
+    return rows.map((row) => row.createdAt);
+  }
+
   async listAlertDeliveries(
     orgId: string,
     endpointId: string,

@@ -1,6 +1,7 @@
 import { Migration } from '@mikro-orm/migrations';
 import type { MigrationEntry } from '@sts/db/service-orm';
 import { processedEventsTableSql } from '@sts/db/processed-events';
+import type { RetainedTable } from '@sts/db/retention';
 
 export const NOTIFICATION_SCHEMA = 'notification';
 
@@ -103,7 +104,37 @@ class AlertEndpointsAndDeliveries extends Migration {
   }
 }
 
+/**
+ * When a delivery finished: its last attempt, or its creation for one failed without an attempt (its
+ * endpoint was disabled first); null while it is pending. Derived by the database, so that every way a
+ * delivery ends sets it; finished deliveries expire by it (ALERT_DELIVERIES_RETENTION).
+ */
+class AlertDeliveriesFinishedAt extends Migration {
+  override up(): void {
+    this.addSql(`
+      alter table notification.alert_deliveries add column finished_at timestamptz
+        generated always as (
+          case when status = 'pending' then null else coalesce(last_attempt_at, created_at) end
+        ) stored;
+      create index alert_deliveries_finished_idx on notification.alert_deliveries (finished_at)
+        where finished_at is not null;
+    `);
+  }
+}
+
+/**
+ * The delivery log keeps a finished delivery 30 days (time to look into a receiver's trouble), so that
+ * it holds a bounded history instead of every alert ever sent; pending deliveries never expire.
+ */
+export const ALERT_DELIVERIES_RETENTION: RetainedTable = {
+  table: 'alert_deliveries',
+  key: 'id',
+  timeColumn: 'finished_at',
+  retentionMs: 30 * 24 * 60 * 60 * 1000,
+};
+
 export const NOTIFICATION_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_notification_schema', class: InitialNotificationSchema },
   { name: '0002_alert_endpoints_and_deliveries', class: AlertEndpointsAndDeliveries },
+  { name: '0003_alert_deliveries_finished_at', class: AlertDeliveriesFinishedAt },
 ];

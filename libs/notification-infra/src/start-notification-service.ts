@@ -12,7 +12,11 @@ import { MikroNotificationStore, PostgresAlertDeliveryQueue } from './mikro-noti
 import type { NotificationConfig } from './notification-config';
 import { NOTIFICATION_ENTITIES } from './notification-entities';
 import { notificationGrpcHandlers } from './notification-grpc-handlers';
-import { NOTIFICATION_MIGRATIONS, NOTIFICATION_SCHEMA } from './notification-migrations';
+import {
+  ALERT_DELIVERIES_RETENTION,
+  NOTIFICATION_MIGRATIONS,
+  NOTIFICATION_SCHEMA,
+} from './notification-migrations';
 import { createSmtpMailer } from './smtp-mailer';
 import { IdentityOrgAdmins } from './identity-org-admins';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
@@ -41,6 +45,7 @@ export function startNotificationService(
         entities: NOTIFICATION_ENTITIES,
         migrations: NOTIFICATION_MIGRATIONS,
         publishesEvents: false,
+        retainedTables: [ALERT_DELIVERIES_RETENTION],
       },
       config,
       logger,

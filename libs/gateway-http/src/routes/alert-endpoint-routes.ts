@@ -177,10 +177,11 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
         tags,
         summary: 'Send a test alert (`alert.test`) to the endpoint',
         description:
-          'The message goes the way every alert goes (signature, retries); follow it in the deliveries.',
+          'The message goes the way every alert goes (signature, retries); follow it in the deliveries. ' +
+          'At most 3 test messages per endpoint a minute and 20 an hour (429 `RATE_LIMITED` beyond).',
         security,
         params: z.object({ id: idParam }),
-        response: { 202: alertDeliveryPayload, ...errorResponses(401, 403, 404) },
+        response: { 202: alertDeliveryPayload, ...errorResponses(401, 403, 404, 429) },
       },
     },
     async (request, reply) => {

@@ -166,6 +166,18 @@ export class InMemoryNotificationStore implements NotificationStore {
         this.state.alertDeliveries.push(...deliveries);
         return Promise.resolve();
       },
+      testSendTimes: (orgId, endpointId, since) =>
+        Promise.resolve(
+          this.state.alertDeliveries
+            .filter(
+              (d) =>
+                d.orgId === orgId &&
+                d.endpointId === endpointId &&
+                d.eventType === 'alert.test' &&
+                d.createdAt > since,
+            )
+            .map((d) => d.createdAt),
+        ),
       listAlertDeliveries: (orgId, endpointId, limit) =>
         Promise.resolve(
           this.state.alertEndpoints.some((e) => e.orgId === orgId && e.id === endpointId)
