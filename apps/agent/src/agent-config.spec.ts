@@ -124,6 +124,22 @@ describe('agent config file', () => {
     expect((await stat(file)).isDirectory()).toBe(true);
   });
 
+  it('keeps the opt-in to plain http: written and read back only as true', async () => {
+    const file = join(dir, 'agent.json');
+    await writeAgentConfig(file, { ...CONFIG, allow_insecure_http: true }, { overwrite: false });
+    expect(JSON.parse(await readFile(file, 'utf8'))).toMatchObject({ allow_insecure_http: true });
+    expect((await readAgentConfig(file))?.config.allow_insecure_http).toBe(true);
+
+    await writeAgentConfig(file, { ...CONFIG, allow_insecure_http: false }, { overwrite: true });
+    expect(JSON.parse(await readFile(file, 'utf8'))).not.toHaveProperty('allow_insecure_http');
+    for (const value of ['true', 1, null]) {
+      await writeFile(file, JSON.stringify({ version: 1, ...CONFIG, allow_insecure_http: value }), {
+        mode: 0o600,
+      });
+      expect((await readAgentConfig(file))?.config).toEqual(CONFIG);
+    }
+  });
+
   it('reads: undefined when missing, errors for non-JSON, incomplete or newer files', async () => {
     const file = join(dir, 'agent.json');
     await expect(readAgentConfig(file)).resolves.toBeUndefined();

@@ -22,6 +22,11 @@ export interface AgentConfig {
   machine_id: string;
   hostname: string;
   enrolled_at: string;
+  /**
+   * The user opted in to plain http to a server that is not this machine (--allow-insecure-http at
+   * enrollment); every later send follows it. Absent (false) otherwise.
+   */
+  allow_insecure_http?: boolean;
 }
 
 const FIELDS = [
@@ -127,7 +132,10 @@ function toAgentConfig(value: unknown): AgentConfig | undefined {
     if (typeof fieldValue !== 'string' || fieldValue.length === 0) return undefined;
     config[field] = fieldValue;
   }
-  return config as AgentConfig;
+  // Only a literal true opts in; anything else is no opt-in.
+  return record['allow_insecure_http'] === true
+    ? { ...(config as AgentConfig), allow_insecure_http: true }
+    : (config as AgentConfig);
 }
 
 export interface PreparedDirectory {
@@ -286,7 +294,8 @@ async function exists(file: string): Promise<boolean> {
 }
 
 function pick(config: AgentConfig): AgentConfig {
-  return Object.fromEntries(FIELDS.map((field) => [field, config[field]])) as unknown as AgentConfig;
+  const fields = Object.fromEntries(FIELDS.map((field) => [field, config[field]])) as unknown as AgentConfig;
+  return config.allow_insecure_http === true ? { ...fields, allow_insecure_http: true } : fields;
 }
 
 export function formatMode(mode: number): string {

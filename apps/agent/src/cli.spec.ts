@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -226,13 +226,87 @@ describe('agent CLI arguments', () => {
     expect(out).toContain(join(dir, '.config', 'sts-agent', 'agent.json'));
   });
 
-  it('warns about plain http to a non-local host only', async () => {
-    const args = ['--key', KEY, '--code', 'C-1', '--force', '--config', join(dir, 'a.json')];
-    const remote = await run(['enroll', '--server', 'http://api.example.com', ...args]);
-    expect(remote.code).toBe(0);
-    expect(remote.err).toMatch(/warning: http:\/\/api\.example\.com is plain http/);
-    const local = await run(['enroll', '--server', 'http://127.0.0.1:8080', ...args]);
-    expect(local.err).toBe('');
+  it('refuses plain http to another machine unless --allow-insecure-http, which is remembered for reports', async () => {
+    const config = join(dir, 'a.json');
+    const args = ['--key', KEY, '--code', 'C-1', '--config', config];
+    for (const remote of ['http://api.example.com', 'http://10.0.0.5:8080', 'http://gw.localhost']) {
+      const refused = await run(['enroll', '--server', remote, ...args]);
+      expect(refused.code).toBe(EXIT.USAGE);
+      expect(refused.err).toContain(`--server ${new URL(remote).origin} is plain http to another machine`);
+      expect(refused.err).toContain('--allow-insecure-http');
+    }
+    expect(seen).toHaveLength(0);
+    await expect(stat(config)).rejects.toMatchObject({ code: 'ENOENT' });
+
+    const allowed = await run([
+      'enroll',
+      '--server',
+      'http://api.example.com',
+      ...args,
+      '--allow-insecure-http',
+    ]);
+    expect(allowed.code).toBe(0);
+    expect(allowed.err).toMatch(/warning: http:\/\/api\.example\.com is plain http/);
+    expect(seen[0]?.url).toBe('http://api.example.com/api/device/enroll');
+    expect(JSON.parse(await readFile(config, 'utf8'))).toMatchObject({
+      server: 'http://api.example.com',
+      allow_insecure_http: true,
+    });
+    // The opt-in is remembered: later sends go there too.
+    respond = () => new Response('{"duplicate":false}', { status: 202 });
+    expect((await run(['simulate', '--events', '3', '--config', config])).code).toBe(0);
+    expect(seen[1]?.url).toBe('http://api.example.com/api/device/telemetry');
+
+    respond = () =>
+      new Response(JSON.stringify({ device_id: 'dev_1', org_id: 'org_1', device_token: TOKEN }), {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+      });
+    for (const local of ['http://127.0.0.1:8080', 'http://localhost:8080', 'http://[::1]:8080']) {
+      expect(await run(['enroll', '--server', local, ...args, '--force'])).toMatchObject({
+        code: 0,
+        err: '',
+      });
+      expect(JSON.parse(await readFile(config, 'utf8'))).not.toHaveProperty('allow_insecure_http');
+    }
+  });
+
+  it('report and simulate refuse a config with a plain http server on another machine and no opt-in', async () => {
+    const config = join(dir, 'agent.json');
+    const input = join(dir, 'events.jsonl');
+    await writeFile(input, '{"url":"https://a.example/","verdict":"blocked"}\n');
+    // Written by an earlier agent, which only warned at enrollment.
+    const earlier = {
+      version: 1,
+      server: 'http://api.example.com',
+      device_id: 'dev_1',
+      org_id: 'org_1',
+      device_token: TOKEN,
+      machine_id: '3d1219c7c4c5404aaa1f6d2a48adfda4',
+      hostname: 'laptop-7',
+      enrolled_at: '2026-01-01T00:00:00.000Z',
+    };
+    await writeFile(config, JSON.stringify(earlier), { mode: 0o600 });
+    respond = () => new Response('{"duplicate":false}', { status: 202 });
+    for (const argv of [['report', '--input', input], ['simulate', '--events', '5'], ['report']]) {
+      const refused = await run([...argv, '--config', config]);
+      expect(refused.code).toBe(EXIT.LOCAL);
+      expect(refused.err).toContain(
+        `agent: refusing to send this device's token to http://api.example.com (the server in ${config})`,
+      );
+      expect(refused.err).toContain('Nothing was queued or sent');
+      expect(refused.err).toContain(`"allow_insecure_http": true to ${config}`);
+      expect(refused.err).not.toContain(TOKEN);
+    }
+    expect(seen).toHaveLength(0);
+    await expect(stat(join(dir, 'spool'))).rejects.toMatchObject({ code: 'ENOENT' });
+
+    // Opted in by hand, as the message says: sent.
+    await writeFile(config, JSON.stringify({ ...earlier, allow_insecure_http: true }), { mode: 0o600 });
+    const sent = await run(['report', '--input', input, '--config', config]);
+    expect(sent.code).toBe(0);
+    expect(seen.map((request) => request.url)).toEqual(['http://api.example.com/api/device/telemetry']);
+    expect(seen[0]?.headers['x-device-token']).toBe(TOKEN);
   });
 
   it('--machine-id (or STS_MACHINE_ID) replaces reading it; an unreadable machine id is exit 5', async () => {

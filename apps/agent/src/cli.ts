@@ -70,7 +70,8 @@ const EXIT_CODES_HELP = `Exit codes:
    2  usage error (unknown command or option, missing or invalid value)
    3  not enrolled (status)
    4  already enrolled (enroll without --force)
-   5  local problem: machine id unreadable, config file unreadable or unwritable
+   5  local problem: machine id unreadable, config file unreadable or unwritable, or its server
+      is plain http to another machine and was not enrolled with --allow-insecure-http
   10  enrollment key rejected (missing, wrong, rotated or revoked)
   11  enrollment code rejected (invalid, expired or already used)
   12  this machine is enrolled in another organization
@@ -107,7 +108,7 @@ ${EXIT_CODES_HELP}
 
 export const ENROLL_USAGE = `Usage:
   agent enroll --server URL --key KEY --code CODE [--config PATH] [--hostname NAME]
-               [--machine-id ID] [--timeout SECONDS] [--force]
+               [--machine-id ID] [--timeout SECONDS] [--force] [--allow-insecure-http]
 
 Enrolls this device: sends the one-time code, this machine's id, its hostname, OS and
 architecture to POST <server>/api/device/enroll (authenticated by the enrollment key), then
@@ -115,7 +116,8 @@ stores the device id and device token in the config file, readable only by its o
 Neither the key nor the token is ever printed.
 
 Options (each flag wins over its environment variable):
-  --server URL        service base address, https://... (STS_SERVER_URL)
+  --server URL        service base address, https://... (STS_SERVER_URL); http:// only to this
+                      machine (localhost, 127.0.0.0/8, ::1) unless --allow-insecure-http
   --key KEY           the organization's enrollment key (STS_ENROLLMENT_KEY). Prefer the
                       variable: command-line arguments are visible to other users.
   --code CODE         one-time enrollment code, e.g. 7KQD-M3XP (STS_ENROLLMENT_CODE)
@@ -124,6 +126,10 @@ Options (each flag wins over its environment variable):
   --machine-id ID     identifier to report when the machine id cannot be read (STS_MACHINE_ID)
   --timeout SECONDS   how long to wait for the server (default ${DEFAULT_TIMEOUT_MS / 1000})
   --force             replace an existing enrollment in the config file
+  --allow-insecure-http
+                      accept a plain http:// --server on another machine: the enrollment key and
+                      the device token then cross the network unencrypted. Remembered in the config
+                      file, so that report and simulate send there too.
   -h, --help          show this help
 
 Machine id: /etc/machine-id or /var/lib/dbus/machine-id (Linux), IOPlatformUUID (macOS),
@@ -165,6 +171,9 @@ One JSON object per line:
   {"url": "https://example.com/x", "verdict": "allowed|blocked|warned",
    "classification_ms": 12.5, "observed_at": "2026-11-25T10:00:00Z"}
 classification_ms and observed_at are optional (0 and now). Invalid lines are skipped and counted.
+
+The device token goes only to an https:// server, or http:// to this machine, unless the device
+was enrolled with --allow-insecure-http; otherwise nothing is queued or sent (exit 5).
 
 Unreachable server, 429 or 5xx: retried with backoff (honouring Retry-After) for --max-retry
 seconds; what is left stays in the spool for the next run. Batches the server refuses (400, 413)
@@ -318,6 +327,7 @@ async function enroll(
     'machine-id': { type: 'string' },
     timeout: { type: 'string' },
     force: { type: 'boolean' },
+    'allow-insecure-http': { type: 'boolean' },
   });
   if (values['help']) {
     io.out(ENROLL_USAGE);
@@ -403,6 +413,7 @@ async function enroll(
     userAgent: `sts-agent/${AGENT_VERSION} (${facts.os}; ${facts.arch})`,
     fetch: machine.fetch,
     now: machine.now,
+    allowInsecureHttp: options.allowInsecureHttp,
   });
   if (!result.ok) {
     // Leave no trace of a failed attempt (the directory only goes if it is still empty).
@@ -420,6 +431,8 @@ async function enroll(
     machine_id: machineId,
     hostname,
     enrolled_at: machine.now().toISOString(),
+    // Remembered only where it was needed: later sends to this server follow the same rule.
+    ...(options.insecure ? { allow_insecure_http: true } : {}),
   };
   try {
     await writeAgentConfig(configPath, config, { overwrite: options.force, prepared });
@@ -450,7 +463,9 @@ async function enroll(
 
 interface EnrollOptions {
   server: URL;
+  /** Plain http to another machine, which the user opted in to (otherwise a usage error). */
   insecure: boolean;
+  allowInsecureHttp: boolean;
   key: string;
   code: string;
   configPath: string;
@@ -483,6 +498,15 @@ function resolveEnrollOptions(
   } catch (error) {
     if (error instanceof ServerUrlError) throw new UsageError(error.message, ENROLL_USAGE);
     throw error;
+  }
+  const allowInsecureHttp = values['allow-insecure-http'] === true;
+  if (parsed.insecure && !allowInsecureHttp) {
+    throw new UsageError(
+      `--server ${parsed.url.origin} is plain http to another machine: the enrollment key and the device ` +
+        'token would cross the network unencrypted, readable and replayable by anyone on the way. ' +
+        'Use https://, or pass --allow-insecure-http to accept that (remembered for later reports)',
+      ENROLL_USAGE,
+    );
   }
   const trimmedKey = key.trim();
   // Header values cannot hold spaces or control characters; catch a bad paste before fetch does.
@@ -525,6 +549,7 @@ function resolveEnrollOptions(
   return {
     server: parsed.url,
     insecure: parsed.insecure,
+    allowInsecureHttp,
     key: trimmedKey,
     code: trimmedCode,
     configPath: resolveConfigPath(values, env, machine),
@@ -636,6 +661,14 @@ async function report(
   const configPath = resolveConfigPath(values, env, machine);
   const stored = await readEnrollment(configPath, io);
   if (typeof stored === 'number') return stored;
+  let server: URL;
+  try {
+    server = parseServerUrl(stored.config.server).url;
+  } catch (error) {
+    if (!(error instanceof ServerUrlError)) throw error;
+    io.err(`agent: the server in ${configPath} is not usable (${error.message}); enroll again.`);
+    return EXIT.LOCAL;
+  }
   const spoolDirectory = stringOption(values, 'spool') ?? path.join(path.dirname(configPath), 'spool');
   const spool = new TelemetrySpool(path.resolve(machine.cwd, spoolDirectory), spoolMaxMb * 1024 * 1024);
 
@@ -657,7 +690,8 @@ async function report(
   }
 
   const result = await runReport({
-    server: new URL(stored.config.server),
+    server,
+    allowInsecureHttp: stored.config.allow_insecure_http === true,
     deviceToken: stored.config.device_token,
     spool,
     ...(input ? { input } : {}),
@@ -681,6 +715,15 @@ async function report(
     case 'unreachable':
       io.err(`agent: ${result.message}; ${result.kept} batches kept in the spool for the next run`);
       return EXIT.NETWORK;
+    case 'insecure':
+      io.err(
+        `agent: refusing to send this device's token to ${server.origin} (the server in ${configPath}): ` +
+          'it is plain http to another machine, so anyone on the network could read the token. ' +
+          'Nothing was queued or sent.\n' +
+          'Enroll again with an https:// --server and --force; or, to accept the risk, enroll again with ' +
+          `--allow-insecure-http, or add "allow_insecure_http": true to ${configPath}.`,
+      );
+      return EXIT.LOCAL;
   }
 }
 

@@ -1,7 +1,9 @@
 import {
+  assertTransportAllowed,
   describeFetchError,
   enrollDevice,
   enrollUrl,
+  InsecureServerError,
   interpretEnrollResponse,
   parseRetryAfter,
   parseServerUrl,
@@ -237,15 +239,61 @@ describe('describeFetchError', () => {
 describe('parseServerUrl and enrollUrl', () => {
   it('accepts http(s) and flags plain http to other hosts', () => {
     expect(parseServerUrl('https://api.example.com').insecure).toBe(false);
-    expect(parseServerUrl('http://api.example.com').insecure).toBe(true);
+    expect(parseServerUrl('https://10.0.0.5').insecure).toBe(false);
+    for (const remote of [
+      'http://api.example.com',
+      'http://10.0.0.5:8080',
+      'http://[2001:db8::1]',
+      // Names a resolver may look up in DNS are not this machine.
+      'http://gw.localhost',
+      'http://localhost.example.com',
+      'http://127.0.0.1.nip.io',
+      'http://0.0.0.0:8080',
+    ]) {
+      expect([remote, parseServerUrl(remote).insecure]).toEqual([remote, true]);
+    }
     for (const local of [
       'http://localhost:8080',
+      'http://LOCALHOST',
       'http://127.0.0.1:8080',
+      'http://127.45.6.7',
       'http://[::1]:8080',
-      'http://gw.localhost',
+      'http://[::ffff:127.0.0.1]',
+      'http://2130706433', // 127.0.0.1, as the URL parser reads it
     ]) {
-      expect(parseServerUrl(local).insecure).toBe(false);
+      expect([local, parseServerUrl(local).insecure]).toEqual([local, false]);
     }
+  });
+
+  it('lets credentials go over plain http to another machine only with the opt-in', () => {
+    expect(() => assertTransportAllowed(new URL('https://api.example.com'), false)).not.toThrow();
+    expect(() => assertTransportAllowed(new URL('http://127.0.0.1:8080'), false)).not.toThrow();
+    expect(() => assertTransportAllowed(new URL('http://api.example.com'), false)).toThrow(
+      InsecureServerError,
+    );
+    expect(() => assertTransportAllowed(new URL('http://api.example.com'), true)).not.toThrow();
+    // The opt-in is for plain http, nothing else.
+    expect(() => assertTransportAllowed(new URL('ftp://api.example.com'), true)).toThrow(InsecureServerError);
+  });
+
+  it('enrollDevice sends nothing over plain http to another machine without the opt-in', async () => {
+    const calls: string[] = [];
+    const fetchFn = (async (url: string) => {
+      calls.push(url);
+      return new Response(JSON.stringify({ device_id: 'd', org_id: 'o', device_token: 't' }), {
+        status: 200,
+      });
+    }) as unknown as typeof fetch;
+    const options = {
+      server: new URL('http://api.example.com'),
+      enrollmentKey: 'stsek_k',
+      body: { code: 'C-1', machine_id: 'm', hostname: 'h', metadata: {} },
+      fetch: fetchFn,
+    };
+    await expect(enrollDevice(options)).rejects.toBeInstanceOf(InsecureServerError);
+    expect(calls).toEqual([]);
+    expect((await enrollDevice({ ...options, allowInsecureHttp: true })).ok).toBe(true);
+    expect(calls).toEqual(['http://api.example.com/api/device/enroll']);
   });
 
   it.each([

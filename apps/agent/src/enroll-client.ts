@@ -76,6 +76,8 @@ export interface EnrollOptions {
   userAgent?: string;
   fetch?: typeof fetch;
   now?: () => Date;
+  /** The user opted in to plain http to another machine (--allow-insecure-http). */
+  allowInsecureHttp?: boolean;
 }
 
 export class ServerUrlError extends Error {
@@ -101,17 +103,44 @@ export function parseServerUrl(raw: string): { url: URL; insecure: boolean } {
   if (url.search || url.hash) {
     throw new ServerUrlError('--server must not contain a query (?...) or fragment (#...)');
   }
-  return { url, insecure: url.protocol === 'http:' && !isLoopbackHost(url.hostname) };
+  return { url, insecure: isInsecureServer(url) };
 }
 
+/**
+ * This machine, as a URL's host: `localhost`, 127.0.0.0/8 and ::1 (also as an IPv4-mapped address,
+ * which the URL parser writes in hex: ::ffff:7f00:1). Not `*.localhost`: a resolver may ask DNS for it.
+ */
 export function isLoopbackHost(hostname: string): boolean {
   const host = hostname.toLowerCase().replace(/^\[|\]$/g, '');
   return (
     host === 'localhost' ||
-    host.endsWith('.localhost') ||
     host === '::1' ||
     /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) ||
-    /^::ffff:127\./.test(host)
+    /^::ffff:(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|7f[0-9a-f]{2}:[0-9a-f]{1,4})$/.test(host)
+  );
+}
+
+/** Plain http to another machine: the enrollment key and the device token would cross the network unencrypted. */
+export function isInsecureServer(server: URL): boolean {
+  return server.protocol !== 'https:' && !(server.protocol === 'http:' && isLoopbackHost(server.hostname));
+}
+
+/** A server the agent must not send its credentials to (plain http to another machine, no opt-in). */
+export class InsecureServerError extends Error {
+  override readonly name = 'InsecureServerError';
+}
+
+/**
+ * Throws InsecureServerError unless credentials may go to `server`: https, plain http to this
+ * machine, or plain http elsewhere when the user opted in (`--allow-insecure-http` at enrollment,
+ * remembered in the config). Checked before every request that carries the key or the token.
+ */
+export function assertTransportAllowed(server: URL, allowInsecureHttp: boolean): void {
+  if (!isInsecureServer(server)) return;
+  if (server.protocol === 'http:' && allowInsecureHttp) return;
+  throw new InsecureServerError(
+    `${server.origin} is plain http to another machine: the enrollment key and the device token would ` +
+      'cross the network unencrypted. Use https://, or opt in with --allow-insecure-http at enrollment.',
   );
 }
 
@@ -125,8 +154,12 @@ export function enrollUrl(server: URL): string {
   return `${serverBaseUrl(server)}${ENROLL_PATH}`;
 }
 
-/** Sends the enrollment request; never throws for anything the server or network does. */
+/**
+ * Sends the enrollment request; never throws for anything the server or network does. Throws
+ * InsecureServerError, before sending anything, for plain http to another machine without opt-in.
+ */
 export async function enrollDevice(options: EnrollOptions): Promise<EnrollResult> {
+  assertTransportAllowed(options.server, options.allowInsecureHttp === true);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const doFetch = options.fetch ?? fetch;
   const url = enrollUrl(options.server);

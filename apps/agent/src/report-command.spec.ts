@@ -2,7 +2,9 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { InsecureServerError } from './enroll-client';
 import { readJsonLines, runReport } from './report-command';
+import { sendBatch } from './telemetry-client';
 import { TelemetrySpool, type ReportedEvent } from './telemetry-spool';
 
 const NOW = new Date('2026-11-25T10:00:00Z');
@@ -39,7 +41,13 @@ describe('agent report', () => {
     return { sent, fetchFn };
   }
 
-  function run(spool: TelemetrySpool, fetchFn: typeof fetch, input?: ReportedEvent[], maxRetrySeconds = 60) {
+  function run(
+    spool: TelemetrySpool,
+    fetchFn: typeof fetch,
+    input?: ReportedEvent[],
+    maxRetrySeconds = 60,
+    target = { server: 'http://127.0.0.1:1', allowInsecureHttp: false },
+  ) {
     const out: string[] = [];
     const slept: number[] = [];
     let clock = NOW.getTime();
@@ -47,7 +55,8 @@ describe('agent report', () => {
       out,
       slept,
       result: runReport({
-        server: new URL('http://127.0.0.1:1'),
+        server: new URL(target.server),
+        allowInsecureHttp: target.allowInsecureHttp,
         deviceToken: 'sts_dt_x',
         spool,
         ...(input ? { input: items(input) } : {}),
@@ -104,6 +113,56 @@ describe('agent report', () => {
       status: 403,
     });
     expect(await spool.count()).toBe(1);
+  });
+
+  it('sends the token over plain http to another machine only when enrolled with the opt-in', async () => {
+    const spool = new TelemetrySpool(join(dir, 'spool'), 1 << 20);
+    const remote = { server: 'http://api.example.com', allowInsecureHttp: false };
+    const refused = answers();
+    expect(await run(spool, refused.fetchFn, [event(1)], 60, remote).result).toEqual({
+      kind: 'insecure',
+      message: expect.stringContaining('http://api.example.com is plain http to another machine'),
+    });
+    expect(refused.sent).toEqual([]);
+    expect(await spool.count()).toBe(0); // nothing queued either
+
+    // What an earlier run left in the spool is not sent there either.
+    await spool.add([event(2)], NOW);
+    expect((await run(spool, refused.fetchFn, undefined, 60, remote).result).kind).toBe('insecure');
+    expect(refused.sent).toEqual([]);
+    expect(await spool.count()).toBe(1);
+
+    const allowed = answers();
+    expect(
+      await run(spool, allowed.fetchFn, [event(3)], 60, { ...remote, allowInsecureHttp: true }).result,
+    ).toMatchObject({ kind: 'done', sent: 2 });
+    expect(allowed.sent).toHaveLength(2);
+
+    const https = answers();
+    expect(
+      (
+        await run(spool, https.fetchFn, [event(4)], 60, {
+          server: 'https://api.example.com',
+          allowInsecureHttp: false,
+        }).result
+      ).kind,
+    ).toBe('done');
+    expect(https.sent).toHaveLength(1);
+  });
+
+  it('sendBatch itself refuses plain http to another machine without the opt-in, before fetching', async () => {
+    const { sent, fetchFn } = answers();
+    const batch = { server: new URL('http://10.1.2.3:8080'), deviceToken: 'sts_dt_x', fetch: fetchFn };
+    const options = { ...batch, batch: { batch_id: 'b1', events: [event(1)] }, timeoutMs: 1_000, now: NOW };
+    await expect(sendBatch({ ...options, allowInsecureHttp: false })).rejects.toBeInstanceOf(
+      InsecureServerError,
+    );
+    expect(sent).toEqual([]);
+    expect(await sendBatch({ ...options, allowInsecureHttp: true })).toEqual({
+      kind: 'accepted',
+      duplicate: false,
+    });
+    expect(sent).toHaveLength(1);
   });
 
   it('bounds the spool by dropping the oldest batches', async () => {

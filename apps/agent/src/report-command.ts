@@ -1,6 +1,7 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
+import { assertTransportAllowed, InsecureServerError } from './enroll-client';
 import { sendBatch } from './telemetry-client';
 import type { ReportedEvent, TelemetrySpool } from './telemetry-spool';
 
@@ -11,6 +12,8 @@ export interface ReportIo {
 
 export interface ReportRun {
   server: URL;
+  /** Plain http to another machine was opted in to at enrollment (`allow_insecure_http` in the config). */
+  allowInsecureHttp: boolean;
   deviceToken: string;
   spool: TelemetrySpool;
   /** Events to queue before sending (none: only send what the spool holds). */
@@ -28,7 +31,9 @@ export interface ReportRun {
 export type ReportResult =
   | { kind: 'done'; sent: number; events: number; rejected: number }
   | { kind: 'refused'; status: number; message: string }
-  | { kind: 'unreachable'; message: string; kept: number };
+  | { kind: 'unreachable'; message: string; kept: number }
+  /** The server is plain http to another machine and no one opted in: nothing was queued or sent. */
+  | { kind: 'insecure'; message: string };
 
 const VERDICTS = new Set(['allowed', 'blocked', 'warned']);
 
@@ -85,6 +90,12 @@ export function openInput(file: string, stdin: Readable): Readable {
 /** Queues the input in the spool, then sends the spool oldest first, retrying as the server asks. */
 export async function runReport(run: ReportRun): Promise<ReportResult> {
   const { io, spool } = run;
+  try {
+    assertTransportAllowed(run.server, run.allowInsecureHttp);
+  } catch (error) {
+    if (error instanceof InsecureServerError) return { kind: 'insecure', message: error.message };
+    throw error;
+  }
   if (run.input) {
     let chunk: ReportedEvent[] = [];
     let queued = 0;
@@ -120,6 +131,7 @@ export async function runReport(run: ReportRun): Promise<ReportResult> {
     for (;;) {
       const outcome = await sendBatch({
         server: run.server,
+        allowInsecureHttp: run.allowInsecureHttp,
         deviceToken: run.deviceToken,
         batch: { batch_id: batch.batch_id, events: batch.events },
         fetch: run.fetch,

@@ -1,4 +1,4 @@
-import { describeFetchError, parseProblem, parseRetryAfter } from './enroll-client';
+import { assertTransportAllowed, describeFetchError, parseProblem, parseRetryAfter } from './enroll-client';
 import type { ReportedEvent } from './telemetry-spool';
 
 export const TELEMETRY_PATH = '/api/device/telemetry';
@@ -13,14 +13,18 @@ export type SendOutcome =
   /** Try again later (network, 429, 5xx), after `retryAfterSeconds` when the server said. */
   | { kind: 'retry'; message: string; retryAfterSeconds?: number };
 
+/** Sends one batch. Throws InsecureServerError, before sending, for plain http to another machine without opt-in. */
 export async function sendBatch(options: {
   server: URL;
+  /** The user opted in to plain http to another machine (remembered in the config at enrollment). */
+  allowInsecureHttp: boolean;
   deviceToken: string;
   batch: { batch_id: string; events: ReportedEvent[] };
   fetch: typeof fetch;
   timeoutMs: number;
   now: Date;
 }): Promise<SendOutcome> {
+  assertTransportAllowed(options.server, options.allowInsecureHttp);
   const url = new URL(TELEMETRY_PATH, options.server).toString();
   let response: Response;
   let text: string;

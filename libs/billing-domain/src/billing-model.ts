@@ -9,6 +9,20 @@ export type Plan = (typeof PLANS)[number];
 export type LicenseStatus = (typeof LICENSE_STATUSES)[number];
 export type BillingCycle = (typeof BILLING_CYCLES)[number];
 
+/** Stripe's subscription statuses. */
+export const SUBSCRIPTION_STATUSES = [
+  'active',
+  'trialing',
+  'past_due',
+  'unpaid',
+  'paused',
+  'incomplete',
+  'incomplete_expired',
+  'canceled',
+] as const;
+
+export type SubscriptionStatus = (typeof SUBSCRIPTION_STATUSES)[number];
+
 /** The license of one organization; there is exactly one per organization. */
 export interface License {
   orgId: string;
@@ -24,9 +38,15 @@ export interface License {
  * What billing knows of the organization's Stripe subscription, besides the contract's license
  * fields. `factsAsOf` is the Stripe `created` time of the newest event whose facts were applied: an
  * older event's facts never overwrite them (events arrive late and out of order).
+ * `subscriptionStatus` is Stripe's status of that subscription as last applied (null before the
+ * first, and for licenses stored before it was kept; a move that neither starts nor ends `unpaid` or
+ * `paused`, such as `active` to `past_due`, is not stored on its own): it tells a license suspended because its subscription is `unpaid` or
+ * `paused` (which comes back when the subscription does) from one whose subscription was deleted
+ * (which never does).
  */
 export interface LicenseRecord extends License {
   subscriptionId: string | null;
+  subscriptionStatus: SubscriptionStatus | null;
   cancelAtPeriodEnd: boolean;
   factsAsOf: Date | null;
 }
@@ -74,6 +94,7 @@ export function initialLicense(orgId: string, createdAt: Date): LicenseRecord {
     createdAt,
     updatedAt: createdAt,
     subscriptionId: null,
+    subscriptionStatus: null,
     cancelAtPeriodEnd: false,
     factsAsOf: null,
   };

@@ -9,6 +9,7 @@ import {
   type Plan,
 } from './billing-model';
 import type { BillingAccount, BillingStore, Clock, PaymentProvider } from './billing-ports';
+import { isSuspended } from './license-transitions';
 
 export interface BillingSettings {
   /** Base address of the dashboard: checkout and portal send people back there. */
@@ -28,6 +29,24 @@ function alreadyActive(license: LicenseRecord): AppError {
     'SUBSCRIPTION_ALREADY_ACTIVE',
     `The organization has an active ${describePlan(license.plan, license.billingCycle)} subscription`,
   );
+}
+
+/**
+ * Why the organization may not start a checkout, if it may not: its license is active (a second
+ * subscription would charge twice), or its subscription is unpaid, which still exists and still
+ * bills; paying its open invoice in the portal makes the license active again. (A paused
+ * subscription bills nothing, so its license may check out anew.)
+ */
+function checkoutRefusal(license: LicenseRecord): AppError | null {
+  if (license.status === 'active') return alreadyActive(license);
+  if (isSuspended(license) && license.subscriptionStatus === 'unpaid') {
+    return new AppError(
+      'SUBSCRIPTION_ALREADY_ACTIVE',
+      `The organization's ${describePlan(license.plan, license.billingCycle)} subscription is unpaid; ` +
+        'pay its open invoice in the billing portal',
+    );
+  }
+  return null;
 }
 
 /** The provider, or `BILLING_NOT_CONFIGURED` (503) on a deployment without one. */
@@ -65,7 +84,8 @@ export class BillingService {
   /**
    * A hosted checkout of one plan and cycle for the organization's customer (created at the first
    * checkout, reused after). A pending or canceled license moves to `onboarding` (and the feed says
-   * so). No one pays twice: an active license refuses (plan changes go through the portal), and the
+   * so). No one pays twice: an active license refuses (plan changes go through the portal), so does
+   * one whose subscription is unpaid (its open invoice is paid in the portal), and the
    * organization's previous checkout session is closed before a new one opens (refusing if it was
    * paid already). Stripe is asked first and the license changed last, so a Stripe failure changes nothing.
    */
@@ -78,7 +98,8 @@ export class BillingService {
   }): Promise<string> {
     const provider = requirePaymentProvider(this.provider);
     const license = await this.getLicense(request.orgId);
-    if (license.status === 'active') throw alreadyActive(license);
+    const refusal = checkoutRefusal(license);
+    if (refusal) throw refusal;
     const account = await this.accountFor(provider, request.orgId, request.requestedByEmail);
     // A paid session of an onboarding license is a subscription whose activation is on its way (a
     // canceled license's paid session is history).
@@ -103,7 +124,8 @@ export class BillingService {
     const outcome = await this.store.transaction(async (repos) => {
       const current = await repos.findLicenseForUpdate(request.orgId);
       if (!current) throw new Error(`license of organization ${request.orgId} vanished`);
-      if (current.status === 'active') return { kind: 'refused' as const, license: current };
+      const refused = checkoutRefusal(current);
+      if (refused) return { kind: 'refused' as const, error: refused };
       // Whatever session a concurrent checkout stored since is closed below: only the newest stays open.
       const stored = (await repos.findAccount(request.orgId))?.checkoutSessionId ?? null;
       await repos.saveCheckoutSession(request.orgId, session.id);
@@ -120,7 +142,7 @@ export class BillingService {
     if (outcome.kind === 'refused') {
       // Activated while this checkout was being made (a webhook of another session): it must not be paid.
       await provider.closeCheckoutSession(session.id);
-      throw alreadyActive(outcome.license);
+      throw outcome.error;
     }
     if (outcome.superseded) await provider.closeCheckoutSession(outcome.superseded);
     return session.url;

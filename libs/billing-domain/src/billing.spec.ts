@@ -20,6 +20,7 @@ describe('initial license', () => {
       createdAt,
       updatedAt: createdAt,
       subscriptionId: null,
+      subscriptionStatus: null,
       cancelAtPeriodEnd: false,
       factsAsOf: null,
     });

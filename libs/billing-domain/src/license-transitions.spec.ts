@@ -200,4 +200,125 @@ describe('license transitions (contract section 3)', () => {
       license: { cancelAtPeriodEnd: true, status: 'active' },
     });
   });
+
+  describe('unpaid and paused subscriptions (audit issue 26)', () => {
+    const checkout = (): [PaymentFact, Date] => [
+      { type: 'checkout.session.completed', subscription: subscription() },
+      t(1),
+    ];
+    const updated = (status: SubscriptionFacts['status'], minute: number): [PaymentFact, Date] => [
+      { type: 'customer.subscription.updated', subscription: subscription({ status }) },
+      t(minute),
+    ];
+    const summaries = (facts: [PaymentFact, Date][]) => {
+      let license = pending();
+      return facts.map(([fact, created]) => {
+        const decision = decideLicense(license, fact, created, now);
+        if (decision.kind !== 'change') return decision.kind;
+        license = decision.license;
+        return `${license.status}: ${decision.summary}`;
+      });
+    };
+
+    it('an unpaid subscription takes the active license out of service; paid again, it is active again', () => {
+      expect(
+        summaries([
+          checkout(),
+          updated('past_due', 2), // Stripe still retries: the license stays active (nothing else changed)
+          updated('unpaid', 3),
+          [{ type: 'invoice.payment_succeeded', subscription: subscription({ status: 'unpaid' }) }, t(4)],
+          updated('active', 5),
+        ]),
+      ).toEqual([
+        'active: Subscription active: Pro, billed yearly',
+        'ignore',
+        'canceled: Subscription suspended: Pro, billed yearly is unpaid; pay the open invoice in the billing portal',
+        'ignore',
+        'active: Subscription active again: Pro, billed yearly',
+      ]);
+      const { license } = run([checkout(), updated('unpaid', 3)]);
+      expect(license).toMatchObject({
+        status: 'canceled',
+        subscriptionId: 'sub_1',
+        subscriptionStatus: 'unpaid',
+      });
+    });
+
+    it('a paused subscription takes the active license out of service; a payment of it when live reactivates it', () => {
+      expect(
+        summaries([
+          checkout(),
+          updated('paused', 2),
+          updated('paused', 3), // still paused: nothing changed
+          [{ type: 'invoice.payment_succeeded', subscription: subscription({ status: 'active' }) }, t(4)],
+        ]),
+      ).toEqual([
+        'active: Subscription active: Pro, billed yearly',
+        'canceled: Subscription paused: Pro, billed yearly; resume it in the billing portal',
+        'ignore',
+        'active: Subscription active again: Pro, billed yearly',
+      ]);
+    });
+
+    it('a renewal whose subscription Stripe now reports unpaid or paused does not keep the license active', () => {
+      for (const status of ['unpaid', 'paused'] as const) {
+        const { license, kinds } = run([
+          checkout(),
+          [
+            {
+              type: 'invoice.payment_succeeded',
+              subscription: subscription({ status, currentPeriodEnd: new Date('2028-11-25T12:00:00Z') }),
+            },
+            t(2),
+          ],
+        ]);
+        expect(kinds).toEqual(['change', 'change']);
+        expect(license.status).toBe('canceled');
+      }
+    });
+
+    it('an older update from before the suspension does not make the license active again', () => {
+      const { license, kinds } = run([checkout(), updated('unpaid', 5), updated('active', 3)]);
+      expect(kinds).toEqual(['change', 'change', 'ignore']);
+      expect(license.status).toBe('canceled');
+    });
+
+    it('a deleted subscription cancels a suspended license for good', () => {
+      const { license, kinds } = run([
+        checkout(),
+        updated('unpaid', 2),
+        [{ type: 'customer.subscription.deleted', subscriptionId: 'sub_1' }, t(3)],
+        updated('active', 4),
+        [{ type: 'invoice.payment_succeeded', subscription: subscription() }, t(5)],
+      ]);
+      expect(kinds).toEqual(['change', 'change', 'change', 'ignore', 'ignore']);
+      expect(license).toMatchObject({ status: 'canceled', subscriptionStatus: 'canceled' });
+    });
+
+    it('a suspended subscription Stripe ends is canceled for good; an active one reported ended tells no one until its deletion', () => {
+      expect(
+        summaries([checkout(), updated('unpaid', 2), updated('canceled', 3), updated('active', 4)]),
+      ).toEqual([
+        'active: Subscription active: Pro, billed yearly',
+        'canceled: Subscription suspended: Pro, billed yearly is unpaid; pay the open invoice in the billing portal',
+        'canceled: Subscription canceled',
+        'ignore',
+      ]);
+      expect(summaries([checkout(), updated('canceled', 2)])).toEqual([
+        'active: Subscription active: Pro, billed yearly',
+        'ignore',
+      ]);
+    });
+
+    it('an unpaid or paused subscription never activates an onboarding license', () => {
+      for (const status of ['unpaid', 'paused'] as const) {
+        const { license, kinds } = run([
+          [{ type: 'checkout.session.completed', subscription: subscription({ status }) }, t(1)],
+          updated(status, 2),
+        ]);
+        expect(kinds).toEqual(['ignore', 'ignore']);
+        expect(license.status).toBe('onboarding');
+      }
+    });
+  });
 });

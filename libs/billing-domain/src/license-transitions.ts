@@ -1,18 +1,30 @@
-import { describePlan, type BillingCycle, type LicenseRecord, type Plan } from './billing-model';
-
-/** Stripe's subscription statuses. */
-export type SubscriptionStatus =
-  | 'active'
-  | 'trialing'
-  | 'past_due'
-  | 'unpaid'
-  | 'paused'
-  | 'incomplete'
-  | 'incomplete_expired'
-  | 'canceled';
+import {
+  describePlan,
+  type BillingCycle,
+  type LicenseRecord,
+  type LicenseStatus,
+  type Plan,
+  type SubscriptionStatus,
+} from './billing-model';
 
 /** The statuses of a subscription that is paid for (or being retried): it backs an active license. */
 const LIVE: ReadonlySet<SubscriptionStatus> = new Set(['active', 'trialing', 'past_due']);
+
+/**
+ * The statuses of a subscription that still exists but is not paid for: Stripe gave up retrying its
+ * invoice (`unpaid`), or it is `paused`. Its license is not active (`canceled`, the contract's only
+ * state for a license without service) until the subscription is live again.
+ */
+const SUSPENDED: ReadonlySet<SubscriptionStatus> = new Set(['unpaid', 'paused']);
+
+/** The license's own subscription is unpaid or paused (it may come back; a deleted one never does). */
+export function isSuspended(license: LicenseRecord): boolean {
+  return (
+    license.subscriptionId !== null &&
+    license.subscriptionStatus !== null &&
+    SUSPENDED.has(license.subscriptionStatus)
+  );
+}
 
 /** A subscription as Stripe's API describes it (fetched, not taken from a possibly stale payload). */
 export interface SubscriptionFacts {
@@ -62,11 +74,19 @@ function withFacts(
     billingCycle: facts.cycle,
     expiresAt: facts.currentPeriodEnd,
     subscriptionId: facts.id,
+    subscriptionStatus: facts.status,
     cancelAtPeriodEnd: facts.endsAt !== null,
     factsAsOf: newestOf(license.factsAsOf, createdAt),
     updatedAt: at,
   };
 }
+
+/**
+ * A subscription status as far as the license cares: unpaid or paused, or neither (a move between
+ * others, such as `active` to `past_due`, is no change to tell anyone about).
+ */
+const serviceOf = (status: SubscriptionStatus | null) =>
+  status !== null && SUSPENDED.has(status) ? status : 'in service';
 
 const sameFacts = (a: LicenseRecord, b: LicenseRecord) =>
   a.status === b.status &&
@@ -74,7 +94,35 @@ const sameFacts = (a: LicenseRecord, b: LicenseRecord) =>
   a.billingCycle === b.billingCycle &&
   a.expiresAt.getTime() === b.expiresAt.getTime() &&
   a.subscriptionId === b.subscriptionId &&
+  serviceOf(a.subscriptionStatus) === serviceOf(b.subscriptionStatus) &&
   a.cancelAtPeriodEnd === b.cancelAtPeriodEnd;
+
+/**
+ * The license status that the status of the license's own subscription gives: a live subscription
+ * makes the license active, an unpaid or paused one takes an active license out of service; others
+ * (and a suspended subscription of a license that is not active) leave it as it is.
+ */
+function statusFollowing(current: LicenseStatus, subscription: SubscriptionStatus): LicenseStatus {
+  if (LIVE.has(subscription)) return 'active';
+  if (SUSPENDED.has(subscription) && current === 'active') return 'canceled';
+  return current;
+}
+
+/** What the feed says when facts of the license's own subscription were applied. */
+function summaryOf(before: LicenseRecord, after: LicenseRecord, facts: SubscriptionFacts): string {
+  const plan = describePlan(facts.plan, facts.cycle);
+  if (after.status === 'canceled' && before.status !== 'canceled') {
+    return facts.status === 'unpaid'
+      ? `Subscription suspended: ${plan} is unpaid; pay the open invoice in the billing portal`
+      : `Subscription paused: ${plan}; resume it in the billing portal`;
+  }
+  if (after.status === 'active' && before.status !== 'active') return `Subscription active again: ${plan}`;
+  if (after.status === 'canceled' && isSuspended(before) && !isSuspended(after))
+    return 'Subscription canceled';
+  return facts.endsAt
+    ? `Subscription ends on ${facts.endsAt.toISOString().slice(0, 10)}`
+    : `Subscription changed: ${plan}`;
+}
 
 /** The license activated with the subscription's facts (a checkout, or a payment that completed later). */
 function activate(
@@ -88,7 +136,7 @@ function activate(
   return {
     kind: 'change',
     license: next,
-    summary: `Subscription active: ${describePlan(facts.plan, facts.cycle)}`,
+    summary: `Subscription active${isSuspended(license) ? ' again' : ''}: ${describePlan(facts.plan, facts.cycle)}`,
   };
 }
 
@@ -100,12 +148,17 @@ function activate(
  *   period end, unless the event is older than what was applied and names another subscription (a
  *   stale checkout) or the license was canceled after it;
  * - `invoice.payment_succeeded` renews an active license of the same subscription (the period end
- *   never moves back); a renewal of a canceled, pending or onboarding license changes nothing;
+ *   never moves back); a renewal of a canceled, pending or onboarding license changes nothing, except
+ *   that a suspended license whose subscription is live again is active again;
  * - `invoice.payment_failed` changes nothing and is told to the organization;
  * - `customer.subscription.updated` keeps plan, cycle, period end and a pending cancellation in step
  *   for the license's own subscription, if it is not older than what was applied; for an onboarding
  *   license without a subscription, a live one activates it (a payment that completed after checkout);
- * - `customer.subscription.deleted` cancels the license of that subscription only.
+ * - the license follows its own subscription's status: `unpaid` or `paused` takes an active license
+ *   out of service (`canceled`, suspended: the contract has no other state without service), and the
+ *   subscription live again (`active`, `trialing`, `past_due`) makes it active again;
+ * - `customer.subscription.deleted` cancels the license of that subscription only (a suspended one
+ *   too, for good).
  * Replays are the ledger's business (each event id once); this decides on order and relevance.
  */
 export function decideLicense(
@@ -122,19 +175,31 @@ export function decideLicense(
       if (isOlder(license, eventCreatedAt)) {
         if (license.subscriptionId !== subscription.id)
           return ignore('an older checkout of another subscription');
-        if (license.status === 'canceled') return ignore('the license was canceled after this checkout');
+        if (license.status === 'canceled' && !isSuspended(license))
+          return ignore('the license was canceled after this checkout');
       }
       return activate(license, subscription, eventCreatedAt, now);
     }
     case 'invoice.payment_succeeded': {
+      const subscription = fact.subscription;
+      if (isSuspended(license) && license.subscriptionId === subscription.id) {
+        // The subscription's state is read from Stripe: live means its open invoice was paid.
+        if (!LIVE.has(subscription.status))
+          return ignore(`a payment of subscription ${subscription.id}, still ${subscription.status}`);
+        return activate(license, subscription, eventCreatedAt, now);
+      }
       if (license.status !== 'active') return ignore(`a renewal of a ${license.status} license`);
-      if (license.subscriptionId !== fact.subscription.id) return ignore('a renewal of another subscription');
-      if (fact.subscription.currentPeriodEnd <= license.expiresAt)
-        return ignore('the period was already renewed');
+      if (license.subscriptionId !== subscription.id) return ignore('a renewal of another subscription');
+      if (subscription.currentPeriodEnd <= license.expiresAt) return ignore('the period was already renewed');
+      const next = withFacts(license, subscription, eventCreatedAt, now);
+      next.status = statusFollowing(license.status, subscription.status);
       return {
         kind: 'change',
-        license: { ...withFacts(license, fact.subscription, eventCreatedAt, now), status: 'active' },
-        summary: `Subscription renewed until ${fact.subscription.currentPeriodEnd.toISOString().slice(0, 10)}`,
+        license: next,
+        summary:
+          next.status === 'active'
+            ? `Subscription renewed until ${subscription.currentPeriodEnd.toISOString().slice(0, 10)}`
+            : summaryOf(license, next, subscription),
       };
     }
     case 'invoice.payment_failed':
@@ -159,26 +224,23 @@ export function decideLicense(
         return ignore(`an update of subscription ${subscription.id} before the license has one`);
       }
       if (license.subscriptionId !== subscription.id) return ignore('an update of another subscription');
-      if (license.status === 'canceled') return ignore('an update of a canceled subscription');
+      if (license.status === 'canceled' && !isSuspended(license))
+        return ignore('an update of a canceled subscription');
       if (isOlder(license, eventCreatedAt)) return ignore('older than the facts applied');
       const next = withFacts(license, subscription, eventCreatedAt, now);
+      next.status = statusFollowing(license.status, subscription.status);
       if (sameFacts(next, license)) return ignore('nothing changed');
-      return {
-        kind: 'change',
-        license: next,
-        summary: subscription.endsAt
-          ? `Subscription ends on ${subscription.endsAt.toISOString().slice(0, 10)}`
-          : `Subscription changed: ${describePlan(subscription.plan, subscription.cycle)}`,
-      };
+      return { kind: 'change', license: next, summary: summaryOf(license, next, subscription) };
     }
     case 'customer.subscription.deleted': {
       if (license.subscriptionId !== fact.subscriptionId) return ignore('a deletion of another subscription');
-      if (license.status === 'canceled') return ignore('already canceled');
+      if (license.status === 'canceled' && !isSuspended(license)) return ignore('already canceled');
       return {
         kind: 'change',
         license: {
           ...license,
           status: 'canceled',
+          subscriptionStatus: 'canceled',
           cancelAtPeriodEnd: false,
           factsAsOf: newestOf(license.factsAsOf, eventCreatedAt),
           updatedAt: now,

@@ -216,6 +216,46 @@ describe('payment events', () => {
     ]);
   });
 
+  it('follows an unpaid or paused subscription: out of service, checkout refused while unpaid, allowed while paused', async () => {
+    const service = new BillingService(store, new ManualClock(), provider, {
+      publicAppUrl: 'https://app.test',
+    });
+    const checkout = () =>
+      service.startCheckout({ orgId: 'o1', plan: 'pro', cycle: 'monthly', requestedByEmail: null });
+    let minute = 0;
+    const becomes = (status: SubscriptionFacts['status']) =>
+      deliver({
+        type: 'customer.subscription.updated',
+        customerId,
+        subscription: { id: 'sub_1', customerId, facts: facts({ status }) },
+        created: new Date(Date.UTC(2026, 10, 25, 13, ++minute)),
+      });
+    await deliver({ type: 'checkout.session.completed', customerId, subscriptionId: 'sub_1' });
+    expect(store.state.licenses.get('o1')?.status).toBe('active');
+
+    expect(await becomes('unpaid')).toEqual({ outcome: 'applied', orgId: 'o1' });
+    expect(store.state.licenses.get('o1')?.status).toBe('canceled');
+    expect(store.emittedOf('billing.updated').at(-1)).toMatchObject({
+      status: 'canceled',
+      summary:
+        'Subscription suspended: Pro, billed monthly is unpaid; pay the open invoice in the billing portal',
+    });
+    // The unpaid subscription still exists and bills: a second one is not sold next to it.
+    const refused = await checkout().catch((e: unknown) => e);
+    expect(codeOf(refused)).toBe('SUBSCRIPTION_ALREADY_ACTIVE');
+    expect((refused as AppError).message).toContain('unpaid; pay its open invoice in the billing portal');
+
+    await becomes('active');
+    expect(store.state.licenses.get('o1')?.status).toBe('active');
+    expect(codeOf(await checkout().catch((e: unknown) => e))).toBe('SUBSCRIPTION_ALREADY_ACTIVE');
+
+    await becomes('paused');
+    expect(store.state.licenses.get('o1')?.status).toBe('canceled');
+    // A paused subscription bills nothing: the organization may check out anew.
+    expect(await checkout()).toMatch(/^https:\/\/checkout\.test\//);
+    expect(store.state.licenses.get('o1')?.status).toBe('onboarding');
+  });
+
   it('refuses a bad signature before reading anything', async () => {
     expect(codeOf(await handler.handle(Buffer.from('x'), 'bad').catch((e: unknown) => e))).toBe(
       'WEBHOOK_SIGNATURE_INVALID',

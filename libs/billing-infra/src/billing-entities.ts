@@ -1,5 +1,10 @@
 import { EntitySchema } from '@mikro-orm/postgresql';
-import type { BillingCycle, LicenseStatus, Plan } from '@sts/billing-domain/billing-model';
+import type {
+  BillingCycle,
+  LicenseStatus,
+  Plan,
+  SubscriptionStatus,
+} from '@sts/billing-domain/billing-model';
 
 /** Row shape of the billing schema, mapped by MikroORM. */
 export interface LicenseRow {
@@ -11,6 +16,7 @@ export interface LicenseRow {
   createdAt: Date;
   updatedAt: Date;
   subscriptionId: string | null;
+  subscriptionStatus: SubscriptionStatus | null;
   cancelAtPeriodEnd: boolean;
   factsAsOf: Date | null;
 }
@@ -27,6 +33,7 @@ export const LicenseEntity = new EntitySchema<LicenseRow>({
     createdAt: { type: 'datetime', fieldName: 'created_at' },
     updatedAt: { type: 'datetime', fieldName: 'updated_at' },
     subscriptionId: { type: 'text', fieldName: 'subscription_id', nullable: true },
+    subscriptionStatus: { type: 'text', fieldName: 'subscription_status', nullable: true },
     cancelAtPeriodEnd: { type: 'boolean', fieldName: 'cancel_at_period_end' },
     factsAsOf: { type: 'datetime', fieldName: 'facts_as_of', nullable: true },
   },

@@ -73,8 +73,24 @@ class OutboxTraceContext extends Migration {
   }
 }
 
+/**
+ * Stripe's status of the license's subscription as last applied: a license suspended because its
+ * subscription is `unpaid` or `paused` is active again when the subscription is live again, while one
+ * whose subscription was deleted stays canceled. Null for licenses stored before (and before any).
+ */
+class SubscriptionStatus extends Migration {
+  override up(): void {
+    this.addSql(`
+      alter table billing.licenses
+        add column subscription_status text null check (subscription_status in
+          ('active', 'trialing', 'past_due', 'unpaid', 'paused', 'incomplete', 'incomplete_expired', 'canceled'));
+    `);
+  }
+}
+
 export const BILLING_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_billing_schema', class: InitialBillingSchema },
   { name: '0002_stripe_billing', class: StripeBilling },
   { name: '0003_outbox_trace_context', class: OutboxTraceContext },
+  { name: '0004_subscription_status', class: SubscriptionStatus },
 ];

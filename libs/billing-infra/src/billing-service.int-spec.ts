@@ -267,6 +267,54 @@ describe('billing service with Stripe (PostgreSQL, NATS, a Stripe stand-in)', ()
     expect((await client.getLicense({ orgId })).license?.plan).toBe(Plan.PLAN_ENTERPRISE);
   });
 
+  it('takes the license out of service when the subscription becomes unpaid or paused, and back when it is paid', async () => {
+    const orgId = randomUUID();
+    const { session, subscription } = await paid(orgId);
+    const status = async () => (await client.getLicense({ orgId })).license?.status;
+    expect(await deliver(stripe.event('checkout.session.completed', session, { created: at(60) }))).toEqual({
+      orgId,
+      outcome: 'applied',
+    });
+    expect(await status()).toBe(LicenseStatus.LICENSE_STATUS_ACTIVE);
+
+    // Stripe gave up retrying the renewal: the subscription is unpaid.
+    const unpaid = stripe.updateSubscription(subscription.id, { status: 'unpaid' });
+    expect(await deliver(stripe.event('customer.subscription.updated', unpaid, { created: at(50) }))).toEqual(
+      {
+        orgId,
+        outcome: 'applied',
+      },
+    );
+    expect(await status()).toBe(LicenseStatus.LICENSE_STATUS_CANCELED);
+    const refused = await client
+      .createCheckoutSession({
+        orgId,
+        plan: Plan.PLAN_PRO,
+        billingCycle: BillingCycle.BILLING_CYCLE_ANNUAL,
+        requestedByEmail: 'admin@int.test',
+      })
+      .catch((e: unknown) => e);
+    expect((refused as AppError).code).toBe('SUBSCRIPTION_ALREADY_ACTIVE');
+
+    // The open invoice is paid in the portal: billing reads the subscription, live again.
+    stripe.updateSubscription(subscription.id, { status: 'active' });
+    const invoice = stripe.createInvoice(subscription.id, { paid: true });
+    expect(await deliver(stripe.event('invoice.payment_succeeded', invoice, { created: at(40) }))).toEqual({
+      orgId,
+      outcome: 'applied',
+    });
+    expect(await status()).toBe(LicenseStatus.LICENSE_STATUS_ACTIVE);
+
+    const paused = stripe.updateSubscription(subscription.id, { status: 'paused' });
+    expect(await deliver(stripe.event('customer.subscription.updated', paused, { created: at(30) }))).toEqual(
+      {
+        orgId,
+        outcome: 'applied',
+      },
+    );
+    expect(await status()).toBe(LicenseStatus.LICENSE_STATUS_CANCELED);
+  });
+
   it('writes billing.updated to the outbox, and the relay publishes it', async () => {
     const orgId = randomUUID();
     const { session } = await paid(orgId);

@@ -29,7 +29,7 @@ export class MikroBillingStore implements BillingStore {
 }
 
 const LICENSE_COLUMNS = `org_id, plan, status, billing_cycle, expires_at, created_at, updated_at,
-  subscription_id, cancel_at_period_end, facts_as_of`;
+  subscription_id, subscription_status, cancel_at_period_end, facts_as_of`;
 
 class BillingRepositoriesSql implements BillingRepositories {
   constructor(
@@ -96,6 +96,7 @@ class BillingRepositoriesSql implements BillingRepositories {
         expiresAt: row.expiresAt,
         updatedAt: row.updatedAt,
         subscriptionId: row.subscriptionId,
+        subscriptionStatus: row.subscriptionStatus,
         cancelAtPeriodEnd: row.cancelAtPeriodEnd,
         factsAsOf: row.factsAsOf,
       },
@@ -144,6 +145,7 @@ interface LicenseSqlRow {
   created_at: Date;
   updated_at: Date;
   subscription_id: string | null;
+  subscription_status: LicenseRow['subscriptionStatus'];
   cancel_at_period_end: boolean;
   facts_as_of: Date | null;
 }
@@ -158,6 +160,7 @@ function toLicense(row: LicenseSqlRow): LicenseRecord {
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
     subscriptionId: row.subscription_id,
+    subscriptionStatus: row.subscription_status,
     cancelAtPeriodEnd: row.cancel_at_period_end,
     factsAsOf: row.facts_as_of ? new Date(row.facts_as_of) : null,
   };
@@ -173,6 +176,7 @@ function toRow(license: LicenseRecord): LicenseRow {
     createdAt: license.createdAt,
     updatedAt: license.updatedAt,
     subscriptionId: license.subscriptionId,
+    subscriptionStatus: license.subscriptionStatus,
     cancelAtPeriodEnd: license.cancelAtPeriodEnd,
     factsAsOf: license.factsAsOf,
   };
