@@ -9,7 +9,12 @@ import { loadConfig } from '@sts/config/load-config';
 import { enrollmentEnvSchema } from '@sts/enrollment-infra/enrollment-config';
 import { gatewayEnvSchema } from '@sts/gateway-http/gateway-config';
 import { identityEnvSchema } from '@sts/identity-infra/identity-config';
+import { createLogger } from '@sts/logger/create-logger';
+import { connectJetStream } from '@sts/nats/jetstream-connection';
+import { natsSetupEnvSchema } from '@sts/nats/nats-setup-config';
+import { startNatsServer } from '@sts/testing/nats-server';
 import { notificationEnvSchema } from '@sts/notification-infra/notification-config';
+import { deployNatsAuthConfig } from '../../scripts/nats-deploy-config';
 
 /**
  * deploy/ checked offline (no daemon, no cluster): kustomize renders, every rendered object is valid
@@ -23,7 +28,8 @@ const WORKLOADS = [...SERVICES, 'gateway'] as const;
  * Names of variables whose values are secrets: they must come from a Secret, never from a literal. A
  * `_FILE` variable holds the path of a mounted secret, not the secret.
  */
-const SECRET_NAME = /^(?!.*_FILE$).*(KEY|SECRET|PASSWORD|TOKEN|DATABASE_URL|SMTP_URL|CLICKHOUSE_URL)/;
+const SECRET_NAME =
+  /^(?!.*_FILE$).*(KEY|SECRET|PASSWORD|TOKEN|DATABASE_URL|SMTP_URL|CLICKHOUSE_URL|NATS_URL)/;
 
 interface EnvVar {
   name: string;
@@ -75,7 +81,8 @@ interface K8sObject {
 }
 
 /** Each app's configuration schema: what its process checks at start. */
-const SCHEMAS: Record<(typeof WORKLOADS)[number], z.ZodObject> = {
+const SCHEMAS: Record<(typeof WORKLOADS)[number] | 'nats-setup', z.ZodObject> = {
+  'nats-setup': natsSetupEnvSchema,
   gateway: gatewayEnvSchema,
   identity: identityEnvSchema,
   notification: notificationEnvSchema,
@@ -94,10 +101,16 @@ const SECRET_VALUES: Record<string, string> = {
   ENROLLMENT_KEY_ENCRYPTION_KEY: KEY,
   STRIPE_SECRET_KEY: 'sk_live_secret',
   STRIPE_WEBHOOK_SECRET: 'whsec_secret',
+  ...Object.fromEntries(
+    [...WORKLOADS, 'admin'].map((user) => [
+      `NATS_URL_${user.toUpperCase()}`,
+      `nats://${user}:secret@nats:4222`,
+    ]),
+  ),
 };
 /** The app a container runs, from its image (`…/sts/<app>:tag` or `sts-<app>`). */
 /** Why an app would refuse this environment at start; null when it takes it. */
-const configProblem = (app: (typeof WORKLOADS)[number], env: Record<string, string>) => {
+const configProblem = (app: keyof typeof SCHEMAS, env: Record<string, string>) => {
   try {
     loadConfig(SCHEMAS[app], env);
     return null;
@@ -110,7 +123,7 @@ const appOf = (image: string) =>
     .replace(/:[^/]*$/, '')
     .split('/')
     .pop()!
-    .replace(/^sts-/, '') as (typeof WORKLOADS)[number];
+    .replace(/^sts-/, '') as keyof typeof SCHEMAS;
 
 const render = (path: string) =>
   execFileSync('kubectl', ['kustomize', join(ROOT, path)], {
@@ -251,6 +264,27 @@ describe('deploy/k8s', () => {
     }
   });
 
+  it("connects every workload to NATS as its own user, and only the NATS servers' namespace policy lets the system in", () => {
+    expect(ofKind('ConfigMap')[0]!.data?.NATS_URL).toBeUndefined();
+    for (const name of WORKLOADS) {
+      const container = named('Deployment', name).spec.template.spec.containers[0]!;
+      const nats = container.env?.find((variable) => variable.name === 'NATS_URL');
+      expect([name, nats?.valueFrom?.secretKeyRef?.key]).toEqual([name, `NATS_URL_${name.toUpperCase()}`]);
+    }
+    const access = render('deploy/k8s/nats-access');
+    expect(validate(access).errors).toEqual([]);
+    const [policy] = objectsOf(access);
+    expect(policy?.spec.ingress[0]).toEqual({
+      from: [
+        {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'sts' } },
+          podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'sts' } },
+        },
+      ],
+      ports: [{ protocol: 'TCP', port: 4222 }],
+    });
+  });
+
   it('keeps each workload available through voluntary disruptions and scales the gateway and analytics', () => {
     for (const name of WORKLOADS) {
       expect(named('PodDisruptionBudget', name).spec.selector.matchLabels).toEqual({
@@ -358,9 +392,14 @@ describe('deploy/k8s', () => {
     const pod = named('Job', 'migrate').spec.template.spec;
     const steps = [...(pod.initContainers ?? []), ...pod.containers];
     expect(steps.map((container) => container.image.split('/').pop()!.split(':')[0]).sort()).toEqual(
-      [...SERVICES].sort(),
+      [...SERVICES, 'nats-setup'].sort(),
     );
-    for (const step of steps) {
+    // NATS first: its streams and consumers exist before any service of the release starts.
+    expect(steps[0]!.name).toBe('nats-setup');
+    expect(
+      steps[0]!.env?.find((variable) => variable.name === 'NATS_URL')?.valueFrom?.secretKeyRef?.key,
+    ).toBe('NATS_URL_ADMIN');
+    for (const step of steps.slice(1)) {
       expect([step.name, step.env?.find((variable) => variable.name === 'MIGRATIONS')?.value]).toEqual([
         step.name,
         'only',
@@ -376,6 +415,9 @@ describe('deploy/compose.yaml and deploy/Dockerfile', () => {
     SERVICE_AUTH_KEY: KEY,
     SECRET_SEALING_KEY: KEY,
     ENROLLMENT_KEY_ENCRYPTION_KEY: KEY,
+    ...Object.fromEntries(
+      [...WORKLOADS, 'admin'].map((user) => [`NATS_PASSWORD_${user.toUpperCase()}`, `pw${user}`]),
+    ),
     SMTP_URL: 'smtp://mail.example.com',
     OIDC_ISSUER: 'https://login.example.com/',
     OIDC_AUDIENCE: 'https://api.example.com',
@@ -394,7 +436,14 @@ describe('deploy/compose.yaml and deploy/Dockerfile', () => {
       (parseAllDocuments(valid.stdout)[0]!.toJS() as { services: Record<string, unknown> }).services,
     ).sort();
     expect(services).toEqual(
-      ['postgres', 'nats', 'clickhouse', ...WORKLOADS, ...SERVICES.map((name) => `migrate-${name}`)].sort(),
+      [
+        'postgres',
+        'nats',
+        'nats-setup',
+        'clickhouse',
+        ...WORKLOADS,
+        ...SERVICES.map((name) => `migrate-${name}`),
+      ].sort(),
     );
     // Every app service's environment passes its app's own schema.
     const rendered = parseAllDocuments(valid.stdout)[0]!.toJS() as {
@@ -409,6 +458,44 @@ describe('deploy/compose.yaml and deploy/Dockerfile', () => {
       const refused = compose(without);
       expect([missing, refused.status]).toEqual([missing, 1]);
       expect(refused.stderr).toContain(`set ${missing}`);
+    }
+  });
+
+  it('runs NATS with a user per service: deploy/nats/auth.conf is current, and the server reads each password from its environment', async () => {
+    const auth = readFileSync(join(ROOT, 'deploy/nats/auth.conf'), 'utf8');
+    expect(auth).toBe(deployNatsAuthConfig());
+    const rendered = parseAllDocuments(compose(secrets).stdout)[0]!.toJS() as {
+      services: Record<string, { image?: string; environment?: Record<string, string> }>;
+    };
+    for (const [name, service] of Object.entries(rendered.services)) {
+      const url = service.environment?.NATS_URL;
+      if (!service.image?.startsWith('sts-') || name.startsWith('migrate-')) continue;
+      const user = name === 'nats-setup' ? 'admin' : name;
+      expect([name, url]).toEqual([name, `nats://${user}:pw${user}@nats:4222`]);
+    }
+    const env = Object.fromEntries(
+      Object.entries(secrets).filter(([key]) => key.startsWith('NATS_PASSWORD_')),
+    );
+    const server = await startNatsServer('include ./auth.conf\n', { files: { 'auth.conf': auth }, env });
+    try {
+      const logger = createLogger('deploy', 'silent');
+      const identity = await connectJetStream({
+        url: server.url('identity', 'pwidentity'),
+        name: 'deploy-identity',
+        logger,
+        initialConnectTimeoutMs: 2_000,
+      });
+      await identity.close();
+      await expect(
+        connectJetStream({
+          url: server.url('identity', 'pwgateway'),
+          name: 'x',
+          logger,
+          initialConnectTimeoutMs: 500,
+        }),
+      ).rejects.toThrow();
+    } finally {
+      await server.stop();
     }
   });
 

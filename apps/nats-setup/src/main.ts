@@ -1,8 +1,7 @@
-import { z } from 'zod';
-import { commonEnv, natsEnv, telemetryStreamEnv } from '@sts/config/env-fragments';
 import { loadConfig } from '@sts/config/load-config';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
+import { natsSetupEnvSchema } from '@sts/nats/nats-setup-config';
 import { provisionNatsTopology } from '@sts/nats/nats-topology';
 import { runProcess } from '@sts/runtime/lifecycle';
 
@@ -12,16 +11,8 @@ import { runProcess } from '@sts/runtime/lifecycle';
  * may not (docs/decisions.md, "Trust model"), so a release runs this before they start. Takes the
  * analytics service's TELEMETRY_* settings, which the telemetry stream and its consumer carry.
  */
-const setupEnvSchema = z.object({
-  ...commonEnv,
-  ...natsEnv,
-  ...telemetryStreamEnv,
-  /** Copies of every stream and bucket a NATS cluster keeps (1 on a single server). */
-  NATS_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
-});
-
 runProcess('nats-setup', async () => {
-  const config = loadConfig(setupEnvSchema);
+  const config = loadConfig(natsSetupEnvSchema);
   const logger = createLogger('nats-setup', config.LOG_LEVEL);
   const nats = await connectJetStream({ url: config.NATS_URL, name: 'nats-setup', logger });
   try {

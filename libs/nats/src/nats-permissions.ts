@@ -7,7 +7,7 @@ import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
 import { limitsBucketName } from './kv-buckets';
 
 /** The user that provisions streams, consumers and buckets (nats-setup), and tests' cleanup: every permission. */
-export const NATS_ADMIN_USER = 'admin';
+export const NATS_ADMIN_USER = 'admin' as const;
 
 /**
  * Replies to a user's requests (JetStream answers, pulled messages) go to subjects under this prefix,
@@ -76,6 +76,23 @@ export function natsPermissions(namespace: string, service: ServiceName): NatsUs
 
 /** A password in the configuration: a literal, or `$NAME` for the server to read from its environment. */
 export type NatsPassword = string | { env: string };
+
+/** The environment variable a deployed nats-server reads a user's password from (deploy/nats/auth.conf). */
+export function natsPasswordVariable(user: ServiceName | typeof NATS_ADMIN_USER): string {
+  return `NATS_PASSWORD_${user.toUpperCase()}`;
+}
+
+/** The configuration's `authorization` block with every password read from the server's environment. */
+export function natsAuthorizationConfigFromEnvironment(namespace: string): string {
+  const users: (ServiceName | typeof NATS_ADMIN_USER)[] = [...SERVICE_NAMES, NATS_ADMIN_USER];
+  return natsAuthorizationConfig(
+    namespace,
+    Object.fromEntries(users.map((user) => [user, { env: natsPasswordVariable(user) }])) as Record<
+      ServiceName | typeof NATS_ADMIN_USER,
+      NatsPassword
+    >,
+  );
+}
 
 /**
  * The `authorization` block of a nats-server configuration: one user per service with the permissions

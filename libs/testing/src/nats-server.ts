@@ -25,15 +25,28 @@ function natsServerBinary(): string {
  * configured with `extraConfig` (e.g. an authorization block), for tests of server-side rules the
  * shared server on 4222 does not have.
  */
-export async function startNatsServer(extraConfig: string): Promise<LocalNatsServer> {
+export async function startNatsServer(
+  extraConfig: string,
+  options: {
+    /** Files written beside the configuration first (for its `include`s). */
+    files?: Record<string, string>;
+    /** The server's environment besides this process's (variables the configuration reads). */
+    env?: Record<string, string>;
+  } = {},
+): Promise<LocalNatsServer> {
   const dir = await mkdtemp(join(tmpdir(), 'sts-nats-'));
   const port = await freePort();
+  for (const [name, content] of Object.entries(options.files ?? {}))
+    await writeFile(join(dir, name), content);
   const configFile = join(dir, 'nats.conf');
   await writeFile(
     configFile,
     `host: 127.0.0.1\nport: ${port}\njetstream { store_dir: ${JSON.stringify(join(dir, 'store'))} }\n${extraConfig}`,
   );
-  const child: ChildProcess = spawn(natsServerBinary(), ['-c', configFile], { stdio: 'ignore' });
+  const child: ChildProcess = spawn(natsServerBinary(), ['-c', configFile], {
+    stdio: 'ignore',
+    env: { ...process.env, ...options.env },
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stop = async () => {
     child.kill('SIGTERM');
