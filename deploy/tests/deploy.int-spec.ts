@@ -74,7 +74,7 @@ interface K8sObject {
     podSelector: Selector;
     policyTypes: string[];
     ingress: {
-      from?: { podSelector: Selector; namespaceSelector?: Selector }[];
+      from?: { podSelector?: Selector; namespaceSelector?: Selector }[];
       ports?: { port: number }[];
     }[];
   };
@@ -301,7 +301,7 @@ describe('deploy/k8s', () => {
     ]);
   });
 
-  it('lets only the gateway be reached from outside, and each service only from those that call it', () => {
+  it('lets only the gateway be reached, through the ingress controller alone, and each service only from those that call it', () => {
     const denyAll = named('NetworkPolicy', 'default-deny-ingress').spec;
     expect(denyAll).toEqual({ podSelector: {}, policyTypes: ['Ingress'] });
     const callersOf = (name: string) => {
@@ -309,11 +309,17 @@ describe('deploy/k8s', () => {
       expect(policy.podSelector.matchLabels).toEqual({ 'app.kubernetes.io/name': name });
       return policy.ingress.flatMap((rule) =>
         rule.from
-          ? rule.from.map((peer) => peer.podSelector.matchLabels?.['app.kubernetes.io/name'])
+          ? rule.from.map(
+              (peer) =>
+                peer.podSelector?.matchLabels?.['app.kubernetes.io/name'] ??
+                `namespace ${peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name']}`,
+            )
           : ['anyone'],
       );
     };
-    expect(callersOf('gateway')).toEqual(['anyone']);
+    // TRUST_PROXY=1 believes the last X-Forwarded-For hop: only the ingress controller may make it.
+    expect(ofKind('ConfigMap')[0]!.data?.TRUST_PROXY).toBe('1');
+    expect(callersOf('gateway')).toEqual(['namespace ingress-nginx']);
     expect(callersOf('identity').sort()).toEqual(['gateway', 'notification']);
     for (const name of ['notification', 'billing', 'enrollment', 'analytics']) {
       expect([name, callersOf(name)]).toEqual([name, ['gateway']]);
