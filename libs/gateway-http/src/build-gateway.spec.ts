@@ -550,6 +550,27 @@ describe('gateway (fake upstream, real token verifier)', () => {
       }
     });
 
+    // @fastify/rate-limit keys IPv6 clients by their /64 itself (its default ipv6Subnet); this keeps it so.
+    it('limits an IPv6 client by its /64, which one subscriber picks addresses from at will', async () => {
+      const limited = await startTestGateway({ RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 2 });
+      try {
+        const accept = (remoteAddress: string) =>
+          limited.app.inject({
+            method: 'POST',
+            url: '/api/invites/accept',
+            payload: { token: 'sts_inv_abc' },
+            remoteAddress,
+          });
+        expect((await accept('2001:db8:7:1::1')).statusCode).toBe(200);
+        expect((await accept('2001:db8:7:1::2')).statusCode).toBe(200);
+        expectProblem(await accept('2001:db8:7:1:abcd::3'), 429, 'RATE_LIMITED');
+        // Another /64 has its own allowance.
+        expect((await accept('2001:db8:7:2::1')).statusCode).toBe(200);
+      } finally {
+        await limited.app.close();
+      }
+    });
+
     it('allows RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE requests per client address, then 429 RATE_LIMITED', async () => {
       const limited = await startTestGateway({ RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 3 });
       try {
