@@ -33,7 +33,7 @@ module.exports = {
     {
       ...common,
       displayName: 'integration',
-      testMatch: ['<rootDir>/{apps,libs,deploy}/**/*.int-spec.ts'],
+      testMatch: ['<rootDir>/{apps,libs,deploy,scripts}/**/*.int-spec.ts'],
       setupFilesAfterEnv: ['<rootDir>/tools/jest/slow-tests.setup.js'],
     },
     {

@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   printf '==> installing dependencies (npm ci)\n'
-  # The lock file cannot list other platforms' optional binaries that this registry lacks, which
-  # `npm ci` refuses; `npm install` then installs the same locked versions for this platform.
-  npm ci --no-audit --no-fund </dev/null || npm install --no-audit --no-fund </dev/null
+  # Exactly the locked tree, or nothing: a lock file that no longer matches package.json must fail here, not be
+  # quietly re-resolved into a tree no one reviewed.
+  if ! npm ci --no-audit --no-fund </dev/null; then
+    echo "npm ci failed: if package-lock.json no longer matches package.json, run \`npm install\` and commit package-lock.json" >&2
+    exit 1
+  fi
 fi
