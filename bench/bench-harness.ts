@@ -24,6 +24,7 @@ import { Lifecycle } from '@sts/runtime/lifecycle';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { freePort, portOpen } from '@sts/testing/service-process';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
+import { testServiceAuth } from '@sts/testing/service-auth';
 import { startSmtpSink } from '@sts/testing/smtp-sink';
 import { formatProfileSummary, summarizeProfileFile } from './cpu-profile-summary';
 import { type GcPause } from './gc-pauses';
@@ -356,6 +357,8 @@ export async function startSystem(
     lifecycle.add(name, () => service.stop());
     return service;
   };
+  // Each caller (the gateway, notification) signs with its own key, as in production.
+  const serviceAuth = testServiceAuth();
   const shared = {
     NODE_ENV: 'production',
     LOG_LEVEL: 'warn',
@@ -363,7 +366,7 @@ export async function startSystem(
     NATS_URL: natsUrl,
     NATS_NAMESPACE: namespace,
     SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
-    SERVICE_AUTH_KEY: randomBytes(32).toString('base64'),
+    SERVICE_TRUSTED_KEYS: serviceAuth.SERVICE_TRUSTED_KEYS,
   };
   const [identityPort, notificationPort, billingPort, enrollmentPort, gatewayPort, baselinePort] =
     (await Promise.all([1, 2, 3, 4, 5, 6].map(() => freePort()))) as [
@@ -385,6 +388,7 @@ export async function startSystem(
     [
       await startService('notification', 'apps/notification/src/main.ts', {
         ...shared,
+        ...serviceAuth.envOf('notification'),
         GRPC_PORT: String(notificationPort),
         SMTP_URL: mail.url,
         PUBLIC_APP_URL: 'https://dashboard.bench.test',
@@ -438,6 +442,7 @@ export async function startSystem(
   );
   const gatewayEnv = (port: number) => ({
     ...shared,
+    ...serviceAuth.envOf('gateway'),
     HOST: '127.0.0.1',
     PORT: String(port),
     OIDC_ISSUER: issuer,

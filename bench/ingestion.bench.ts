@@ -72,8 +72,12 @@ runBenchmark(async (lifecycle) => {
   lifecycle.add('clickhouse database', () => clickhouse.drop());
   const system = await startSystem(lifecycle, {
     enrollment: true,
-    // A few devices send every batch here; the per-device default is meant for real agents. Still counted.
-    gatewayEnv: { TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE: '10000000' },
+    // A few devices of one organization send every batch here; the per-device and per-organization
+    // defaults are meant for real agents. Still counted.
+    gatewayEnv: {
+      TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE: '10000000',
+      TELEMETRY_ORG_BYTES_PER_MINUTE: String(Number.MAX_SAFE_INTEGER),
+    },
     analytics: {
       processes: options.analytics,
       clickhouseUrl: clickhouse.url,

@@ -47,8 +47,28 @@ dev_key() {
 }
 # Kept so that mail in flight survives restarts.
 dev_key SECRET_SEALING_KEY sealing-key
-# Signs the tokens services present to each other on every gRPC call (docs/decisions.md "Trust between services").
-dev_key SERVICE_AUTH_KEY service-auth-key
+# The tokens services present to each other on every gRPC call (docs/decisions.md "Trust between services"):
+# each caller signs with a private key of its own (Ed25519, PKCS#8, base64), generated once into
+# .dev/service-keys/NAME and given only to that process (start, below); the services hold the public keys.
+SERVICE_CALLERS=(gateway notification)
+unset SERVICE_SIGNING_KEY
+mkdir -p "$DEV_DIR/service-keys"
+chmod 700 "$DEV_DIR/service-keys"
+for caller in "${SERVICE_CALLERS[@]}"; do
+  file="$DEV_DIR/service-keys/$caller"
+  [ -s "$file" ] || (umask 077 && node -e "process.stdout.write(require('crypto').generateKeyPairSync('ed25519').privateKey.export({ format: 'der', type: 'pkcs8' }).toString('base64'))" >"$file")
+  chmod 600 "$file"
+done
+SERVICE_TRUSTED_KEYS=$(node -e '
+const { createPrivateKey, createPublicKey } = require("crypto");
+const { readFileSync } = require("fs");
+const [dir, ...names] = process.argv.slice(1);
+process.stdout.write(names.map((name) => {
+  const key = createPrivateKey({ key: Buffer.from(readFileSync(dir + "/" + name, "utf8"), "base64"), format: "der", type: "pkcs8" });
+  return name + "=" + createPublicKey(key).export({ format: "der", type: "spki" }).toString("base64");
+}).join(","));
+' "$DEV_DIR/service-keys" "${SERVICE_CALLERS[@]}")
+export SERVICE_TRUSTED_KEYS
 # The enrollment service's own secrets (enrollment keys at rest, code HMACs).
 dev_key ENROLLMENT_KEY_ENCRYPTION_KEY enrollment-key-encryption-key
 export PUBLIC_API_URL="${PUBLIC_API_URL:-http://localhost:$PORT}"
@@ -102,9 +122,11 @@ trap 'cleanup; exit 0' INT TERM
 read -r -a SERVICE_NODE_FLAGS < <(grep -v '^#' "$ROOT/scripts/service-node-flags")
 
 start() {
-  local name=$1 entry=$2
+  local name=$1 entry=$2 own_key=()
   shift 2
-  env "$@" node "${SERVICE_NODE_FLAGS[@]}" --import tsx "$entry" >>"$LOG_DIR/$name.log" 2>&1 &
+  # A caller's own signing key, to that process alone.
+  if [ -s "$DEV_DIR/service-keys/$name" ]; then own_key=("SERVICE_SIGNING_KEY=$(cat "$DEV_DIR/service-keys/$name")"); fi
+  env "${own_key[@]}" "$@" node "${SERVICE_NODE_FLAGS[@]}" --import tsx "$entry" >>"$LOG_DIR/$name.log" 2>&1 &
   PIDS+=($!)
   NAMES+=("$name")
   echo "started $name (pid $!, log .dev/logs/$name.log)"

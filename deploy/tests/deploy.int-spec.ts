@@ -92,11 +92,27 @@ const SCHEMAS: Record<(typeof WORKLOADS)[number] | 'nats-setup', z.ZodObject> = 
 };
 /** Values of the right shape for every secret the manifests and compose file name. */
 const KEY = Buffer.alloc(32, 7).toString('base64');
+/** The services whose schema is in PostgreSQL, each with a role of its own. */
+const DATABASE_USERS = ['identity', 'notification', 'billing', 'enrollment'] as const;
+/** The processes that call services, each signing its tokens with a key of its own. */
+const CALLERS = ['gateway', 'notification'] as const;
+/** What `node deploy/service-keys.mjs` prints: a private key per caller, and their public keys by name. */
+const SERVICE_KEYS = Object.fromEntries(
+  execFileSync(process.execPath, [join(ROOT, 'deploy/service-keys.mjs')], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+) as Record<string, string>;
 const SECRET_VALUES: Record<string, string> = {
-  DATABASE_URL: 'postgresql://sts:secret@postgres:5432/sts',
+  ...Object.fromEntries(
+    DATABASE_USERS.map((user) => [
+      `DATABASE_URL_${user.toUpperCase()}`,
+      `postgresql://${user}:secret@postgres:5432/sts`,
+    ]),
+  ),
   CLICKHOUSE_URL: 'http://sts:secret@clickhouse:8123',
   SMTP_URL: 'smtps://user:secret@smtp.example.com:465',
-  SERVICE_AUTH_KEY: KEY,
+  ...SERVICE_KEYS,
   SECRET_SEALING_KEY: KEY,
   ENROLLMENT_KEY_ENCRYPTION_KEY: KEY,
   STRIPE_SECRET_KEY: 'sk_live_secret',
@@ -285,6 +301,44 @@ describe('deploy/k8s', () => {
     });
   });
 
+  it("gives each workload its own signing key and database role, and none another's", () => {
+    const isCaller = (app: string) => (CALLERS as readonly string[]).includes(app);
+    const keepsSchema = (app: string) => (DATABASE_USERS as readonly string[]).includes(app);
+    let containers = 0;
+    for (const [, pod] of podSpecs()) {
+      for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
+        const app = appOf(container.image);
+        const secrets = Object.fromEntries(
+          (container.env ?? []).flatMap((variable) => {
+            const key = variable.valueFrom?.secretKeyRef?.key;
+            return key ? [[variable.name, key]] : [];
+          }),
+        );
+        const keys = Object.values(secrets);
+        // A caller's own private key, and no other private key.
+        const ownKey = isCaller(app) ? `SERVICE_SIGNING_KEY_${app.toUpperCase()}` : undefined;
+        expect([
+          container.name,
+          secrets.SERVICE_SIGNING_KEY,
+          keys.filter((key) => key.includes('SIGNING')),
+        ]).toEqual([container.name, ownKey, ownKey ? [ownKey] : []]);
+        // The role of its own schema, and no other's (none at all without a schema).
+        const ownDatabase = keepsSchema(app) ? `DATABASE_URL_${app.toUpperCase()}` : undefined;
+        expect([
+          container.name,
+          secrets.DATABASE_URL,
+          keys.filter((key) => key.includes('DATABASE')),
+        ]).toEqual([container.name, ownDatabase, ownDatabase ? [ownDatabase] : []]);
+        // A service checks its callers' tokens with their public keys.
+        const trusts = (SERVICES as readonly string[]).includes(app) ? 'SERVICE_TRUSTED_KEYS' : undefined;
+        expect([container.name, secrets.SERVICE_TRUSTED_KEYS]).toEqual([container.name, trusts]);
+        containers += 1;
+      }
+    }
+    // The Deployments, and the migrate Job's steps (nats-setup and one per service).
+    expect(containers).toBe(WORKLOADS.length + 1 + SERVICES.length);
+  });
+
   it('keeps each workload available through voluntary disruptions and scales the gateway and analytics', () => {
     for (const name of WORKLOADS) {
       expect(named('PodDisruptionBudget', name).spec.selector.matchLabels).toEqual({
@@ -418,7 +472,10 @@ describe('deploy/compose.yaml and deploy/Dockerfile', () => {
   const secrets = {
     POSTGRES_PASSWORD: 'p',
     CLICKHOUSE_PASSWORD: 'c',
-    SERVICE_AUTH_KEY: KEY,
+    ...SERVICE_KEYS,
+    ...Object.fromEntries(
+      DATABASE_USERS.map((user) => [`DATABASE_PASSWORD_${user.toUpperCase()}`, `db${user}`]),
+    ),
     SECRET_SEALING_KEY: KEY,
     ENROLLMENT_KEY_ENCRYPTION_KEY: KEY,
     ...Object.fromEntries(
@@ -503,6 +560,72 @@ describe('deploy/compose.yaml and deploy/Dockerfile', () => {
     } finally {
       await server.stop();
     }
+  });
+
+  it('gives each service its own signing key and database role, the roles made at PostgreSQL first start', () => {
+    const rendered = parseAllDocuments(compose(secrets).stdout)[0]!.toJS() as {
+      services: Record<
+        string,
+        {
+          image?: string;
+          environment?: Record<string, string>;
+          volumes?: unknown[];
+        }
+      >;
+    };
+    const privateKeys = CALLERS.map((caller) => SERVICE_KEYS[`SERVICE_SIGNING_KEY_${caller.toUpperCase()}`]!);
+    let apps = 0;
+    for (const [name, service] of Object.entries(rendered.services)) {
+      if (!service.image?.startsWith('sts-')) continue;
+      const app = appOf(service.image);
+      const env = service.environment ?? {};
+      const ownKey = (CALLERS as readonly string[]).includes(app)
+        ? SERVICE_KEYS[`SERVICE_SIGNING_KEY_${app.toUpperCase()}`]
+        : undefined;
+      expect([name, env.SERVICE_SIGNING_KEY]).toEqual([name, ownKey]);
+      expect([name, Object.values(env).filter((value) => privateKeys.includes(String(value)))]).toEqual([
+        name,
+        ownKey ? [ownKey] : [],
+      ]);
+      const ownRole = (DATABASE_USERS as readonly string[]).includes(app) ? app : undefined;
+      expect([name, env.DATABASE_URL]).toEqual([
+        name,
+        ownRole ? `postgresql://${ownRole}:db${ownRole}@postgres:5432/sts` : undefined,
+      ]);
+      // Nothing of PostgreSQL's admin, nor another role's password.
+      const passwords = [
+        secrets.POSTGRES_PASSWORD,
+        ...DATABASE_USERS.filter((user) => user !== ownRole).map((user) => `db${user}`),
+      ];
+      expect([
+        name,
+        Object.values(env).filter((value) =>
+          passwords.some((password) => String(value).includes(`:${password}@`)),
+        ),
+      ]).toEqual([name, []]);
+      apps += 1;
+    }
+    expect(apps).toBeGreaterThanOrEqual(WORKLOADS.length + SERVICES.length);
+    const postgres = rendered.services.postgres!;
+    expect(postgres.environment).toMatchObject(
+      Object.fromEntries(
+        DATABASE_USERS.map((user) => [`DATABASE_PASSWORD_${user.toUpperCase()}`, `db${user}`]),
+      ),
+    );
+    // docker-compose renders a bind mount as `source:target:mode`.
+    const mounts = (postgres.volumes ?? []).map((volume) => String(volume).replace(/:(ro|rw)$/, ''));
+    expect(mounts).toEqual(
+      expect.arrayContaining([
+        `${join(ROOT, 'deploy/postgres/service-roles.sql')}:/etc/sts/service-roles.sql`,
+        `${join(ROOT, 'deploy/postgres/init-service-roles.sh')}:/docker-entrypoint-initdb.d/10-service-roles.sh`,
+      ]),
+    );
+    // The init script hands each password to service-roles.sql (tested in database-roles.int-spec.ts) by its name there.
+    const init = readFileSync(join(ROOT, 'deploy/postgres/init-service-roles.sh'), 'utf8');
+    for (const user of DATABASE_USERS) {
+      expect(init).toContain(`-v ${user}_password="$DATABASE_PASSWORD_${user.toUpperCase()}"`);
+    }
+    expect(init).toContain('-f /etc/sts/service-roles.sql');
   });
 
   it('builds one image per app from a pinned Node, with production dependencies only, as a non-root user, with a health check', () => {

@@ -14,7 +14,9 @@ import { EXIT, runCli, type AgentDeps } from './cli';
  */
 
 const KEY = `stsek_${randomBytes(16).toString('hex')}`;
-const MACHINE_ID = '3d1219c7c4c5404aaa1f6d2a48adfda4';
+/** /etc/machine-id, and what the agent reports for it (HMAC-SHA256 keyed with the application id). */
+const RAW_MACHINE_ID = '3d1219c7c4c5404aaa1f6d2a48adfda4';
+const MACHINE_ID = 'b182b32c253bf1d5d9fe9ca4a104e7925391ba10508fd50cbfffeb0e3927c2e7';
 const DEFAULT_MAX_BODY_BYTES = 16 * 1024;
 
 type Mode =
@@ -42,6 +44,8 @@ class FakeEnrollmentServer {
   readonly codes = new Map<string, 'valid' | 'expired' | 'used'>();
   /** machine id → device id, for this organization. */
   readonly devices = new Map<string, string>();
+  /** machine id → the device's current token: a re-enrollment must present it (X-Device-Token). */
+  readonly currentTokens = new Map<string, string>();
   readonly otherOrgMachines = new Set<string>();
   readonly tokensIssued: string[] = [];
   private readonly server: Server;
@@ -165,12 +169,21 @@ class FakeEnrollmentServer {
         'This machine is enrolled in another organization',
       );
     }
-    this.codes.set(code, 'used');
     const existing = this.devices.get(machineId);
+    if (existing !== undefined && request.headers['x-device-token'] !== this.currentTokens.get(machineId)) {
+      return problem(
+        response,
+        409,
+        'MACHINE_ALREADY_ENROLLED',
+        'This machine is already enrolled in this organization',
+      );
+    }
+    this.codes.set(code, 'used');
     const deviceId = existing ?? `dev_${randomBytes(6).toString('hex')}`;
     this.devices.set(machineId, deviceId);
     const token = `stsdt_${randomBytes(24).toString('hex')}`;
     this.tokensIssued.push(token);
+    this.currentTokens.set(machineId, token);
     return json(response, 200, {
       device_id: deviceId,
       org_id: 'org_int',
@@ -226,7 +239,7 @@ describe('agent enroll against a contract-speaking server', () => {
   let config: string;
 
   const deps: Partial<AgentDeps> = {
-    readMachineId: () => Promise.resolve(MACHINE_ID),
+    readMachineId: () => Promise.resolve(RAW_MACHINE_ID),
     hostFacts: () => ({
       hostname: 'int-host',
       os: 'linux',
@@ -276,6 +289,7 @@ describe('agent enroll against a contract-speaking server', () => {
     fake.maxHostnameLength = 255;
     fake.received.length = 0;
     fake.devices.clear();
+    fake.currentTokens.clear();
     fake.otherOrgMachines.clear();
     dir = await mkdtemp(join(tmpdir(), 'agent-int-'));
     config = join(dir, 'etc', 'sts-agent', 'agent.json');
@@ -352,6 +366,8 @@ describe('agent enroll against a contract-speaking server', () => {
 
     const forced = await enroll(newCode(), '--force');
     expect(forced.code).toBe(0);
+    // The stored token proved that this is the enrolled device.
+    expect(fake.received.at(-1)?.headers['x-device-token']).toBe(firstToken);
     expect(forced.out).toContain('same device id, new device token');
     expect(forced.out).toContain(`Replaced the previous enrollment (device ${deviceId})`);
     const stored = JSON.parse(await readFile(config, 'utf8')) as Record<string, unknown>;
@@ -400,6 +416,18 @@ describe('agent enroll against a contract-speaking server', () => {
     const result = await enroll(newCode());
     expect(result.code).toBe(EXIT.MACHINE_ENROLLED_ELSEWHERE);
     expect(result.err).toContain('already enrolled in another organization');
+  });
+
+  it('409: enrolled here, but the credential is lost (exit 20); nothing is stored, the code stays usable', async () => {
+    expect((await enroll(newCode())).code).toBe(0);
+    await rm(config);
+    const code = newCode();
+    const result = await enroll(code);
+    expect(result.code).toBe(EXIT.MACHINE_ALREADY_ENROLLED);
+    expect(result.err).toContain('already enrolled in this organization');
+    expect(result.err).toContain(MACHINE_ID);
+    await expect(stat(config)).rejects.toMatchObject({ code: 'ENOENT' });
+    expect(fake.codes.get(code)).toBe('valid');
   });
 
   it('429: rate limited (exit 13) with the Retry-After delay', async () => {

@@ -17,6 +17,9 @@ import { MachineIdError } from './machine-identity';
 
 const KEY = 'stsek_unit_key_0123456789';
 const TOKEN = 'stsdt_unit_token_abcdef';
+/** What the machine says its id is (/etc/machine-id), and what the agent reports (HMAC-SHA256 keyed with the app id). */
+const RAW_MACHINE_ID = '3d1219c7c4c5404aaa1f6d2a48adfda4';
+const MACHINE_ID = 'b182b32c253bf1d5d9fe9ca4a104e7925391ba10508fd50cbfffeb0e3927c2e7';
 
 interface Seen {
   url: string;
@@ -67,7 +70,7 @@ describe('agent CLI arguments', () => {
       );
     deps = {
       fetch: fakeFetch,
-      readMachineId: () => Promise.resolve('3d1219c7c4c5404aaa1f6d2a48adfda4'),
+      readMachineId: () => Promise.resolve(RAW_MACHINE_ID),
       hostFacts: () => ({
         hostname: 'laptop-7',
         os: 'linux',
@@ -172,7 +175,8 @@ describe('agent CLI arguments', () => {
     expect(seen[0]?.headers['x-enrollment-key']).toBe(KEY);
     expect(seen[0]?.body).toEqual({
       code: 'ENV1-CODE',
-      machine_id: '3d1219c7c4c5404aaa1f6d2a48adfda4',
+      // Never the raw /etc/machine-id (issue 26).
+      machine_id: MACHINE_ID,
       hostname: 'laptop-7',
       metadata: {
         os: 'linux',
@@ -321,6 +325,77 @@ describe('agent CLI arguments', () => {
     expect(seen[0]?.body['machine_id']).toBe('my-id-1');
   });
 
+  it('proves a re-enrollment with the stored device token, only to the server that issued it (issue 26)', async () => {
+    const config = join(dir, 'agent.json');
+    const enroll = (server: string, ...extra: string[]) =>
+      run(['enroll', '--server', server, '--key', KEY, '--code', 'C-1', '--config', config, ...extra]);
+    expect((await enroll('https://x.example')).code).toBe(0);
+    expect(seen[0]?.headers['x-device-token']).toBeUndefined();
+    expect((await enroll('https://x.example', '--force')).code).toBe(0);
+    expect([seen[1]?.headers['x-device-token'], seen[1]?.body['machine_id']]).toEqual([TOKEN, MACHINE_ID]);
+    // Another server never sees this server's token; nor does another machine id.
+    expect((await enroll('https://other.example', '--force')).code).toBe(0);
+    expect(seen[2]?.headers['x-device-token']).toBeUndefined();
+    expect((await enroll('https://other.example', '--force', '--machine-id', 'asset-7')).code).toBe(0);
+    expect(seen[3]?.headers['x-device-token']).toBeUndefined();
+  });
+
+  it('keeps the raw machine id of a device enrolled with it by an earlier agent', async () => {
+    const config = join(dir, 'agent.json');
+    const earlier = {
+      version: 1,
+      server: 'https://x.example',
+      device_id: 'dev_1',
+      org_id: 'org_1',
+      device_token: TOKEN,
+      machine_id: RAW_MACHINE_ID,
+      hostname: 'laptop-7',
+      enrolled_at: '2026-01-01T00:00:00.000Z',
+    };
+    await writeFile(config, JSON.stringify(earlier), { mode: 0o600 });
+    const base = [
+      'enroll',
+      '--server',
+      'https://x.example',
+      '--key',
+      KEY,
+      '--code',
+      'C-1',
+      '--config',
+      config,
+    ];
+    expect((await run([...base, '--force'])).code).toBe(0);
+    expect([seen[0]?.body['machine_id'], seen[0]?.headers['x-device-token']]).toEqual([
+      RAW_MACHINE_ID,
+      TOKEN,
+    ]);
+  });
+
+  it('explains a refused re-enrollment (409 MACHINE_ALREADY_ENROLLED) with exit 20 and the machine id', async () => {
+    respond = () =>
+      new Response(
+        JSON.stringify({ status: 409, code: 'MACHINE_ALREADY_ENROLLED', title: 't', detail: 'd' }),
+        { status: 409, headers: { 'content-type': 'application/problem+json' } },
+      );
+    const config = join(dir, 'agent.json');
+    const refused = await run([
+      'enroll',
+      '--server',
+      'https://x.example',
+      '--key',
+      KEY,
+      '--code',
+      'C-1',
+      '--config',
+      config,
+    ]);
+    expect(refused.code).toBe(EXIT.MACHINE_ALREADY_ENROLLED);
+    expect(refused.code).toBe(20);
+    expect(refused.err).toContain('allow its re-enrollment');
+    expect(refused.err).toContain(MACHINE_ID);
+    await expect(stat(config)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
   it('status: not enrolled (3), enrolled (0, no token), unreadable (5)', async () => {
     const config = join(dir, 'agent.json');
     expect(await run(['status', '--config', config])).toMatchObject({
@@ -343,7 +418,7 @@ describe('agent CLI arguments', () => {
       device_id: 'dev_1',
       org_id: 'org_1',
       hostname: 'laptop-7',
-      machine_id: '3d1219c7c4c5404aaa1f6d2a48adfda4',
+      machine_id: MACHINE_ID,
       enrolled_at: '2026-03-01T12:00:00.000Z',
       config_path: config,
     });

@@ -25,8 +25,20 @@ import {
   ServerUrlError,
   type EnrollFailureKind,
 } from './enroll-client';
-import { MachineIdError, readHostFacts, readMachineId, type HostFacts } from './machine-identity';
-import { openInput, readJsonLines, runReport, type ReportRun } from './report-command';
+import {
+  appSpecificMachineId,
+  MachineIdError,
+  readHostFacts,
+  readMachineId,
+  type HostFacts,
+} from './machine-identity';
+import {
+  DEFAULT_MAX_BATCH_BYTES,
+  openInput,
+  readJsonLines,
+  runReport,
+  type ReportRun,
+} from './report-command';
 import { seededRandom, simulatedEvents } from './simulated-traffic';
 import { TelemetrySpool } from './telemetry-spool';
 
@@ -50,12 +62,14 @@ export const EXIT = {
   TIMEOUT: 17,
   BAD_RESPONSE: 18,
   DEVICE_REFUSED: 19,
+  MACHINE_ALREADY_ENROLLED: 20,
 } as const;
 
 export const EXIT_CODE_BY_FAILURE: Record<EnrollFailureKind, number> = {
   key_rejected: EXIT.KEY_REJECTED,
   code_rejected: EXIT.CODE_REJECTED,
   machine_enrolled_elsewhere: EXIT.MACHINE_ENROLLED_ELSEWHERE,
+  machine_already_enrolled: EXIT.MACHINE_ALREADY_ENROLLED,
   rate_limited: EXIT.RATE_LIMITED,
   request_rejected: EXIT.REQUEST_REJECTED,
   server_error: EXIT.SERVER_ERROR,
@@ -81,7 +95,9 @@ const EXIT_CODES_HELP = `Exit codes:
   16  network error (connection refused, DNS, TLS, connection reset)
   17  timed out waiting for the server
   18  unexpected or malformed answer from the server
-  19  the server refuses this device's telemetry (token unknown: enroll again; device disabled)`;
+  19  the server refuses this device's telemetry (token unknown: enroll again; device disabled)
+  20  this machine is already enrolled in this organization and this agent cannot prove it is
+      that device (no device token): an administrator must allow its re-enrollment`;
 
 const CONFIG_HELP = `Config file (--config PATH or STS_AGENT_CONFIG): by default
 $XDG_CONFIG_HOME/sts-agent/agent.json, else ~/.config/sts-agent/agent.json;
@@ -115,6 +131,11 @@ architecture to POST <server>/api/device/enroll (authenticated by the enrollment
 stores the device id and device token in the config file, readable only by its owner (0600).
 Neither the key nor the token is ever printed.
 
+Enrolling again (--force) with the same server sends the device token of the config file, which
+proves to the server that this is the enrolled device: it keeps its device id and gets a new token.
+Without that token (a reinstall that lost it) the server refuses (exit 20) until an administrator
+allows the device's re-enrollment.
+
 Options (each flag wins over its environment variable):
   --server URL        service base address, https://... (STS_SERVER_URL); http:// only to this
                       machine (localhost, 127.0.0.0/8, ::1) unless --allow-insecure-http
@@ -123,7 +144,7 @@ Options (each flag wins over its environment variable):
   --code CODE         one-time enrollment code, e.g. 7KQD-M3XP (STS_ENROLLMENT_CODE)
   --config PATH       where to store the enrollment (STS_AGENT_CONFIG)
   --hostname NAME     name to report instead of this machine's hostname
-  --machine-id ID     identifier to report when the machine id cannot be read (STS_MACHINE_ID)
+  --machine-id ID     identifier to report instead of this machine's id, as given (STS_MACHINE_ID)
   --timeout SECONDS   how long to wait for the server (default ${DEFAULT_TIMEOUT_MS / 1000})
   --force             replace an existing enrollment in the config file
   --allow-insecure-http
@@ -132,8 +153,9 @@ Options (each flag wins over its environment variable):
                       file, so that report and simulate send there too.
   -h, --help          show this help
 
-Machine id: /etc/machine-id or /var/lib/dbus/machine-id (Linux), IOPlatformUUID (macOS),
-MachineGuid (Windows).
+Machine id: derived from /etc/machine-id or /var/lib/dbus/machine-id (Linux), IOPlatformUUID
+(macOS) or MachineGuid (Windows) as an HMAC-SHA256 keyed with this application's id (64 hex
+digits), so the raw id never leaves the machine. A device enrolled before with the raw id keeps it.
 
 ${CONFIG_HELP}
 
@@ -176,8 +198,11 @@ The device token goes only to an https:// server, or http:// to this machine, un
 was enrolled with --allow-insecure-http; otherwise nothing is queued or sent (exit 5).
 
 Unreachable server, 429 or 5xx: retried with backoff (honouring Retry-After) for --max-retry
-seconds; what is left stays in the spool for the next run. Batches the server refuses (400, 413)
-are set aside in <spool>/rejected. When the spool is full, the oldest batches are dropped.
+seconds; what is left stays in the spool for the next run. A batch answered with 5xx is tried
+again after the others, so that it never holds them up. A batch over ${DEFAULT_MAX_BATCH_BYTES / 1024} KiB, or one
+the server answers 413 (too large), is split in two with new batch ids until it fits. Batches
+the server refuses (400, or 413 for a single event) are set aside in <spool>/rejected. When the
+spool is full, the oldest batches are dropped.
 
 Options:
   --input FILE        events to queue first (- reads standard input)
@@ -195,9 +220,10 @@ ${EXIT_CODES_HELP}
 export const SIMULATE_USAGE = `Usage:
   agent simulate [--events N] [--hours H] [--seed N] [report options]
 
-Generates N events (default 500) spread over the last H hours (default 24, at most 720) as a browser
-extension would report them (mostly allowed, some warned, about 1% blocked) and sends them like
-"agent report". Takes report's options except --input.
+Generates N events (default 500) spread over the last H hours (default 24, at most 720), but not before
+the device was enrolled (the service drops events older than that), as a browser extension would report
+them (mostly allowed, some warned, about 1% blocked) and sends them like "agent report". Takes report's
+options except --input.
 
 ${EXIT_CODES_HELP}
 `;
@@ -360,15 +386,22 @@ async function enroll(
     return EXIT.ALREADY_ENROLLED;
   }
 
+  // The enrollment in the config file, when it is with this server: its token proves a re-enrollment.
+  const previous =
+    existing && existing.config.server === serverBaseUrl(options.server) ? existing.config : undefined;
   let machineId = options.machineId;
   if (machineId === undefined) {
+    let raw: string;
     try {
-      machineId = await machine.readMachineId();
+      raw = await machine.readMachineId();
     } catch (error) {
       if (!(error instanceof MachineIdError)) throw error;
       io.err(`agent: ${error.message}`);
       return EXIT.LOCAL;
     }
+    // A device enrolled with the raw id (agents before the derived id) goes on under it; every other
+    // enrollment reports the derived id.
+    machineId = previous?.machine_id === raw ? raw : appSpecificMachineId(raw);
   }
   const facts = machine.hostFacts();
   const hostname = options.hostname ?? facts.hostname.trim();
@@ -397,6 +430,8 @@ async function enroll(
   const result = await enrollDevice({
     server: options.server,
     enrollmentKey: options.key,
+    // Only for the machine it was issued to, and only to the server that issued it.
+    ...(previous && previous.machine_id === machineId ? { deviceToken: previous.device_token } : {}),
     body: {
       code: options.code,
       machine_id: machineId,
@@ -419,6 +454,7 @@ async function enroll(
     // Leave no trace of a failed attempt (the directory only goes if it is still empty).
     if (prepared.created) await rmdir(prepared.directory).catch(() => undefined);
     io.err(`agent: enrollment failed. ${result.message}`);
+    if (result.kind === 'machine_already_enrolled') io.err(`agent: this machine's id: ${machineId}`);
     return EXIT_CODE_BY_FAILURE[result.kind];
   }
 
@@ -444,7 +480,8 @@ async function enroll(
         (error instanceof ConfigExistsError
           ? 'Another enrollment was written meanwhile; '
           : 'Fix the problem, then ') +
-        'enroll again with a new code and --force (the device keeps its id).',
+        'enroll again with a new code and --force, once an administrator has allowed the re-enrollment ' +
+        `of device ${enrollment.device_id} (its new token is lost; the device keeps its id).`,
     );
     return error instanceof ConfigExistsError ? EXIT.ALREADY_ENROLLED : EXIT.LOCAL;
   }
@@ -681,7 +718,14 @@ async function report(
     const count = Math.floor(number('events', 500, 1, 10_000_000));
     const hours = number('hours', 24, 1, 720);
     const to = machine.now();
-    const from = new Date(to.getTime() - hours * 3_600_000);
+    // Nothing before the enrollment: the service drops events a device observed before it existed.
+    const enrolledAt = Date.parse(stored.config.enrolled_at);
+    const from = new Date(
+      Math.min(
+        to.getTime(),
+        Math.max(to.getTime() - hours * 3_600_000, Number.isNaN(enrolledAt) ? 0 : enrolledAt),
+      ),
+    );
     const random = seededRandom(Math.floor(number('seed', Math.floor(Math.random() * 2 ** 31), 0, 2 ** 32)));
     const events = simulatedEvents(count, from, to, random);
     input = (async function* () {
@@ -696,6 +740,7 @@ async function report(
     spool,
     ...(input ? { input } : {}),
     batchSize,
+    maxBatchBytes: DEFAULT_MAX_BATCH_BYTES,
     maxRetrySeconds,
     timeoutMs,
     io,

@@ -120,6 +120,13 @@ describe('interpretEnrollResponse', () => {
     expect(result.message).toContain('enrolled in another organization');
   });
 
+  it('409 MACHINE_ALREADY_ENROLLED: an administrator must allow the re-enrollment', () => {
+    const result = failed(interpretEnrollResponse(problem(409, 'MACHINE_ALREADY_ENROLLED', 'x'), NOW));
+    expect(result).toMatchObject({ kind: 'machine_already_enrolled', code: 'MACHINE_ALREADY_ENROLLED' });
+    expect(result.message).toContain('already enrolled in this organization');
+    expect(result.message).toContain('re-enrollment');
+  });
+
   it('429 shows Retry-After, as seconds or as a date', () => {
     const seconds = problem(429, 'RATE_LIMITED', 'Too many requests; retry in 42 s');
     seconds.headers.set('retry-after', '42');
@@ -342,7 +349,17 @@ describe('enrollDevice', () => {
     expect(seen?.url).toBe('https://x.example/api/device/enroll');
     expect(seen?.init).toMatchObject({ method: 'POST', redirect: 'manual', body: JSON.stringify(body) });
     expect((seen?.init.headers as Record<string, string>)['x-enrollment-key']).toBe('stsek_k');
+    expect(seen?.init.headers).not.toHaveProperty('x-device-token');
     expect(seen?.init.signal).toBeInstanceOf(AbortSignal);
+
+    await enrollDevice({
+      server: new URL('https://x.example'),
+      enrollmentKey: 'stsek_k',
+      deviceToken: 'sts_dt_current',
+      body,
+      fetch: fakeFetch,
+    });
+    expect((seen?.init.headers as Record<string, string>)['x-device-token']).toBe('sts_dt_current');
   });
 
   it('refuses oversized answers', async () => {

@@ -31,6 +31,8 @@ export type EnrollFailureKind =
   | 'code_rejected'
   /** 409 MACHINE_ENROLLED_ELSEWHERE. */
   | 'machine_enrolled_elsewhere'
+  /** 409 MACHINE_ALREADY_ENROLLED: enrolled in this organization, and no proof of being that device. */
+  | 'machine_already_enrolled'
   /** 429, with the Retry-After delay when the server sent one. */
   | 'rate_limited'
   /** Any other 4xx: validation errors, 413, 404 (wrong --server)... */
@@ -71,6 +73,11 @@ export interface EnrollOptions {
   /** Base URL of the service (already checked by parseServerUrl). */
   server: URL;
   enrollmentKey: string;
+  /**
+   * The device token of this machine's current enrollment with this server, when the agent has one:
+   * sent as X-Device-Token, it proves a re-enrollment comes from the enrolled device itself.
+   */
+  deviceToken?: string;
   body: EnrollRequestBody;
   timeoutMs?: number;
   userAgent?: string;
@@ -171,6 +178,7 @@ export async function enrollDevice(options: EnrollOptions): Promise<EnrollResult
         'content-type': 'application/json',
         accept: 'application/json, application/problem+json',
         'x-enrollment-key': options.enrollmentKey,
+        ...(options.deviceToken ? { 'x-device-token': options.deviceToken } : {}),
         ...(options.userAgent ? { 'user-agent': options.userAgent } : {}),
       },
       body: JSON.stringify(options.body),
@@ -269,6 +277,18 @@ export function interpretEnrollResponse(response: RawResponse, now: Date): Enrol
     return failure(
       'code_rejected',
       `${codeMessage(problem.code)}\nAsk your administrator for a new enrollment code.${trailer}`,
+      extra,
+    );
+  }
+  if (status === 409 && problem.code === 'MACHINE_ALREADY_ENROLLED') {
+    return failure(
+      'machine_already_enrolled',
+      'This machine is already enrolled in this organization, and this agent holds no device token that ' +
+        'proves it is that device (for example after a reinstall).\n' +
+        'Ask an administrator to allow its re-enrollment (POST /api/devices/<device id>/re-enrollment; the ' +
+        'device is listed with the machine id shown above), then enroll again with a new code; or to delete ' +
+        'the device, which enrolls it anew.' +
+        trailer,
       extra,
     );
   }

@@ -1,7 +1,9 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createHmac } from 'node:crypto';
 import {
+  appSpecificMachineId,
   MachineIdError,
   parseIoregPlatformUuid,
   parseMachineIdFile,
@@ -22,6 +24,19 @@ HKEY_LOCAL_MACHINE\\SOFTWARE\\Microsoft\\Cryptography
     MachineGuid    REG_SZ    0c1d3e5f-7a9b-4c2d-8e6f-1a3b5c7d9e0f
 
 `;
+
+describe('the reported machine id', () => {
+  it('is an HMAC-SHA256 of the raw id keyed with the application id, in hex: stable, not the raw id', () => {
+    const raw = '3d1219c7c4c5404aaa1f6d2a48adfda4';
+    const reported = appSpecificMachineId(raw);
+    expect(reported).toBe(createHmac('sha256', 'sts-agent/machine-id/v1').update(raw).digest('hex'));
+    expect(reported).toMatch(/^[0-9a-f]{64}$/);
+    expect(reported).not.toContain(raw);
+    // Case and surrounding whitespace of the source do not matter; another machine differs.
+    expect(appSpecificMachineId(' 3D1219C7C4C5404AAA1F6D2A48ADFDA4\n')).toBe(reported);
+    expect(appSpecificMachineId('3d1219c7c4c5404aaa1f6d2a48adfda5')).not.toBe(reported);
+  });
+});
 
 describe('machine id parsing', () => {
   it('accepts systemd machine ids only', () => {

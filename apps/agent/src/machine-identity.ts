@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { createHmac } from 'node:crypto';
 import { isUuid } from '@sts/vocabulary/identifiers';
 import { promisify } from 'node:util';
 import { readFile } from 'node:fs/promises';
@@ -70,6 +71,24 @@ export function parseRegMachineGuid(stdout: string): string | undefined {
   const match = /^\s*MachineGuid\s+REG_SZ\s+(\S+)\s*$/im.exec(stdout);
   const id = match?.[1]?.trim();
   return id && isUuid(id) ? id : undefined;
+}
+
+/**
+ * The key of {@link appSpecificMachineId}: fixed for this application, so every agent on one machine
+ * reports the same id, and it is the same across reinstalls.
+ */
+export const MACHINE_ID_APPLICATION_KEY = 'sts-agent/machine-id/v1';
+
+/**
+ * What the agent reports as `machine_id`: HMAC-SHA256 of the machine's id (lower-cased) keyed with this
+ * application's fixed id, in hex (64 characters). The raw id (/etc/machine-id is world-readable and
+ * other software keys on it; systemd asks applications not to expose it) never leaves the machine, and
+ * the reported id says nothing about the id other programs see, while staying stable for this machine.
+ */
+export function appSpecificMachineId(rawMachineId: string): string {
+  return createHmac('sha256', MACHINE_ID_APPLICATION_KEY)
+    .update(rawMachineId.trim().toLowerCase(), 'utf8')
+    .digest('hex');
 }
 
 /** Reads this machine's id, or throws MachineIdError naming what was tried and suggesting --machine-id. */

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { InsecureServerError } from './enroll-client';
-import { readJsonLines, runReport } from './report-command';
+import { readJsonLines, runReport, type ReportRun } from './report-command';
 import { sendBatch } from './telemetry-client';
 import { TelemetrySpool, type ReportedEvent } from './telemetry-spool';
 
@@ -47,6 +47,7 @@ describe('agent report', () => {
     input?: ReportedEvent[],
     maxRetrySeconds = 60,
     target = { server: 'http://127.0.0.1:1', allowInsecureHttp: false },
+    overrides: Partial<ReportRun> = {},
   ) {
     const out: string[] = [];
     const slept: number[] = [];
@@ -61,6 +62,7 @@ describe('agent report', () => {
         spool,
         ...(input ? { input: items(input) } : {}),
         batchSize: 2,
+        maxBatchBytes: 1 << 20,
         maxRetrySeconds,
         timeoutMs: 1_000,
         io: { out: (line) => out.push(line), err: (line) => out.push(line) },
@@ -70,9 +72,30 @@ describe('agent report', () => {
           slept.push(ms);
           clock += ms;
         },
+        ...overrides,
       }),
     };
   }
+
+  /** A server that answers each batch by what it holds; records every batch it was sent. */
+  function server(answer: (batch: { batch_id: string; events: ReportedEvent[] }) => number) {
+    const sent: { batch_id: string; events: ReportedEvent[]; status: number; bytes: number }[] = [];
+    const fetchFn = (async (_url: string, init: RequestInit) => {
+      const body = init.body as string;
+      const batch = JSON.parse(body) as { batch_id: string; events: ReportedEvent[] };
+      const status = answer(batch);
+      sent.push({ ...batch, status, bytes: Buffer.byteLength(body) });
+      const text =
+        status === 202 ? '{"duplicate":false}' : JSON.stringify({ code: 'X', detail: `status ${status}` });
+      return new Response(text, {
+        status,
+        headers: { 'content-type': status === 202 ? 'application/json' : 'application/problem+json' },
+      });
+    }) as unknown as typeof fetch;
+    return { sent, fetchFn };
+  }
+
+  const urls = (batches: { events: ReportedEvent[] }[]) => batches.flatMap((b) => b.events.map((e) => e.url));
 
   it('sends spooled batches oldest first and empties the spool', async () => {
     const spool = new TelemetrySpool(join(dir, 'spool'), 1 << 20);
@@ -113,6 +136,71 @@ describe('agent report', () => {
       status: 403,
     });
     expect(await spool.count()).toBe(1);
+  });
+
+  it('splits a batch the server answers 413 in halves with new batch ids until each fits, sending every event once', async () => {
+    const spool = new TelemetrySpool(join(dir, 'spool'), 1 << 20);
+    // This server takes at most 2 events a batch.
+    const { sent, fetchFn } = server((batch) => (batch.events.length > 2 ? 413 : 202));
+    const input = Array.from({ length: 7 }, (_, i) => event(i));
+    const { out, result } = run(spool, fetchFn, input, 60, undefined, { batchSize: 7 });
+    expect(await result).toEqual({ kind: 'done', sent: 4, events: 7, rejected: 0 });
+    const accepted = sent.filter((batch) => batch.status === 202);
+    const first = sent[0]!.batch_id;
+    expect(accepted.map((batch) => batch.batch_id)).toEqual([
+      `${first}.0.0`,
+      `${first}.0.1`,
+      `${first}.1.0`,
+      `${first}.1.1`,
+    ]);
+    // In order, each once.
+    expect(urls(accepted)).toEqual(input.map((e) => e.url));
+    expect(await spool.count()).toBe(0);
+    expect(out.join('\n')).toContain(`batch ${first} is too large for the server`);
+  });
+
+  it('splits a batch over maxBatchBytes before sending it', async () => {
+    const spool = new TelemetrySpool(join(dir, 'spool'), 1 << 20);
+    const { sent, fetchFn } = server(() => 202);
+    const input = Array.from({ length: 40 }, (_, i) => event(i));
+    const { result } = run(spool, fetchFn, input, 60, undefined, { batchSize: 40, maxBatchBytes: 1_200 });
+    expect(await result).toMatchObject({ kind: 'done', events: 40, rejected: 0 });
+    expect(sent.every((batch) => batch.status === 202 && batch.bytes <= 1_200)).toBe(true);
+    expect(urls(sent)).toEqual(input.map((e) => e.url));
+  });
+
+  it('sets aside a single event the server answers 413 and goes on with the rest', async () => {
+    const spool = new TelemetrySpool(join(dir, 'spool'), 1 << 20);
+    const huge = { ...event(0), url: `https://huge.example/${'x'.repeat(3_000)}` };
+    const { sent, fetchFn } = server((batch) =>
+      batch.events.some((e) => e.url.startsWith('https://huge.')) ? 413 : 202,
+    );
+    const { result } = run(spool, fetchFn, [event(1), huge, event(2), event(3), event(4)], 60, undefined, {
+      batchSize: 4,
+    });
+    expect(await result).toEqual({ kind: 'done', sent: 3, events: 4, rejected: 1 });
+    expect(urls(sent.filter((batch) => batch.status === 202)).sort()).toEqual(
+      [event(1), event(2), event(3), event(4)].map((e) => e.url).sort(),
+    );
+    const aside = await readdir(join(dir, 'spool', 'rejected'));
+    expect(aside).toHaveLength(1);
+    expect(await spool.count()).toBe(0);
+  });
+
+  it('does not let a batch the server keeps failing (5xx) hold up the later ones', async () => {
+    const spool = new TelemetrySpool(join(dir, 'spool'), 1 << 20);
+    const poison = { ...event(0), url: 'https://poison.example/' };
+    await spool.add([poison], NOW);
+    await spool.add([event(1)], new Date(NOW.getTime() + 1));
+    await spool.add([event(2)], new Date(NOW.getTime() + 2));
+    const { sent, fetchFn } = server((batch) => (batch.events.some((e) => e.url === poison.url) ? 503 : 202));
+    const { result } = run(spool, fetchFn, undefined, 10);
+    expect(await result).toMatchObject({ kind: 'unreachable', kept: 1 });
+    expect(urls(sent.filter((batch) => batch.status === 202))).toEqual([event(1).url, event(2).url]);
+    // The failing batch stays in the spool for the next run, which sends the rest first again.
+    const left: string[] = [];
+    for await (const batch of spool.batches()) left.push(...batch.events.map((e) => e.url));
+    expect(left).toEqual([poison.url]);
   });
 
   it('sends the token over plain http to another machine only when enrolled with the opt-in', async () => {

@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { assertTransportAllowed, InsecureServerError } from './enroll-client';
 import { sendBatch } from './telemetry-client';
-import type { ReportedEvent, TelemetrySpool } from './telemetry-spool';
+import type { ReportedEvent, SpooledBatch, TelemetrySpool } from './telemetry-spool';
 
 export interface ReportIo {
   out(line: string): void;
@@ -19,6 +19,11 @@ export interface ReportRun {
   /** Events to queue before sending (none: only send what the spool holds). */
   input?: AsyncIterable<ReportedEvent | { invalid: string }>;
   batchSize: number;
+  /**
+   * Largest body the agent sends: a batch beyond it is split in two (new batch ids) before sending, as is
+   * one the server answers 413, until it fits (`DEFAULT_MAX_BATCH_BYTES`).
+   */
+  maxBatchBytes: number;
   /** Give up retrying (the spool keeps the rest) after this long. */
   maxRetrySeconds: number;
   timeoutMs: number;
@@ -36,6 +41,17 @@ export type ReportResult =
   | { kind: 'insecure'; message: string };
 
 const VERDICTS = new Set(['allowed', 'blocked', 'warned']);
+
+/**
+ * What the agent sends in one request at most: half of NATS's default max_payload (1 MiB), under which
+ * every gateway takes a batch whatever its TELEMETRY_BODY_LIMIT_BYTES (docs/decisions.md, "Telemetry").
+ * A server that takes less answers 413, and the batch is split further.
+ */
+export const DEFAULT_MAX_BATCH_BYTES = 512 * 1024;
+
+function bodyBytes(batch: SpooledBatch): number {
+  return Buffer.byteLength(JSON.stringify({ batch_id: batch.batch_id, events: batch.events }));
+}
 
 /**
  * One JSON object per line: `{"url": "...", "verdict": "allowed|blocked|warned",
@@ -121,52 +137,92 @@ export async function runReport(run: ReportRun): Promise<ReportResult> {
     if (dropped > 0) io.err(`agent: warning: the spool was full; dropped the ${dropped} oldest events`);
   }
 
-  const total = await spool.count();
+  let total = await spool.count();
   let sent = 0;
   let events = 0;
   let rejected = 0;
   let retryingSince: number | undefined;
   let attempt = 0;
-  for await (const batch of spool.batches()) {
-    for (;;) {
-      const outcome = await sendBatch({
-        server: run.server,
-        allowInsecureHttp: run.allowInsecureHttp,
-        deviceToken: run.deviceToken,
-        batch: { batch_id: batch.batch_id, events: batch.events },
-        fetch: run.fetch,
-        timeoutMs: run.timeoutMs,
-        now: run.now(),
-      });
-      if (outcome.kind === 'accepted') {
-        await spool.remove(batch.file);
-        sent++;
-        events += batch.events.length;
-        retryingSince = undefined;
-        attempt = 0;
-        if (sent % 10 === 0 || sent + rejected === total)
-          io.out(`sent ${sent}/${total} batches (${events} events)`);
-        break;
+  /** Batches a 5xx answered in the first pass: tried again after the others, so none holds the rest up. */
+  const deferred: SpooledBatch[] = [];
+
+  const setAside = async (batch: SpooledBatch, message: string) => {
+    await spool.reject(batch.file);
+    rejected++;
+    io.err(
+      `agent: the server refused batch ${batch.batch_id} (${message}); set aside in ${spool.directory}/rejected`,
+    );
+  };
+
+  /** Sends a batch (split as needed); a result when the run must end, undefined to go on. */
+  const deliver = async (first: SpooledBatch, mayDefer: boolean): Promise<ReportResult | undefined> => {
+    const queue = [first];
+    for (let batch = queue.shift(); batch; batch = queue.shift()) {
+      if (batch.events.length > 1 && bodyBytes(batch) > run.maxBatchBytes) {
+        queue.unshift(...(await spool.split(batch)));
+        total++;
+        continue;
       }
-      if (outcome.kind === 'rejected') {
-        await spool.reject(batch.file);
-        rejected++;
-        io.err(
-          `agent: the server refused batch ${batch.batch_id} (${outcome.message}); set aside in ${spool.directory}/rejected`,
-        );
-        break;
+      for (;;) {
+        const outcome = await sendBatch({
+          server: run.server,
+          allowInsecureHttp: run.allowInsecureHttp,
+          deviceToken: run.deviceToken,
+          batch: { batch_id: batch.batch_id, events: batch.events },
+          fetch: run.fetch,
+          timeoutMs: run.timeoutMs,
+          now: run.now(),
+        });
+        if (outcome.kind === 'accepted') {
+          await spool.remove(batch.file);
+          sent++;
+          events += batch.events.length;
+          retryingSince = undefined;
+          attempt = 0;
+          if (sent % 10 === 0 || sent + rejected === total)
+            io.out(`sent ${sent}/${total} batches (${events} events)`);
+          break;
+        }
+        if (outcome.kind === 'too_large' && batch.events.length > 1) {
+          const halves = await spool.split(batch);
+          io.err(
+            `agent: batch ${batch.batch_id} is too large for the server (${outcome.message}); sending it as ${halves[0].batch_id} and ${halves[1].batch_id}`,
+          );
+          queue.unshift(...halves);
+          total++;
+          break;
+        }
+        if (outcome.kind === 'too_large' || outcome.kind === 'rejected') {
+          await setAside(batch, outcome.message);
+          break;
+        }
+        if (outcome.kind === 'refused') return outcome;
+        const nowMs = run.now().getTime();
+        retryingSince ??= nowMs;
+        const waitSeconds = outcome.retryAfterSeconds ?? Math.min(2 ** attempt, 60);
+        attempt++;
+        if ((nowMs - retryingSince) / 1000 + waitSeconds > run.maxRetrySeconds) {
+          return { kind: 'unreachable', message: outcome.message, kept: await spool.count() };
+        }
+        io.err(`agent: ${outcome.message}; retrying in ${waitSeconds} s`);
+        await run.sleep(waitSeconds * 1000);
+        // A server error may be this batch's own doing: the others go first, then it is tried again.
+        if (mayDefer && outcome.status !== undefined && outcome.status >= 500) {
+          deferred.push(batch);
+          break;
+        }
       }
-      if (outcome.kind === 'refused') return outcome;
-      const nowMs = run.now().getTime();
-      retryingSince ??= nowMs;
-      const waitSeconds = outcome.retryAfterSeconds ?? Math.min(2 ** attempt, 60);
-      attempt++;
-      if ((nowMs - retryingSince) / 1000 + waitSeconds > run.maxRetrySeconds) {
-        return { kind: 'unreachable', message: outcome.message, kept: await spool.count() };
-      }
-      io.err(`agent: ${outcome.message}; retrying in ${waitSeconds} s`);
-      await run.sleep(waitSeconds * 1000);
     }
+    return undefined;
+  };
+
+  for await (const batch of spool.batches()) {
+    const ended = await deliver(batch, true);
+    if (ended) return ended;
+  }
+  for (const batch of deferred) {
+    const ended = await deliver(batch, false);
+    if (ended) return ended;
   }
   return { kind: 'done', sent, events, rejected };
 }

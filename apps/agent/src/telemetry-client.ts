@@ -6,12 +6,17 @@ export const TELEMETRY_PATH = '/api/device/telemetry';
 /** What became of one batch, and what to do next. */
 export type SendOutcome =
   | { kind: 'accepted'; duplicate: boolean }
-  /** The server refuses this batch for good (400, 413): set it aside, go on. */
+  /** The server refuses this batch for good (400, other 4xx): set it aside, go on. */
   | { kind: 'rejected'; message: string }
+  /** The batch is too large for the server (413): split it, or set a single event aside. */
+  | { kind: 'too_large'; message: string }
   /** The device may not report (401 unknown token, 403 disabled): stop, keep the spool. */
   | { kind: 'refused'; status: number; message: string }
-  /** Try again later (network, 429, 5xx), after `retryAfterSeconds` when the server said. */
-  | { kind: 'retry'; message: string; retryAfterSeconds?: number };
+  /**
+   * Try again later (network, 429, 5xx), after `retryAfterSeconds` when the server said. `status` is the
+   * server's answer (none: no answer), so that a 5xx, which may be this batch's own doing, can be told apart.
+   */
+  | { kind: 'retry'; message: string; status?: number; retryAfterSeconds?: number };
 
 /** Sends one batch. Throws InsecureServerError, before sending, for plain http to another machine without opt-in. */
 export async function sendBatch(options: {
@@ -59,11 +64,13 @@ export async function sendBatch(options: {
   const problem = parseProblem({ headers: response.headers, body: text });
   const detail = problem.detail ?? problem.title ?? `HTTP ${status}`;
   if (status === 401 || status === 403) return { kind: 'refused', status, message: detail };
+  if (status === 413) return { kind: 'too_large', message: `HTTP ${status}: ${detail}` };
   if (status === 429 || status >= 500) {
     const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'), options.now);
     return {
       kind: 'retry',
       message: `the server answered ${status} (${detail})`,
+      status,
       ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
     };
   }

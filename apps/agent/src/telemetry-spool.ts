@@ -16,6 +16,21 @@ export interface SpooledBatch {
   events: ReportedEvent[];
 }
 
+/** The server's longest batch id (POST /api/device/telemetry). */
+const MAX_BATCH_ID_LENGTH = 128;
+/** `<15-digit time>-<6-digit sequence>-<batch id>.json`: the time and sequence order the spool. */
+const SPOOL_FILE = /^(\d{15}-\d{6})-(.+)\.json$/;
+
+/**
+ * The id of half `index` of a batch: the parent's with `.0` or `.1`, so that splitting the same batch
+ * again (after a crash between writing the halves and removing it) gives the same ids, which the server
+ * takes once. A fresh id when that would be too long for the server.
+ */
+export function halfBatchId(parent: string, index: 0 | 1): string {
+  const id = `${parent}.${index}`;
+  return id.length <= MAX_BATCH_ID_LENGTH && /^[A-Za-z0-9._-]+$/.test(id) ? id : randomUUID();
+}
+
 /**
  * Batches waiting to be sent, one file each, on disk: they survive the server being unreachable and
  * the agent restarting. Files are named by creation time (and order within a millisecond) so they go
@@ -75,6 +90,40 @@ export class TelemetrySpool {
     }
   }
 
+  /**
+   * Replaces a batch by its two halves (new batch ids, `halfBatchId`), in its place in the order: the
+   * halves are written (atomically) before the batch is removed, so a crash in between loses nothing.
+   */
+  async split(batch: SpooledBatch): Promise<[SpooledBatch, SpooledBatch]> {
+    if (batch.events.length < 2) throw new Error('a batch of one event cannot be split');
+    const prefix = SPOOL_FILE.exec(path.basename(batch.file))?.[1];
+    if (!prefix) throw new Error(`not a spooled batch: ${batch.file}`);
+    const middle = Math.ceil(batch.events.length / 2);
+    const halves = [batch.events.slice(0, middle), batch.events.slice(middle)] as const;
+    const written = await Promise.all(
+      halves.map(async (events, index) => {
+        const batchId = halfBatchId(batch.batch_id, index as 0 | 1);
+        const body = JSON.stringify({ batch_id: batchId, events });
+        const file = path.join(this.directory, `${prefix}-${batchId}.json`);
+        const temporary = path.join(this.directory, `.${path.basename(file)}.tmp`);
+        await writeFile(temporary, body, { mode: 0o600 });
+        await rename(temporary, file);
+        return { file, batch_id: batchId, events, size: Buffer.byteLength(body) };
+      }),
+    );
+    if (this.index) {
+      // In the batch's place, so that the spool's bound still drops the oldest first.
+      const files = new Set(written.map((half) => half.file));
+      const rest = this.index.filter((entry) => !files.has(entry.file));
+      const at = rest.findIndex((entry) => entry.file === batch.file);
+      rest.splice(at < 0 ? rest.length : at, 0, ...written.map(({ file, size }) => ({ file, size })));
+      this.index = rest;
+    }
+    await this.remove(batch.file);
+    const [first, second] = written.map(({ file, batch_id, events }) => ({ file, batch_id, events }));
+    return [first!, second!];
+  }
+
   async count(): Promise<number> {
     return (await this.names()).length;
   }
@@ -86,7 +135,7 @@ export class TelemetrySpool {
     this.forget(file);
   }
 
-  /** Moves a batch the server refused (400, 413) aside: never sent again, kept for inspection. */
+  /** Moves a batch the server refused (400; 413 for one event) aside: never sent again, kept for inspection. */
   async reject(file: string): Promise<void> {
     const rejected = path.join(this.directory, 'rejected');
     await mkdir(rejected, { recursive: true, mode: 0o700 });
@@ -109,7 +158,7 @@ export class TelemetrySpool {
 
   private async names(): Promise<string[]> {
     try {
-      return (await readdir(this.directory)).filter((name) => /^\d{15}-\d{6}-.+\.json$/.test(name)).sort();
+      return (await readdir(this.directory)).filter((name) => SPOOL_FILE.test(name)).sort();
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw error;

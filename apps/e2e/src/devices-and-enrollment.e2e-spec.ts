@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { createHmac } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -186,7 +187,7 @@ describe('enrollment and devices, end to end', () => {
     expect((await devices('?q=racer-')).length).toBe(1);
   });
 
-  it('re-enrolls a machine: same device id, new token (the old one stops), new hostname and metadata', async () => {
+  it('re-enrolls a machine with its device token: same device id, new token (the old one stops), new hostname and metadata', async () => {
     const key = await newKey();
     const [first, second] = await newCodes(2);
     const one = await enroll(key, {
@@ -195,12 +196,11 @@ describe('enrollment and devices, end to end', () => {
       hostname: 'before',
       metadata: { v: 1 },
     });
-    const two = await enroll(key, {
-      code: second,
-      machine_id: 'machine-re',
-      hostname: 'after',
-      metadata: { v: 2 },
+    const two = await system.api<Enrolled>('POST', '/api/device/enroll', {
+      body: { code: second, machine_id: 'machine-re', hostname: 'after', metadata: { v: 2 } },
+      headers: { 'x-enrollment-key': key, 'x-device-token': one.body.device_token },
     });
+    expect(two.status).toBe(200);
     expect(two.body.device_id).toBe(one.body.device_id);
     expect(two.body.re_enrolled).toBe(true);
     expect(two.body.device_token).not.toBe(one.body.device_token);
@@ -223,6 +223,94 @@ describe('enrollment and devices, end to end', () => {
       );
     });
     expect(revoked.type).toBe('device.enrolled');
+  });
+
+  it('does not let a code holder who knows a machine id take the device over (issue 26)', async () => {
+    const key = await newKey();
+    const [first, second, third] = await newCodes(3);
+    const real = await enroll(key, {
+      code: first,
+      machine_id: 'machine-victim',
+      hostname: 'victim',
+      metadata: { os: 'linux' },
+    });
+    expect(real.status).toBe(200);
+    // The machine id is what GET /api/devices shows an ANALYST; a fresh code, no device credential.
+    const takeover = await enroll(key, {
+      code: second,
+      machine_id: 'machine-victim',
+      hostname: 'attacker',
+      metadata: { os: 'evil' },
+    });
+    expect([takeover.status, takeover.body.code]).toEqual([409, 'MACHINE_ALREADY_ENROLLED']);
+    expect(takeover.headers.get('content-type')).toContain('application/problem+json');
+    // Another device's token is no proof either.
+    const other = await enroll(key, {
+      code: second,
+      machine_id: 'machine-bystander',
+      hostname: 'b',
+      metadata: {},
+    });
+    const withOtherToken = await system.api<Problem>('POST', '/api/device/enroll', {
+      body: { code: third, machine_id: 'machine-victim', hostname: 'attacker', metadata: {} },
+      headers: { 'x-enrollment-key': key, 'x-device-token': other.body.device_token },
+    });
+    expect([withOtherToken.status, withOtherToken.body.code]).toEqual([409, 'MACHINE_ALREADY_ENROLLED']);
+    // The real agent keeps working and the device keeps its name and metadata.
+    const auth = await enrollment.authenticateDevice({ deviceToken: real.body.device_token });
+    expect(auth.deviceId).toBe(real.body.device_id);
+    const device = (await devices('?q=machine-victim'))[0];
+    expect([device?.id, device?.name, device?.metadata]).toEqual([
+      real.body.device_id,
+      'victim',
+      { os: 'linux' },
+    ]);
+    // The refused attempt spent nothing: the code still enrolls a new machine.
+    expect(
+      (await enroll(key, { code: third, machine_id: 'machine-new', hostname: 'n', metadata: {} })).status,
+    ).toBe(200);
+  });
+
+  it('lets an ORG_ADMIN bring back a device that lost its credential: same device, once (issue 26)', async () => {
+    const key = await newKey();
+    const [first, second, third] = await newCodes(3);
+    const lost = await enroll(key, {
+      code: first,
+      machine_id: 'machine-reinstalled',
+      hostname: 'before',
+      metadata: {},
+    });
+    const body = { machine_id: 'machine-reinstalled', hostname: 'reinstalled', metadata: { os: 'linux' } };
+    expect((await enroll(key, { ...body, code: second })).body.code).toBe('MACHINE_ALREADY_ENROLLED');
+
+    const stranger = await system.tokenFor('mallory@elsewhere.test', { name: 'Mallory' });
+    const foreign = await system.api<Problem>('POST', `/api/devices/${lost.body.device_id}/re-enrollment`, {
+      token: stranger,
+    });
+    expect([foreign.status, foreign.body.code]).toEqual([404, 'DEVICE_NOT_FOUND']);
+    const approved = await system.api<{ device_id: string; allowed_until: string }>(
+      'POST',
+      `/api/devices/${lost.body.device_id}/re-enrollment`,
+      { token: admin },
+    );
+    expect(approved.status).toBe(200);
+    expect(approved.body.device_id).toBe(lost.body.device_id);
+    expect(Date.parse(approved.body.allowed_until) - Date.now()).toBeGreaterThan(23.9 * 3_600_000);
+
+    const recovered = await enroll(key, { ...body, code: second });
+    expect(recovered.status).toBe(200);
+    expect(recovered.body).toMatchObject({ device_id: lost.body.device_id, re_enrolled: true });
+    await expect(
+      enrollment.authenticateDevice({ deviceToken: lost.body.device_token }),
+    ).rejects.toMatchObject({
+      code: 'DEVICE_TOKEN_INVALID',
+    });
+    expect((await enrollment.authenticateDevice({ deviceToken: recovered.body.device_token })).deviceId).toBe(
+      lost.body.device_id,
+    );
+    expect((await devices('?q=machine-reinstalled'))[0]?.name).toBe('reinstalled');
+    // The approval was used up.
+    expect((await enroll(key, { ...body, code: third })).body.code).toBe('MACHINE_ALREADY_ENROLLED');
   });
 
   it('keeps enrolled devices working through key rotation and revocation', async () => {
@@ -464,8 +552,130 @@ describe('enrollment and devices, end to end', () => {
       ).catch((e: { code: number; stderr: string }) => e);
       expect((again as { code: number }).code).toBe(11);
       expect((again as { stderr: string }).stderr).toMatch(/already been used|used/i);
+
+      // With a fresh code, --force re-enrolls: the stored device token proves it is that device.
+      const [fresh] = await newCodes(1);
+      const reenrolled = await agent(
+        'enroll',
+        '--server',
+        system.gateway.url,
+        '--code',
+        fresh!,
+        '--config',
+        config,
+        '--machine-id',
+        'agent-e2e-machine',
+        '--force',
+      );
+      expect(reenrolled.stdout).toContain('same device id, new device token');
+      const restored = JSON.parse(await readFile(config, 'utf8')) as typeof stored;
+      expect(restored.device_id).toBe(stored.device_id);
+      expect(restored.device_token).not.toBe(stored.device_token);
+      // Without the config (a reinstall), the server refuses to hand the device over: exit 20.
+      await rm(config);
+      const [another] = await newCodes(1);
+      const reinstalled = await agent(
+        'enroll',
+        '--server',
+        system.gateway.url,
+        '--code',
+        another!,
+        '--config',
+        config,
+        '--machine-id',
+        'agent-e2e-machine',
+      ).catch((e: { code: number; stderr: string }) => e);
+      expect((reinstalled as { code: number }).code).toBe(20);
+      expect((reinstalled as { stderr: string }).stderr).toContain('allow its re-enrollment');
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it("reports a per-application hash of this machine's id, never the raw /etc/machine-id (issue 26)", async () => {
+    const raw = (await readFile('/etc/machine-id', 'utf8')).trim().toLowerCase();
+    const key = await newKey();
+    const [code] = await newCodes(1);
+    const dir = await mkdtemp(join(tmpdir(), 'sts-agent-'));
+    try {
+      await run(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          'apps/agent/src/main.ts',
+          'enroll',
+          '--server',
+          system.gateway.url,
+          '--code',
+          code!,
+          '--config',
+          join(dir, 'agent.json'),
+          '--hostname',
+          'hashed-id',
+        ],
+        { env: { ...process.env, STS_ENROLLMENT_KEY: key } },
+      );
+      const device = (await devices('?q=hashed-id'))[0];
+      expect(device?.machine_id).toBe(
+        createHmac('sha256', 'sts-agent/machine-id/v1').update(raw).digest('hex'),
+      );
+      expect(device?.machine_id).not.toContain(raw);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('shares one daily quota of e-mails to outsiders between invites and codes, and limits each recipient (issue 26)', async () => {
+    // An organization of its own (anyone who signs in has one): 50 e-mails a day, 3 per recipient.
+    const owner = await system.tokenFor('owner@quota.test', { name: 'Quota Owner' });
+    await system.api('GET', '/api/session', { token: owner });
+    await newKey(owner);
+    const emailCode = (email: string) =>
+      system.api<Problem>('POST', '/api/enrollment-codes/email', { token: owner, body: { email } });
+    const invite = (email: string) =>
+      system.api<Problem>('POST', '/api/invites', { token: owner, body: { email, role: 'ANALYST' } });
+    const codeMailsTo = (email: string) =>
+      system.mail.messages.filter((m) => m.to.includes(email) && (m.text ?? '').includes('agent enroll'));
+
+    expect((await invite('pat@quota.test')).status).toBe(201);
+    expect((await emailCode('pat@quota.test')).status).toBe(200);
+    expect((await emailCode('Pat@Quota.test')).status).toBe(200);
+    for (const refused of [await emailCode('pat@quota.test'), await invite('PAT@quota.test')]) {
+      expect([refused.status, refused.body.code]).toEqual([429, 'RATE_LIMITED']);
+      expect(refused.headers.get('content-type')).toContain('application/problem+json');
+    }
+    // Nothing went out for the refused code: the organization's next code e-mail comes after the two.
+    expect((await emailCode('marker@quota.test')).status).toBe(200);
+    await system.mail.waitFor((m) => m.to.includes('marker@quota.test'), 10_000);
+    expect(codeMailsTo('pat@quota.test')).toHaveLength(2);
+
+    // 4 taken; 46 more of both kinds fill the day.
+    for (let i = 0; i < 46; i++) {
+      const response =
+        i % 8 === 0 ? await invite(`guest-${i}@quota.test`) : await emailCode(`ops-${i}@quota.test`);
+      expect([i, response.status]).toEqual([i, i % 8 === 0 ? 201 : 200]);
+    }
+    const overInvite = await invite('late@quota.test');
+    const overCode = await emailCode('late-code@quota.test');
+    expect([overInvite.status, overInvite.body.code, overCode.status, overCode.body.code]).toEqual([
+      429,
+      'RATE_LIMITED',
+      429,
+      'RATE_LIMITED',
+    ]);
+    // Nothing half-written: the refused invite is not pending.
+    const pending = await system.api<{ email: string }[]>('GET', '/api/invites?limit=200', { token: owner });
+    expect(pending.body.map((i) => i.email)).not.toContain('late@quota.test');
+    expect(pending.body).toHaveLength(7);
+    // Another organization has its own quota.
+    expect(
+      (
+        await system.api('POST', '/api/enrollment-codes/email', {
+          token: admin,
+          body: { email: 'late-code@quota.test' },
+        })
+      ).status,
+    ).toBe(200);
   });
 });

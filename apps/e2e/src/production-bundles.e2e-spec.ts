@@ -13,6 +13,8 @@ import { freePort, portOpen, ServiceProcess } from '@sts/testing/service-process
 import { startOtlpCollector, type OtlpCollector } from '@sts/testing/otlp-collector';
 import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
 import { startStripeStandIn, type StripeStandIn } from '@sts/testing/stripe-stand-in';
+import { testServiceAuth } from '@sts/testing/service-auth';
+import type { ServiceName } from '@sts/vocabulary/services';
 import { bundle, isolatedStores, requireBundles, ROOT } from './bundled-system';
 
 const SERVICES = ['identity', 'notification', 'billing', 'enrollment', 'analytics'] as const;
@@ -80,6 +82,8 @@ describe('production bundles, end to end', () => {
     metricsPorts = Object.fromEntries(
       await Promise.all([...SERVICES, 'gateway'].map(async (name) => [name, await freePort()] as const)),
     ) as Record<(typeof SERVICES)[number] | 'gateway', number>;
+    // Every process its own signing key, as in production.
+    const serviceAuth = testServiceAuth();
     const shared = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       NODE_ENV: 'production',
@@ -87,7 +91,7 @@ describe('production bundles, end to end', () => {
       DATABASE_URL: database.url,
       NATS_URL: natsUrl,
       NATS_NAMESPACE: namespace,
-      SERVICE_AUTH_KEY: randomBytes(32).toString('base64'),
+      SERVICE_TRUSTED_KEYS: serviceAuth.SERVICE_TRUSTED_KEYS,
       SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
       PUBLIC_APP_URL: 'https://dashboard.bundles.test',
       // Metrics and traces on, as in production: spans to a collector stand-in, sent every 100 ms.
@@ -114,7 +118,7 @@ describe('production bundles, end to end', () => {
       const service = new ServiceProcess(
         name,
         ['--enable-source-maps', bundle(name)],
-        Object.assign({}, shared, extra),
+        Object.assign({}, shared, serviceAuth.envOf(name as ServiceName), extra),
         ROOT,
       );
       processes.push(service);

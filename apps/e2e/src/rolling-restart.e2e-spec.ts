@@ -7,6 +7,8 @@ import { testClickHouseDatabase } from '@sts/testing/clickhouse';
 import { eventually } from '@sts/testing/eventually';
 import { freePort, portOpen, ServiceProcess } from '@sts/testing/service-process';
 import { startTcpBalancer, type TcpBalancer } from '@sts/testing/tcp-balancer';
+import { testServiceAuth } from '@sts/testing/service-auth';
+import type { ServiceName } from '@sts/vocabulary/services';
 import { bundle, isolatedStores, requireBundles, ROOT } from './bundled-system';
 
 const EVENTS_PER_BATCH = 5;
@@ -63,6 +65,8 @@ describe('rolling restart under load', () => {
     ports = Object.fromEntries(
       await Promise.all(names.map(async (name) => [name, await freePort()] as const)),
     );
+    // Every process its own signing key, as in production.
+    const serviceAuth = testServiceAuth();
     const shared = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       NODE_ENV: 'production',
@@ -70,7 +74,7 @@ describe('rolling restart under load', () => {
       DATABASE_URL: database.url,
       NATS_URL: natsUrl,
       NATS_NAMESPACE: namespace,
-      SERVICE_AUTH_KEY: randomBytes(32).toString('base64'),
+      SERVICE_TRUSTED_KEYS: serviceAuth.SERVICE_TRUSTED_KEYS,
       SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
       ENROLLMENT_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
       CLICKHOUSE_URL: clickhouse.url,
@@ -82,7 +86,7 @@ describe('rolling restart under load', () => {
       const service = new ServiceProcess(
         name,
         ['--enable-source-maps', bundle(app)],
-        { ...shared, ...env },
+        { ...shared, ...serviceAuth.envOf(app as ServiceName), ...env },
         ROOT,
       );
       processes.push(service);

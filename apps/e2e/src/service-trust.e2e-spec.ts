@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync } from 'node:crypto';
 import { Client, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { ServiceTokenIssuer } from '@sts/grpc/service-token';
 import { EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
@@ -91,8 +91,8 @@ describe('trust between services, end to end', () => {
     }
   });
 
-  it('refuses tokens signed with another key, and tokens of a service that is not an allowed caller', async () => {
-    const forged = new ServiceTokenIssuer(randomBytes(32), 'gateway');
+  it('refuses tokens signed with a key no service holds, and tokens of a service that is not an allowed caller', async () => {
+    const forged = new ServiceTokenIssuer(generateKeyPairSync('ed25519').privateKey, 'gateway');
     const realKeyWrongCaller = system.serviceAuth.as('enrollment', 'analytics').issuer;
     for (const [name, address, method, request] of attacks()) {
       const target = address === system.grpcAddresses.enrollment ? 'enrollment' : 'identity';
@@ -105,6 +105,37 @@ describe('trust between services, end to end', () => {
         });
       }
     }
+  });
+
+  it("refuses the notifier's own key when its token claims to be the gateway (a compromised notifier)", async () => {
+    // What a notifier taken over from the internet holds: its own private key, never the gateway's.
+    const impostor = new ServiceTokenIssuer(system.serviceAuth.signingKeyOf('notification'), 'gateway');
+    for (const [name, address, method, request] of attacks()) {
+      const target = address === system.grpcAddresses.enrollment ? 'enrollment' : 'identity';
+      const { error, bytes } = await call(address, method as never, request, await impostor.tokenFor(target));
+      expect({ name, code: error?.code, appCode: error?.metadata.get('sts-error-code') }).toEqual({
+        name,
+        code: 16,
+        appCode: ['SERVICE_CALLER_REFUSED'],
+      });
+      expect(bytes).toBeUndefined();
+    }
+    // The gateway's own key is served: the refusals above were the key, not the calls.
+    const gateway = new ServiceTokenIssuer(system.serviceAuth.signingKeyOf('gateway'), 'gateway');
+    const members = await call(
+      system.grpcAddresses.identity,
+      IdentityServiceService.listMembers,
+      { orgId, limit: 50, cursor: '' },
+      await gateway.tokenFor('identity'),
+    );
+    expect(members.error).toBeNull();
+    const key = await call(
+      system.grpcAddresses.enrollment,
+      EnrollmentServiceService.getEnrollmentKey,
+      { orgId },
+      await gateway.tokenFor('enrollment'),
+    );
+    expect(key.error).toBeNull();
   });
 
   it('lets the notifier list members (the admins it e-mails) and call nothing else of identity', async () => {
@@ -132,7 +163,7 @@ describe('trust between services, end to end', () => {
     expect(demote.error?.metadata.get('sts-error-code')).toEqual(['SERVICE_CALLER_REFUSED']);
   });
 
-  it('serves the gateway, which holds the key (the key is there, so the refusals above were the token)', async () => {
+  it('serves the gateway, with its own key (the key is there, so the refusals above were the token)', async () => {
     const gateway = system.serviceAuth.as('enrollment').issuer;
     const { error, bytes } = await call(
       system.grpcAddresses.enrollment,

@@ -42,7 +42,7 @@ export interface SystemUnderTest {
   grpcAddresses: Record<'identity' | 'notification' | 'billing' | 'enrollment' | 'analytics', string>;
   /** The ClickHouse database of the analytics service (a client on it, for checks). */
   clickhouse: ReturnType<typeof testClickHouseDatabase>;
-  /** The SERVICE_AUTH_KEY the services were started with, and credentials made with it. */
+  /** The services' own signing keys (each process its own) and credentials made with them. */
   serviceAuth: ReturnType<typeof testServiceAuth>;
   idp: DevOidcProvider;
   mail: SmtpSink;
@@ -128,7 +128,7 @@ export async function startSystem(
 
     const serviceAuth = testServiceAuth();
     const shared = {
-      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+      SERVICE_TRUSTED_KEYS: serviceAuth.SERVICE_TRUSTED_KEYS,
       NODE_ENV: 'test',
       LOG_LEVEL: 'silent',
       DATABASE_URL: database.url,
@@ -151,6 +151,7 @@ export async function startSystem(
         ...shared,
         NATS_URL: natsUrlOf('notification'),
         IDENTITY_GRPC_ADDRESS: `127.0.0.1:${identity.grpcPort}`,
+        SERVICE_SIGNING_KEY: serviceAuth.envOf('notification').SERVICE_SIGNING_KEY,
         ...options.notificationEnv,
       }),
       logger,
@@ -193,6 +194,7 @@ export async function startSystem(
         ...shared,
         NATS_URL: natsUrlOf('gateway'),
         PORT: '0',
+        SERVICE_SIGNING_KEY: serviceAuth.envOf('gateway').SERVICE_SIGNING_KEY,
         OIDC_ISSUER: issuer,
         OIDC_AUDIENCE: audience,
         IDENTITY_GRPC_ADDRESS: `127.0.0.1:${identity.grpcPort}`,

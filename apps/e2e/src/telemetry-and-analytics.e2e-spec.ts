@@ -176,6 +176,35 @@ describe('telemetry and analytics, end to end', () => {
     await eventually(async () => (await send(device.device_token, batch('b4', ['allowed']))).status === 401);
   });
 
+  it("refuses a device's very next batch after a disable (403), never counts it, and takes the next after an enable", async () => {
+    const device = await enrollDevice('telemetry-next');
+    const devicePath = `/api/devices/${device.device_id}`;
+    // The gateway now holds the device's credential as active.
+    expect((await send(device.device_token, batch('before', ['allowed', 'allowed', 'allowed']))).status).toBe(
+      202,
+    );
+
+    expect((await system.api('POST', `${devicePath}/disable`, { token: admin })).status).toBe(204);
+    const refused = await send(
+      device.device_token,
+      batch('while', ['allowed', 'allowed', 'allowed', 'allowed']),
+    );
+    expect([refused.status, refused.body.code]).toEqual([403, 'DEVICE_DISABLED']);
+
+    expect((await system.api('POST', `${devicePath}/enable`, { token: admin })).status).toBe(204);
+    expect((await send(device.device_token, batch('after', ['allowed', 'allowed']))).status).toBe(202);
+    // The batch after the enable is counted: everything sent before it has been decided.
+    const figures = await eventually(async () => {
+      const response = await summary(`?window=24h&device_id=${device.device_id}`);
+      return response.body.total_analyzed >= 5 && response.body;
+    });
+    expect(figures.total_analyzed).toBe(5);
+
+    expect((await system.api('DELETE', devicePath, { token: admin })).status).toBe(204);
+    const gone = await send(device.device_token, batch('deleted', ['allowed']));
+    expect([gone.status, gone.body.code]).toEqual([401, 'DEVICE_TOKEN_INVALID']);
+  });
+
   it('refuses hostile batches with 4xx and stores nothing of them', async () => {
     const device = await enrollDevice('telemetry-c');
     const good = batch('ok', ['allowed'])['events'][0]!;

@@ -35,16 +35,24 @@ export interface BlockCount extends DeviceRef {
 
 export type DeviceState = 'active' | 'disabled' | 'deleted';
 
+/** A device's lifecycle as analytics has heard it: enough to know its state at any moment. */
+export interface DeviceTimeline {
+  /** Every change heard of, oldest first: the state from `at` (event time, epoch ms) on. */
+  changes: readonly { state: DeviceState; at: number }[];
+  /** When it was enrolled (epoch ms); null when analytics never heard of its enrollment. */
+  enrolledAt: number | null;
+}
+
 /** Writes and the reads ingestion needs. Every write may be repeated (at-least-once delivery). */
 export interface TelemetryStore {
   /** Of these batch keys, those already stored (received since `since`). */
   storedBatchKeys(keys: readonly string[], since: Date): Promise<Set<string>>;
   /** Of these devices, the ids of those deleted. */
   deletedDevices(devices: readonly DeviceRef[]): Promise<Set<string>>;
+  /** The timelines of these devices, by device id; a device never heard of is absent. */
+  deviceTimelines(devices: readonly DeviceRef[]): Promise<Map<string, DeviceTimeline>>;
   /** Stores rows in one atomic insert: all of them or none. */
   insert(rows: readonly TelemetryRow[]): Promise<void>;
-  /** Removes every row of the device's telemetry, raw and rolled up. */
-  purge(device: DeviceRef): Promise<void>;
   /** Blocked events per device observed in [since, until). */
   blockedCounts(devices: readonly DeviceRef[], since: Date, until: Date): Promise<BlockCount[]>;
   /** Of these devices, the ids of those with a threat detection recorded since `since`. */
@@ -67,10 +75,28 @@ export interface BatchClaims {
 
 /** The analytics projection of the device lifecycle. */
 export interface DeviceStateStore {
-  /** Records a state as of `version` (event time in ms); an older version never overwrites a newer one. */
-  setState(device: DeviceRef, hostname: string, state: DeviceState, version: number): Promise<void>;
+  /**
+   * Records a state as of `version` (event time in ms), in the device's timeline too; an older version
+   * never overwrites a newer one. `enrolledAt` (epoch ms) with the state an enrollment gives.
+   */
+  setState(
+    device: DeviceRef,
+    hostname: string,
+    state: DeviceState,
+    version: number,
+    enrolledAt?: number,
+  ): Promise<void>;
   /** Removes every row of the device's telemetry, raw and rolled up. */
   purge(device: DeviceRef): Promise<void>;
+}
+
+/**
+ * Purges to do, parked where no ClickHouse outage loses them and worked off until each is done. A
+ * deletion parks its device's purge (with the state to record); ingestion parks another when rows of a
+ * deleted device may have landed after the purge began.
+ */
+export interface DevicePurges {
+  park(device: DeviceRef, deletion?: { hostname: string; version: number; eventId: string }): Promise<void>;
 }
 
 export interface ThreatPublisher {

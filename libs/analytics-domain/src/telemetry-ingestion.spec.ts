@@ -1,11 +1,25 @@
 import type { TelemetryBatchMessage } from '@sts/events/telemetry';
-import type { BatchClaims, BlockCount, DeviceRef, TelemetryRow, TelemetryStore } from './analytics-ports';
-import { DEFAULT_THREAT_RULE, TelemetryIngestion } from './telemetry-ingestion';
+import type {
+  BatchClaims,
+  BlockCount,
+  DevicePurges,
+  DeviceRef,
+  DeviceTimeline,
+  TelemetryRow,
+  TelemetryStore,
+} from './analytics-ports';
+import {
+  DEFAULT_THREAT_RULE,
+  ENROLLMENT_CLOCK_MARGIN_MS,
+  MAX_COUNTED_CLASSIFICATION_MS,
+  TelemetryIngestion,
+} from './telemetry-ingestion';
 
 /** The store's contract in memory: rows, a ledger written with them, device states and detections. */
 class MemoryStore implements TelemetryStore {
   inserts: TelemetryRow[][] = [];
   deleted = new Set<string>();
+  timelines = new Map<string, DeviceTimeline>();
   detections: (BlockCount & { detectedAt: Date })[] = [];
   get rows() {
     return this.inserts.flat();
@@ -17,15 +31,20 @@ class MemoryStore implements TelemetryStore {
   async deletedDevices(devices: readonly DeviceRef[]) {
     return new Set(devices.map((d) => d.deviceId).filter((id) => this.deleted.has(id)));
   }
+  async deviceTimelines(devices: readonly DeviceRef[]) {
+    return new Map(
+      devices.flatMap((device) => {
+        const timeline = this.timelines.get(device.deviceId);
+        return timeline ? [[device.deviceId, timeline] as const] : [];
+      }),
+    );
+  }
   async insert(rows: readonly TelemetryRow[]) {
     this.inserts.push([...rows]);
     this.afterInsert();
   }
   /** Runs after each insert (a deletion landing meanwhile). */
   afterInsert = () => undefined;
-  async purge(device: DeviceRef) {
-    this.inserts = this.inserts.map((rows) => rows.filter((row) => row.device_id !== device.deviceId));
-  }
   async blockedCounts(devices: readonly DeviceRef[], since: Date, until: Date) {
     return devices
       .map((device) => ({
@@ -66,6 +85,16 @@ class MemoryClaims implements BatchClaims {
   }
 }
 
+/** Parked purges, in order; `failing` makes parking fail (NATS away). */
+class MemoryPurges implements DevicePurges {
+  parked: DeviceRef[] = [];
+  failing = false;
+  async park(device: DeviceRef) {
+    if (this.failing) throw new Error('NATS is away');
+    this.parked.push(device);
+  }
+}
+
 const NOW = new Date('2026-11-25T10:00:00Z');
 
 function batch(
@@ -87,9 +116,12 @@ function batch(
   };
 }
 
+const STATE_SETTLE_MS = 30_000;
+
 function setUp(maxRowsPerInsert = 1_000) {
   const store = new MemoryStore();
   const claims = new MemoryClaims();
+  const purges = new MemoryPurges();
   const published: unknown[] = [];
   let now = NOW;
   let messages = 0;
@@ -97,13 +129,26 @@ function setUp(maxRowsPerInsert = 1_000) {
     store,
     { publish: async (data) => void published.push(data) },
     claims,
-    { threatRule: DEFAULT_THREAT_RULE, ledgerLookbackMs: 86_400_000, maxRowsPerInsert },
+    purges,
+    {
+      threatRule: DEFAULT_THREAT_RULE,
+      ledgerLookbackMs: 86_400_000,
+      maxRowsPerInsert,
+      stateSettleMs: STATE_SETTLE_MS,
+    },
     { now: () => now },
   );
   /** Each batch in a message of its own (a fresh holder), unless holders are given. */
   const ingest = (batches: TelemetryBatchMessage[], holders = batches.map(() => `msg-${++messages}`)) =>
     ingestion.ingest(batches, holders);
-  return { store, claims, published, ingest, advance: (ms: number) => (now = new Date(now.getTime() + ms)) };
+  return {
+    store,
+    claims,
+    purges,
+    published,
+    ingest,
+    advance: (ms: number) => (now = new Date(now.getTime() + ms)),
+  };
 }
 
 describe('TelemetryIngestion', () => {
@@ -142,11 +187,103 @@ describe('TelemetryIngestion', () => {
     expect(store.rows.every((row) => row.device_id === 'd1')).toBe(true);
   });
 
-  it('purges what it stored of a device deleted while it was storing it', async () => {
-    const { store, ingest } = setUp();
+  it('parks a purge of what it stored of a device deleted while it was storing it', async () => {
+    const { store, purges, ingest } = setUp();
     store.afterInsert = () => void store.deleted.add('d1');
     await ingest([batch('d1', 'a', ['allowed']), batch('d2', 'a', ['allowed'])]);
-    expect(store.rows.map((row) => row.device_id)).toEqual(['d2']);
+    expect(purges.parked).toEqual([{ orgId: 'o1', deviceId: 'd1' }]);
+  });
+
+  it('parks that purge again when the batch comes back after parking it failed', async () => {
+    const { store, purges, ingest } = setUp();
+    store.afterInsert = () => void store.deleted.add('d1');
+    purges.failing = true;
+    await expect(ingest([batch('d1', 'a', ['allowed'])], ['m1'])).rejects.toThrow('NATS is away');
+    // The batch's rows are stored (its key is in the ledger); its message comes back.
+    purges.failing = false;
+    expect(await ingest([batch('d1', 'a', ['allowed'])], ['m1'])).toMatchObject({ duplicates: 1 });
+    expect(purges.parked).toEqual([{ orgId: 'o1', deviceId: 'd1' }]);
+  });
+
+  describe("follows the device's state when the batch was received", () => {
+    const DISABLED_AT = NOW.getTime() - 60_000;
+    const received = (deviceId: string, batchId: string, at: number) => ({
+      ...batch(deviceId, batchId, ['allowed']),
+      received_at: at,
+    });
+
+    it('drops a batch received while its device was disabled, counts one received just before', async () => {
+      const { store, ingest } = setUp();
+      store.timelines.set('d1', {
+        changes: [
+          { state: 'active', at: NOW.getTime() - 3_600_000 },
+          { state: 'disabled', at: DISABLED_AT },
+          { state: 'active', at: DISABLED_AT + 10_000 },
+        ],
+        enrolledAt: NOW.getTime() - 3_600_000,
+      });
+      const outcome = await ingest([
+        received('d1', 'before', DISABLED_AT - 1),
+        received('d1', 'while', DISABLED_AT + 5_000),
+        received('d1', 'after', DISABLED_AT + 10_000),
+      ]);
+      expect(outcome).toMatchObject({ stored: 2, ofDisabledDevices: 1, unsettled: [] });
+      expect([...new Set(store.rows.map((row) => row.batch_key))]).toEqual(['d1:before', 'd1:after']);
+    });
+
+    it('lets a batch received just after a disable wait for an enable not heard of yet, then drops it', async () => {
+      const { store, ingest, advance } = setUp();
+      store.timelines.set('d1', {
+        changes: [{ state: 'disabled', at: NOW.getTime() - 1_000 }],
+        enrolledAt: null,
+      });
+      const late = received('d1', 'late', NOW.getTime() - 500);
+      expect(await ingest([late], ['m1'])).toMatchObject({ stored: 0, unsettled: ['d1:late'] });
+      advance(STATE_SETTLE_MS);
+      expect(await ingest([late], ['m1'])).toMatchObject({ stored: 0, ofDisabledDevices: 1, unsettled: [] });
+      expect(store.rows).toEqual([]);
+    });
+
+    it('counts that batch once the enable is heard of', async () => {
+      const { store, ingest } = setUp();
+      store.timelines.set('d1', {
+        changes: [{ state: 'disabled', at: NOW.getTime() - 1_000 }],
+        enrolledAt: null,
+      });
+      const late = received('d1', 'late', NOW.getTime() - 500);
+      expect(await ingest([late], ['m1'])).toMatchObject({ unsettled: ['d1:late'] });
+      store.timelines.set('d1', {
+        changes: [
+          { state: 'disabled', at: NOW.getTime() - 1_000 },
+          { state: 'active', at: NOW.getTime() - 700 },
+        ],
+        enrolledAt: null,
+      });
+      expect(await ingest([late], ['m1'])).toMatchObject({ stored: 1, unsettled: [] });
+    });
+  });
+
+  it("drops events observed before the device's enrollment, beyond the clocks' margin", async () => {
+    const { store, ingest } = setUp();
+    const enrolledAt = NOW.getTime() - 3_600_000;
+    store.timelines.set('d1', { changes: [{ state: 'active', at: enrolledAt }], enrolledAt });
+    const backdated = batch('d1', 'a', ['allowed', 'blocked', 'allowed']);
+    backdated.events[0]!.observed_at = enrolledAt - 86_400_000;
+    backdated.events[1]!.observed_at = enrolledAt - ENROLLMENT_CLOCK_MARGIN_MS - 1_000;
+    backdated.events[2]!.observed_at = enrolledAt - ENROLLMENT_CLOCK_MARGIN_MS + 1_000;
+    expect(await ingest([backdated])).toMatchObject({ stored: 1, backdated: 2 });
+    expect(store.rows.map((row) => row.observed_at)).toEqual([
+      Math.floor((enrolledAt - ENROLLMENT_CLOCK_MARGIN_MS + 1_000) / 1000),
+    ]);
+  });
+
+  it('counts a latency above the maximum as the maximum', async () => {
+    const { store, ingest } = setUp();
+    const slow = batch('d1', 'a', ['allowed', 'allowed']);
+    slow.events[0]!.classification_ms = 600_000;
+    slow.events[1]!.classification_ms = 12.5;
+    expect(await ingest([slow])).toMatchObject({ stored: 1, capped: 1 });
+    expect(store.rows.map((row) => row.classification_ms)).toEqual([MAX_COUNTED_CLASSIFICATION_MS, 12.5]);
   });
 
   it('never splits a batch across inserts', async () => {

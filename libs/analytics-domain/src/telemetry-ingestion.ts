@@ -1,11 +1,27 @@
-import { telemetryMessageId, type TelemetryBatchMessage } from '@sts/events/telemetry';
+import { TELEMETRY_LIMITS, telemetryMessageId, type TelemetryBatchMessage } from '@sts/events/telemetry';
 import type {
   BatchClaims,
+  DevicePurges,
   DeviceRef,
+  DeviceState,
+  DeviceTimeline,
   TelemetryRow,
   TelemetryStore,
   ThreatPublisher,
 } from './analytics-ports';
+
+/**
+ * A classification latency above this counts as this much: a classification that hung for minutes is a
+ * measuring error, and one such event must not outweigh thousands of real ones in the mean.
+ */
+export const MAX_COUNTED_CLASSIFICATION_MS = 60_000;
+
+/**
+ * Events observed more than this before their device was enrolled are dropped: a device cannot have
+ * analyzed anything before it existed. The margin is the clock drift the gateway allows ahead (a
+ * device's clock against the servers').
+ */
+export const ENROLLMENT_CLOCK_MARGIN_MS = TELEMETRY_LIMITS.futureMs;
 
 export interface ThreatRule {
   /** Blocks from one device… */
@@ -24,6 +40,12 @@ export interface IngestionSettings {
   ledgerLookbackMs: number;
   /** Rows per insert at most (whole batches only, so that a batch is stored all at once or not at all). */
   maxRowsPerInsert: number;
+  /**
+   * How long a batch received after its device's last known change, a disable, waits for an enable that
+   * may not have reached analytics yet (the gateway that served the enable takes batches at once); after
+   * this it is dropped.
+   */
+  stateSettleMs: number;
 }
 
 export interface IngestionOutcome {
@@ -33,9 +55,17 @@ export interface IngestionOutcome {
   duplicates: number;
   /** Batches of devices deleted meanwhile: dropped. */
   ofDeletedDevices: number;
+  /** Batches received while their device was disabled: dropped. */
+  ofDisabledDevices: number;
+  /** Events observed before their device was enrolled: dropped. */
+  backdated: number;
+  /** Events whose latency counts as MAX_COUNTED_CLASSIFICATION_MS. */
+  capped: number;
   threats: number;
   /** Keys of batches another copy of which another replica is storing: to be tried again later. */
   deferred: string[];
+  /** Keys of batches received just after their device was last heard disabled: to be tried again later. */
+  unsettled: string[];
 }
 
 /**
@@ -43,13 +73,18 @@ export interface IngestionOutcome {
  * device and batch id, every insert holds whole batches and records their keys atomically with the
  * rows (the store's ledger), and batches whose key is stored already are skipped; a batch is stored
  * only by the replica that claimed its key, so two copies taken by two replicas at once count once.
- * Then checks the threat rule for the devices that reported blocks.
+ * What is counted follows the device's lifecycle: batches of deleted devices, and batches received
+ * while their device was disabled (its state as of the batch's `received_at`, so a batch accepted just
+ * before a disable still counts), are dropped; so are events observed before the device's enrollment,
+ * and latencies count up to MAX_COUNTED_CLASSIFICATION_MS. Then checks the threat rule for the devices
+ * that reported blocks.
  */
 export class TelemetryIngestion {
   constructor(
     private readonly store: TelemetryStore,
     private readonly threats: ThreatPublisher,
     private readonly claims: BatchClaims,
+    private readonly purges: DevicePurges,
     private readonly settings: IngestionSettings,
     private readonly clock: { now(): Date },
   ) {}
@@ -66,8 +101,12 @@ export class TelemetryIngestion {
       stored: 0,
       duplicates: 0,
       ofDeletedDevices: 0,
+      ofDisabledDevices: 0,
+      backdated: 0,
+      capped: 0,
       threats: 0,
       deferred: [],
+      unsettled: [],
     };
     const unique = new Map<string, { batch: TelemetryBatchMessage; holder: string }>();
     batches.forEach((batch, index) => {
@@ -78,30 +117,52 @@ export class TelemetryIngestion {
     if (unique.size === 0) return outcome;
 
     const since = new Date(now.getTime() - this.settings.ledgerLookbackMs);
-    const [stored, deleted] = await Promise.all([
+    const devices = distinctDevices([...unique.values()].map(({ batch }) => batch));
+    const [stored, deleted, timelines] = await Promise.all([
       this.store.storedBatchKeys([...unique.keys()], since),
-      this.store.deletedDevices(distinctDevices([...unique.values()].map(({ batch }) => batch))),
+      this.store.deletedDevices(devices),
+      this.store.deviceTimelines(devices),
     ]);
 
+    // Devices whose purge must run (again): rows of theirs may have landed after it began.
+    const toPurge = new Map<string, DeviceRef>();
     const unstored: [string, { batch: TelemetryBatchMessage; holder: string }][] = [];
     for (const [key, item] of unique) {
-      if (stored.has(key)) outcome.duplicates++;
-      else if (deleted.has(item.batch.device_id)) outcome.ofDeletedDevices++;
-      else unstored.push([key, item]);
+      const { batch } = item;
+      if (stored.has(key)) {
+        outcome.duplicates++;
+        // Stored, and its device deleted since: parking the purge may have failed after the insert.
+        if (deleted.has(batch.device_id)) toPurge.set(batch.device_id, refOf(batch));
+        continue;
+      }
+      if (deleted.has(batch.device_id)) {
+        outcome.ofDeletedDevices++;
+        continue;
+      }
+      const state = stateAt(timelines.get(batch.device_id), batch.received_at);
+      if (state === 'active') unstored.push([key, item]);
+      else if (state === 'disabled' && now.getTime() - batch.received_at < this.settings.stateSettleMs)
+        outcome.unsettled.push(key);
+      else if (state === 'disabled') outcome.ofDisabledDevices++;
+      else outcome.ofDeletedDevices++;
     }
-    if (unstored.length === 0) return outcome;
-    const claimed = await this.claims.claim(unstored.map(([key, { holder }]) => ({ key, holder })));
+
     const fresh: [string, TelemetryBatchMessage][] = [];
-    for (const [key, { batch }] of unstored) {
-      if (claimed.has(key)) fresh.push([key, batch]);
-      else outcome.deferred.push(key);
+    if (unstored.length > 0) {
+      const claimed = await this.claims.claim(unstored.map(([key, { holder }]) => ({ key, holder })));
+      for (const [key, { batch }] of unstored) {
+        if (claimed.has(key)) fresh.push([key, batch]);
+        else outcome.deferred.push(key);
+      }
+      await this.insert(fresh, timelines, outcome);
+      outcome.stored = fresh.length;
+      // A device deleted while its batches were stored: its purge may have run before these rows landed.
+      const reporting = distinctDevices(fresh.map(([, batch]) => batch));
+      const deletedMeanwhile = await this.store.deletedDevices(reporting);
+      for (const device of reporting)
+        if (deletedMeanwhile.has(device.deviceId)) toPurge.set(device.deviceId, device);
     }
-    await this.insert(fresh);
-    outcome.stored = fresh.length;
-    // A device deleted while its batches were stored: its purge may have run before these rows landed.
-    const reporting = distinctDevices(fresh.map(([, batch]) => batch));
-    const deletedMeanwhile = await this.store.deletedDevices(reporting);
-    for (const device of reporting) if (deletedMeanwhile.has(device.deviceId)) await this.store.purge(device);
+    for (const device of toPurge.values()) await this.purges.park(device);
 
     const blocking = distinctDevices(
       fresh.map(([, batch]) => batch).filter((batch) => batch.events.some((e) => e.verdict === 'blocked')),
@@ -110,8 +171,15 @@ export class TelemetryIngestion {
     return outcome;
   }
 
-  /** Whole batches per insert, as many as fit in `maxRowsPerInsert`. */
-  private async insert(batches: readonly [string, TelemetryBatchMessage][]): Promise<void> {
+  /**
+   * Whole batches per insert, as many as fit in `maxRowsPerInsert`; events observed before their
+   * device's enrollment are left out, latencies capped.
+   */
+  private async insert(
+    batches: readonly [string, TelemetryBatchMessage][],
+    timelines: ReadonlyMap<string, DeviceTimeline>,
+    outcome: IngestionOutcome,
+  ): Promise<void> {
     let rows: TelemetryRow[] = [];
     for (const [key, batch] of batches) {
       if (rows.length > 0 && rows.length + batch.events.length > this.settings.maxRowsPerInsert) {
@@ -119,7 +187,18 @@ export class TelemetryIngestion {
         rows = [];
       }
       const receivedAt = Math.floor(batch.received_at / 1000);
+      const enrolledAt = timelines.get(batch.device_id)?.enrolledAt ?? null;
+      const earliest = enrolledAt === null ? 0 : enrolledAt - ENROLLMENT_CLOCK_MARGIN_MS;
       for (const event of batch.events) {
+        if (event.observed_at < earliest) {
+          outcome.backdated++;
+          continue;
+        }
+        let classificationMs = event.classification_ms;
+        if (classificationMs > MAX_COUNTED_CLASSIFICATION_MS) {
+          classificationMs = MAX_COUNTED_CLASSIFICATION_MS;
+          outcome.capped++;
+        }
         rows.push({
           org_id: batch.org_id,
           device_id: batch.device_id,
@@ -127,7 +206,7 @@ export class TelemetryIngestion {
           observed_at: Math.floor(event.observed_at / 1000),
           host: event.host,
           verdict: event.verdict,
-          classification_ms: event.classification_ms,
+          classification_ms: classificationMs,
           received_at: receivedAt,
         });
       }
@@ -169,6 +248,23 @@ export class TelemetryIngestion {
     }
     return due.length;
   }
+}
+
+/**
+ * The device's state at `at` (epoch ms): the last change heard of at or before it. Active before any
+ * change (a device analytics has not heard of yet, or a batch that overtook the enrollment event).
+ */
+export function stateAt(timeline: DeviceTimeline | undefined, at: number): DeviceState {
+  let state: DeviceState = 'active';
+  for (const change of timeline?.changes ?? []) {
+    if (change.at > at) break;
+    state = change.state;
+  }
+  return state;
+}
+
+function refOf(batch: TelemetryBatchMessage): DeviceRef {
+  return { orgId: batch.org_id, deviceId: batch.device_id };
 }
 
 function distinctDevices(batches: readonly TelemetryBatchMessage[]): DeviceRef[] {

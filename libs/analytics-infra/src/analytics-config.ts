@@ -30,6 +30,13 @@ export const analyticsEnvSchema = z.object({
   TELEMETRY_DAILY_RETENTION_DAYS: positiveInt.default(400),
   /** How long the first batch waits for more before the insert. */
   TELEMETRY_BATCH_WAIT_MS: positiveInt.default(200),
+  /**
+   * How long a batch received just after its device was disabled waits for an enable that has not reached
+   * analytics yet, before it is dropped (docs/decisions.md, "Device lifecycle").
+   */
+  TELEMETRY_STATE_SETTLE_MS: positiveInt.default(30_000),
+  /** Readiness reports `dependency/device-purges` not serving once a parked purge has waited this long. */
+  DEVICE_PURGE_MAX_WAIT_MS: positiveInt.default(5 * 60_000),
   THREAT_BLOCK_THRESHOLD: positiveInt.default(DEFAULT_THREAT_RULE.threshold),
   THREAT_WINDOW_MINUTES: positiveInt.default(DEFAULT_THREAT_RULE.windowMinutes),
   THREAT_COOLDOWN_MINUTES: positiveInt.default(DEFAULT_THREAT_RULE.cooldownMinutes),

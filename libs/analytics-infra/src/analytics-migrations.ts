@@ -10,6 +10,8 @@ import type { ClickHouseMigration } from '@sts/clickhouse/clickhouse-migrations'
  * - `ingested_batches`: the ledger of stored batch keys, filled by a materialized view from the same
  *   insert as the rows, so a batch's key is stored if and only if its rows are.
  * - `device_states`: the device lifecycle as analytics knows it (newest version wins).
+ * - `device_state_changes`: every change of that lifecycle (and enrollment times), so that ingestion
+ *   knows a device's state when a batch was received, not only now (migration 002).
  * - `threat_detections`: when a device last crossed the threat threshold (the cooldown reads it).
  *
  * Times are `DateTime('UTC')`, so buckets are UTC whatever the server's time zone.
@@ -81,6 +83,24 @@ export const ANALYTICS_MIGRATIONS: ClickHouseMigration[] = [
         detected_at DateTime('UTC'),
         dangerous_blocks UInt64
       ) ENGINE = MergeTree() PARTITION BY toYYYYMM(detected_at) ORDER BY (org_id, device_id, detected_at)`,
+    ],
+  },
+  {
+    id: '002_device_state_changes',
+    statements: [
+      // Rows are changes, not versions of one row: the ordering key holds the version, so merges only
+      // fold repeats of one change (a redelivered event).
+      `CREATE TABLE IF NOT EXISTS device_state_changes (
+        org_id String,
+        device_id String,
+        version UInt64,
+        state Enum8('active' = 1, 'disabled' = 2, 'deleted' = 3),
+        enrolled_at UInt64
+      ) ENGINE = ReplacingMergeTree() ORDER BY (org_id, device_id, version, state)`,
+      // Devices known before: their current state, from when it was set (earlier changes are not known).
+      `INSERT INTO device_state_changes (org_id, device_id, version, state, enrolled_at)
+        SELECT org_id, device_id, max(version), argMax(state, version), 0
+        FROM device_states GROUP BY org_id, device_id`,
     ],
   },
 ];

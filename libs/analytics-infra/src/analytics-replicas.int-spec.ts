@@ -4,6 +4,7 @@ import { loadConfig } from '@sts/config/load-config';
 import type { DomainEvent } from '@sts/events/event-catalogue';
 import { newEnvelope } from '@sts/events/event-envelope';
 import { eventSubject, eventsStreamName } from '@sts/events/subjects';
+import { DEVICE_PURGES_CONSUMER, devicePurgesStreamName } from '@sts/nats/event-stream';
 import {
   telemetryMessageId,
   telemetryStreamName,
@@ -36,9 +37,10 @@ interface Device {
 
 /**
  * Two replicas of the analytics service share its durable consumers (telemetry into ClickHouse, device
- * events): every batch is stored once, every device event applied, every threat raised once, whichever
- * replica takes a message, also when each batch arrives twice (a redelivery, and an agent's repeat the
- * stream's duplicate window no longer catches) and each device event twice.
+ * events, parked purges): every batch is stored once, every device event applied, every threat raised
+ * once, whichever replica takes a message, also when each batch arrives twice (a redelivery, and an
+ * agent's repeat the stream's duplicate window no longer catches) and each device event twice. A
+ * disabled device's batches count when a copy was received before the disable, never otherwise.
  */
 describe('analytics replicas (ClickHouse, NATS)', () => {
   const logger = createLogger('analytics-replicas', 'silent');
@@ -55,13 +57,15 @@ describe('analytics replicas (ClickHouse, NATS)', () => {
       NATS_NAMESPACE: namespace,
       CLICKHOUSE_URL: clickhouse.url,
       CLICKHOUSE_DATABASE: clickhouse.name,
-      SERVICE_AUTH_KEY: testServiceAuth().SERVICE_AUTH_KEY,
+      ...testServiceAuth().envOf('analytics'),
       GRPC_PORT: '0',
       // Small batches, so that both replicas hold some at any moment.
       TELEMETRY_BATCH_MESSAGES: '10',
       TELEMETRY_BATCH_WAIT_MS: '10',
       // One cooldown period for the whole test (a period boundary would make a second detection legitimate).
       THREAT_COOLDOWN_MINUTES: '1440',
+      // Batches received after a disable are dropped after this (no enable comes).
+      TELEMETRY_STATE_SETTLE_MS: '200',
     });
     // One after the other: the first migrates.
     replicas.push(await startAnalyticsService(config, logger));
@@ -161,6 +165,9 @@ describe('analytics replicas (ClickHouse, NATS)', () => {
         ),
       );
     await sendTelemetry(sends.slice(0, half));
+    // Every copy sent so far was received before the disables below.
+    const firstHalfSent = Date.now();
+    await eventually(() => Date.now() > firstHalfSent);
     // Devices are disabled and deleted while their batches are being stored.
     await Promise.all(
       devices
@@ -177,17 +184,34 @@ describe('analytics replicas (ClickHouse, NATS)', () => {
           ),
         ),
     );
+    // The rest is received after analytics applied the disables: of a disabled device, those copies
+    // are dropped (a batch of it counts when its other copy came before the disable).
+    await eventually(() => idle(eventsStreamName(namespace), 'analytics'));
     await sendTelemetry(sends.slice(half));
 
     const kept = devices.filter((device) => device.fate !== 'deleted');
     const deleted = devices.filter((device) => device.fate === 'deleted');
-    const expectedEvents = kept.length * BATCHES_PER_DEVICE * EVENTS_PER_BATCH;
+    const receivedBeforeDisable = new Set(
+      sends.slice(0, half).map(({ batch }) => telemetryMessageId(batch.device_id, batch.batch_id)),
+    );
+    const storedBatches = (device: Device) =>
+      device.fate === 'kept'
+        ? BATCHES_PER_DEVICE
+        : batches.filter(
+            (batch) =>
+              batch.device_id === device.deviceId &&
+              receivedBeforeDisable.has(telemetryMessageId(batch.device_id, batch.batch_id)),
+          ).length;
+    const expectedEvents = kept.reduce((sum, device) => sum + storedBatches(device) * EVENTS_PER_BATCH, 0);
+    // Each stored batch holds one block: a threat for each device with at least 5 of them.
+    const expectedThreats = kept.filter((device) => storedBatches(device) >= 5).length;
     const inOrgs = `org_id IN (${orgIds.map((id) => `'${id}'`).join(', ')})`;
     const ofDeleted = `device_id IN (${deleted.map((device) => `'${device.deviceId}'`).join(', ')})`;
     await eventually(
       async () =>
         (await idle(telemetryStreamName(namespace), TELEMETRY_CONSUMER)) &&
         (await idle(eventsStreamName(namespace), 'analytics')) &&
+        (await idle(devicePurgesStreamName(namespace), DEVICE_PURGES_CONSUMER)) &&
         (await scalar(`SELECT count() AS n FROM telemetry_events WHERE ${inOrgs}`)) >= expectedEvents &&
         (await scalar(`SELECT count() AS n FROM system.mutations WHERE NOT is_done`)) === 0,
       30_000,
@@ -223,6 +247,6 @@ describe('analytics replicas (ClickHouse, NATS)', () => {
     const stream = await nats.jsm.streams.info(eventsStreamName(namespace), {
       subjects_filter: eventSubject(namespace, 'threat.detected'),
     });
-    expect(stream.state.subjects?.[eventSubject(namespace, 'threat.detected')]).toBe(kept.length);
+    expect(stream.state.subjects?.[eventSubject(namespace, 'threat.detected')]).toBe(expectedThreats);
   }, 90_000);
 });

@@ -38,11 +38,13 @@ const env = {
   NATS_NAMESPACE: namespace,
   CLICKHOUSE_URL: clickhouse.url,
   CLICKHOUSE_DATABASE: clickhouse.name,
-  SERVICE_AUTH_KEY: testServiceAuth().SERVICE_AUTH_KEY,
+  ...testServiceAuth().envOf('analytics'),
   GRPC_PORT: '0',
   TELEMETRY_BATCH_WAIT_MS: '50',
   // A killed process's batches come back after this.
   TELEMETRY_ACK_WAIT_MS: '3000',
+  // A batch received just after a disable waits this long for an enable before it is dropped.
+  TELEMETRY_STATE_SETTLE_MS: '1000',
 };
 const config = loadConfig(analyticsEnvSchema, env);
 const store = new ClickHouseAnalyticsStore(clickhouse.client);
@@ -85,16 +87,47 @@ function events(
 async function publishBatch(
   batch: Omit<TelemetryBatchMessage, 'received_at'>,
   msgId?: string,
+  receivedAt = Date.now(),
 ): Promise<void> {
   await nats.js.publish(
     telemetrySubject(namespace, batch.org_id),
-    JSON.stringify({ ...batch, received_at: Date.now() }),
+    JSON.stringify({ ...batch, received_at: receivedAt }),
     { msgID: msgId ?? telemetryMessageId(batch.device_id, batch.batch_id) },
   );
 }
 
-async function publishEvent<Type extends EventType>(type: Type, data: EventData<Type>): Promise<void> {
-  await createEventPublisher(nats.js, namespace)(newEnvelope(type, data));
+async function publishEvent<Type extends EventType>(
+  type: Type,
+  data: EventData<Type>,
+  occurredAt = new Date(),
+): Promise<void> {
+  await createEventPublisher(nats.js, namespace)(newEnvelope(type, data, occurredAt));
+}
+
+/** The device's changes as analytics recorded them, oldest first. */
+async function stateChanges(deviceId: string): Promise<string[]> {
+  const result = await clickhouse.client.query({
+    query: `SELECT toString(state) AS state FROM device_state_changes WHERE device_id = '${deviceId}' ORDER BY version`,
+    format: 'JSONEachRow',
+  });
+  return (await result.json<{ state: string }>()).map((row) => row.state);
+}
+
+/** Publishes `device.enrolled` at `at` and waits until analytics has recorded it. */
+async function enrolled(orgId: string, deviceId: string, at: number): Promise<void> {
+  await publishEvent(
+    'device.enrolled',
+    {
+      org_id: orgId,
+      device_id: deviceId,
+      machine_id: `m-${deviceId}`,
+      hostname: `host-${deviceId.slice(0, 8)}`,
+      enrolled_at: new Date(at).toISOString(),
+      re_enrolled: false,
+    },
+    new Date(at),
+  );
+  await eventually(async () => (await stateChanges(deviceId)).length === 1);
 }
 
 async function rawCount(orgId: string): Promise<number> {
@@ -182,6 +215,69 @@ describe('analytics service', () => {
 
     await publishEvent('device.enabled', { ...device, at: new Date().toISOString() });
     await eventually(async () => (await queries.summary(orgId, '24h', null)).total_analyzed === 5);
+  });
+
+  it('drops batches received while the device was disabled, and counts one accepted just before, however late it comes', async () => {
+    const { orgId, deviceId } = org();
+    await enrolled(orgId, deviceId, minutesAgo(10));
+    const device = { org_id: orgId, device_id: deviceId, hostname: 'desk-9' };
+    const disabledAt = Date.now();
+    await publishEvent(
+      'device.disabled',
+      { ...device, at: new Date(disabledAt).toISOString() },
+      new Date(disabledAt),
+    );
+    await eventually(async () => (await stateChanges(deviceId)).includes('disabled'));
+
+    const batch = (batchId: string, count: number) => ({
+      org_id: orgId,
+      device_id: deviceId,
+      batch_id: batchId,
+      events: events(count, 'allowed'),
+    });
+    // Accepted by a gateway a moment before the disable; it reaches analytics only after it.
+    await publishBatch(batch('before', 3), undefined, disabledAt - 1);
+    // Accepted by a gateway that had not heard of the disable yet.
+    await publishBatch(batch('while', 5), undefined, disabledAt + 1);
+    const enabledAt = Date.now() + 1;
+    await publishEvent(
+      'device.enabled',
+      { ...device, at: new Date(enabledAt).toISOString() },
+      new Date(enabledAt),
+    );
+    await eventually(async () => (await stateChanges(deviceId)).at(-1) === 'active');
+    // After the enable: counted, and the sentinel that the batches before it were decided.
+    await publishBatch(batch('after', 2), undefined, enabledAt + 1);
+
+    await eventually(async () => (await rawCount(orgId)) >= 5);
+    await eventually(() => consumerIdle(nats.jsm));
+    expect(await rawCount(orgId)).toBe(5);
+    expect((await queries.summary(orgId, '24h', deviceId)).total_analyzed).toBe(5);
+    expect((await queries.summary(orgId, '24h', null)).total_analyzed).toBe(5);
+  });
+
+  it("drops events observed before the device's enrollment and counts a latency up to a minute", async () => {
+    const { orgId, deviceId } = org();
+    await enrolled(orgId, deviceId, minutesAgo(10));
+    await publishBatch({
+      org_id: orgId,
+      device_id: deviceId,
+      batch_id: 'mixed',
+      events: [
+        // Backdated to before the device existed (but within the gateway's 30 days and the 24h window).
+        ...events(2, 'blocked', minutesAgo(120), 10),
+        ...events(1, 'allowed', minutesAgo(1), 600_000),
+        ...events(1, 'allowed', minutesAgo(1), 20),
+      ],
+    });
+    await eventually(async () => (await rawCount(orgId)) > 0);
+    await eventually(() => consumerIdle(nats.jsm));
+    expect(await queries.summary(orgId, '24h', deviceId)).toEqual({
+      total_analyzed: 2,
+      dangerous_blocks: 0,
+      risky_warnings: 0,
+      avg_classification_ms: (60_000 + 20) / 2,
+    });
   });
 
   it('purges a deleted device from the raw table and every rollup', async () => {

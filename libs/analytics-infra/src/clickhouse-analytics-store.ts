@@ -5,6 +5,7 @@ import type {
   DeviceRef,
   DeviceState,
   DeviceStateStore,
+  DeviceTimeline,
   TelemetryRow,
   TelemetryStore,
 } from '@sts/analytics-domain/analytics-ports';
@@ -88,6 +89,33 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
     return new Set(rows.map((row) => row.device_id));
   }
 
+  async deviceTimelines(devices: readonly DeviceRef[]): Promise<Map<string, DeviceTimeline>> {
+    if (devices.length === 0) return new Map();
+    const rows = await this.rows<{
+      device_id: string;
+      state: DeviceState;
+      version: string | number;
+      enrolled_at: string | number;
+    }>(
+      sql`SELECT device_id, toString(state) AS state, version, enrolled_at FROM device_state_changes
+          WHERE (org_id, device_id) IN ${pairs(devices)}
+          ORDER BY device_id, version, state`,
+    );
+    const timelines = new Map<
+      string,
+      { changes: DeviceTimeline['changes'][number][]; enrolledAt: number | null }
+    >();
+    for (const row of rows) {
+      let timeline = timelines.get(row.device_id);
+      if (!timeline) timelines.set(row.device_id, (timeline = { changes: [], enrolledAt: null }));
+      timeline.changes.push({ state: row.state, at: Number(row.version) });
+      const enrolledAt = Number(row.enrolled_at);
+      if (enrolledAt > 0 && (timeline.enrolledAt === null || enrolledAt < timeline.enrolledAt))
+        timeline.enrolledAt = enrolledAt;
+    }
+    return timelines;
+  }
+
   /** Rows go as they are (no copy through `insertJsonEachRow`): they are built in column shape (bench/ingestion.bench.ts). */
   async insert(rows: readonly TelemetryRow[]): Promise<void> {
     if (rows.length === 0) return;
@@ -148,7 +176,20 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
 
   // Device lifecycle.
 
-  async setState(device: DeviceRef, hostname: string, state: DeviceState, version: number): Promise<void> {
+  /** The change first: a repeat after a failure between the two inserts only repeats the change (folded by merges). */
+  async setState(
+    device: DeviceRef,
+    hostname: string,
+    state: DeviceState,
+    version: number,
+    enrolledAt = 0,
+  ): Promise<void> {
+    await insertJsonEachRow(
+      this.client,
+      'device_state_changes',
+      ['org_id', 'device_id', 'version', 'state', 'enrolled_at'],
+      [{ org_id: device.orgId, device_id: device.deviceId, version, state, enrolled_at: enrolledAt }],
+    );
     await insertJsonEachRow(
       this.client,
       'device_states',

@@ -17,6 +17,7 @@ import { ANALYTICS_MIGRATIONS } from './analytics-migrations';
 import { dropExpiredPartitions, retentionOf } from './analytics-retention';
 import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
 import { deviceLifecycleHandler } from './device-lifecycle-handler';
+import { startDevicePurges } from './device-purges';
 import { openBatchClaims } from './nats-batch-claims';
 import { threatPublisher } from './threat-publisher';
 
@@ -30,6 +31,24 @@ export interface AnalyticsServiceOptions {
   afterIngest?: (outcome: IngestionOutcome) => void;
   /** Delay before a failed device event is retried (tests shorten it; default 1 s doubling to 5 min). */
   deviceEventRetryDelay?: { initialMs: number; maxMs: number };
+  /** Delay before a failed device purge is retried (tests shorten it; default 1 s doubling to 1 min). */
+  devicePurgeRetryDelay?: { initialMs: number; maxMs: number };
+  /** How often readiness checks the dependencies (5 s unless a test wants it sooner). */
+  dependencyCheckIntervalMs?: number;
+}
+
+/**
+ * Failures of batches that are not failures of ours: they come back later and are decided then. Named by
+ * their code, which is all a log line keeps of an error (`redactedFailure` of @sts/nats/batch-consumer).
+ */
+class TryLater extends Error {
+  constructor(
+    readonly code: 'BATCH_CLAIMED_ELSEWHERE' | 'DEVICE_STATE_UNSETTLED',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'TryLater';
+  }
 }
 
 /**
@@ -54,25 +73,46 @@ export async function startAnalyticsService(
   const retained = retentionOf(config);
   const clock = { now: () => new Date() };
 
-  return runServiceHost({ name: 'analytics', config, logger }, async (host) => {
+  const hostOptions = {
+    name: 'analytics' as const,
+    config,
+    logger,
+    dependencyCheckIntervalMs: options.dependencyCheckIntervalMs,
+  };
+  return runServiceHost(hostOptions, async (host) => {
     const client = createClickHouseClient({ ...connection, database: config.CLICKHOUSE_DATABASE });
     host.onShutdown('clickhouse', () => client.close());
     host.checkDependency('clickhouse', async () => (await client.ping()).success);
     const store = new ClickHouseAnalyticsStore(client);
+    const { js, jsm } = host.nats;
 
-    // A deleted device's telemetry must go (privacy), however long ClickHouse is away: never given up.
+    // A deleted device's telemetry must go (privacy), however long ClickHouse is away: its purge is
+    // parked in a stream without an age limit and retried until done; readiness shows one waiting long.
+    const purges = await startDevicePurges({
+      js,
+      jsm,
+      namespace: config.NATS_NAMESPACE,
+      store,
+      logger,
+      retryDelay: options.devicePurgeRetryDelay,
+    });
+    host.onShutdown('device purges', () => purges.stop());
+    host.checkDependency(
+      'device-purges',
+      async () => (await purges.oldestWaitMs()) < config.DEVICE_PURGE_MAX_WAIT_MS,
+    );
     await host.consume({
       consumer: 'analytics',
-      handle: deviceLifecycleHandler(store),
+      handle: deviceLifecycleHandler(store, purges),
       retryDelay: options.deviceEventRetryDelay,
     });
 
     // The events stream exists: the device consumer above ensured it.
-    const { js, jsm } = host.nats;
     const ingestion = new TelemetryIngestion(
       store,
       threatPublisher(createEventPublisher(js, config.NATS_NAMESPACE), config.THREAT_COOLDOWN_MINUTES),
       await openBatchClaims(host.nats.nc, config.NATS_NAMESPACE),
+      purges,
       {
         threatRule: {
           threshold: config.THREAT_BLOCK_THRESHOLD,
@@ -82,6 +122,7 @@ export async function startAnalyticsService(
         // Longer than a batch can wait in the stream (its max age is 7 days).
         ledgerLookbackMs: 8 * 86_400_000,
         maxRowsPerInsert: 200_000,
+        stateSettleMs: config.TELEMETRY_STATE_SETTLE_MS,
       },
       clock,
     );
@@ -103,11 +144,28 @@ export async function startAnalyticsService(
         logger.debug(outcome, 'telemetry stored');
         options.afterIngest?.(outcome);
         // Another replica is storing another copy of these: by the next try its ledger entry is there.
-        const deferred = new Set(outcome.deferred);
+        // Those received just after their device was disabled wait for an enable that may be on its way.
+        const later = new Map<string, TryLater>([
+          ...outcome.deferred.map(
+            (key) =>
+              [
+                key,
+                new TryLater('BATCH_CLAIMED_ELSEWHERE', 'another replica is storing a copy of this batch'),
+              ] as const,
+          ),
+          ...outcome.unsettled.map(
+            (key) =>
+              [
+                key,
+                new TryLater('DEVICE_STATE_UNSETTLED', 'received just after its device was disabled'),
+              ] as const,
+          ),
+        ]);
         return new Map(
-          batch
-            .filter(({ value }) => deferred.has(telemetryMessageId(value.device_id, value.batch_id)))
-            .map(({ msg }) => [msg, new Error('another replica is storing a copy of this batch')]),
+          batch.flatMap(({ msg, value }) => {
+            const failure = later.get(telemetryMessageId(value.device_id, value.batch_id));
+            return failure ? [[msg, failure] as const] : [];
+          }),
         );
       },
       logger,

@@ -42,7 +42,7 @@ describe('billing replicas (PostgreSQL, NATS)', () => {
       NATS_URL,
       NATS_NAMESPACE: namespace,
       GRPC_PORT: '0',
-      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+      ...serviceAuth.envOf('billing'),
       LOG_LEVEL: 'silent',
     });
     // One after the other: the first migrates.

@@ -53,7 +53,7 @@ describe('billing service (PostgreSQL, NATS)', () => {
       NATS_URL,
       NATS_NAMESPACE: namespace,
       GRPC_PORT: '0',
-      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+      ...serviceAuth.envOf('billing'),
       LOG_LEVEL: 'silent',
     });
     service = await startBillingService(config, logger);
@@ -197,7 +197,7 @@ describe('billing service with Stripe (PostgreSQL, NATS, a Stripe stand-in)', ()
           NATS_URL,
           NATS_NAMESPACE: namespace,
           GRPC_PORT: '0',
-          SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+          ...serviceAuth.envOf('billing'),
           LOG_LEVEL: 'silent',
         },
         stripeEnv,

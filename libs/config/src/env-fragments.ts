@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseSigningKey, parseTrustedKeys, reasonOf } from './service-keys';
 
 /**
  * Environment variables shared by several apps, each defined once. An app composes the fragments it
@@ -104,21 +105,44 @@ export const observabilityEnv = {
   OTEL_TRACES_SAMPLER_ARG: z.preprocess(unsetIfEmpty, z.coerce.number().min(0).max(1).optional()),
 };
 
+/** A zod string turned into a key by `parse`, or one issue with `what` and the reason. */
+const keyVariable = <Key>(parse: (text: string) => Key, what: string) =>
+  z.string().transform((value, context): Key => {
+    try {
+      return parse(value);
+    } catch (error) {
+      context.issues.push({
+        code: 'custom',
+        input: '(not shown)',
+        message: `must be ${what}: ${reasonOf(error)}`,
+      });
+      return z.NEVER;
+    }
+  });
+
 /**
- * Key (base64, at least 32 bytes) that signs and checks the tokens services present to each other
- * on every gRPC call (@sts/grpc/service-token). Every service and the gateway share it.
+ * The private key (Ed25519, PKCS#8, base64 of the DER bytes or PEM) with which this process signs the
+ * service tokens it presents on its gRPC calls (@sts/grpc/service-token): its own, held by no other
+ * process. Only the processes that call services have one (the gateway, notification).
  */
-const serviceAuthEnv = {
-  SERVICE_AUTH_KEY: z
-    .string()
-    .refine(
-      (value) => Buffer.from(value, 'base64').length >= 32,
-      'must be at least 32 bytes, base64-encoded',
-    ),
+export const serviceSigningEnv = {
+  SERVICE_SIGNING_KEY: keyVariable(parseSigningKey, 'an Ed25519 private key (PKCS#8, base64 or PEM)'),
+};
+
+/**
+ * The public keys of the services allowed to call this one, by name:
+ * `gateway=<base64 SPKI>,notification=<base64 SPKI>` (a name twice while its key is rotated). A token
+ * is accepted only when the key of the service it names (`sub`) verifies it.
+ */
+const serviceTrustEnv = {
+  SERVICE_TRUSTED_KEYS: keyVariable(
+    parseTrustedKeys,
+    '<service>=<Ed25519 public key>, comma-separated (SPKI, base64 or PEM)',
+  ),
 };
 
 export const grpcServerEnv = {
-  ...serviceAuthEnv,
+  ...serviceTrustEnv,
   ...grpcTlsEnv,
   ...observabilityEnv,
   GRPC_HOST: z.string().default('127.0.0.1'),
@@ -131,9 +155,9 @@ export const grpcServerEnv = {
   MIGRATIONS: z.enum(['run', 'only', 'check']).default('run'),
 };
 
-/** Addresses of the gRPC services, `host:port`, and the key of the tokens presented to them. */
+/** Addresses of the gRPC services, `host:port`, and the key that signs the tokens presented to them. */
 export const grpcClientsEnv = {
-  ...serviceAuthEnv,
+  ...serviceSigningEnv,
   ...grpcTlsEnv,
   IDENTITY_GRPC_ADDRESS: z.string().default('127.0.0.1:50051'),
   NOTIFICATION_GRPC_ADDRESS: z.string().default('127.0.0.1:50052'),

@@ -37,8 +37,11 @@ export type CodeState = 'live' | 'unknown' | 'expired' | 'used';
 export interface EnrollmentTarget {
   /** The organization whose current key was presented. */
   orgId: string;
-  /** The device with the presented machine id, in whatever organization it is. */
-  existing: Pick<Device, 'id' | 'orgId'> | null;
+  /**
+   * The device with the presented machine id, in whatever organization it is. `proven`: the caller may
+   * re-enroll it (the presented device token is its current one, or an administrator's approval is live).
+   */
+  existing: (Pick<Device, 'id' | 'orgId'> & { proven: boolean }) | null;
   /** The presented code in that organization (`unknown` when there is none, or no code was given). */
   code: CodeState;
 }
@@ -59,6 +62,11 @@ export type DeviceWrite =
       metadata: DeviceMetadata;
       tokenHash: string;
       lastSeenAt: Date;
+      /**
+       * SHA-256 of the device token the caller presented (null: none). The write applies only while the
+       * device still has this token or a live re-enrollment approval, and it uses the approval up.
+       */
+      presentedTokenHash: string | null;
     };
 
 /** An event as handed to the outbox. */
@@ -99,11 +107,13 @@ export interface EnrollmentRepositories {
   /**
    * Null when no organization has a key with this hash. Otherwise the key's organization, the device
    * with this machine id (in any organization) and the state of the code (`codeHash` null: `unknown`).
+   * `deviceTokenHash` (null: none presented) and `now` decide whether the device is `proven`.
    */
   findEnrollmentTarget(
     keyHash: string,
     machineId: string,
     codeHash: string | null,
+    deviceTokenHash: string | null,
     now: Date,
   ): Promise<EnrollmentTarget | null>;
 
@@ -111,6 +121,8 @@ export interface EnrollmentRepositories {
   /** The device, locked until the transaction ends. */
   lockDevice(orgId: string, deviceId: string): Promise<Device | null>;
   setDeviceStatus(orgId: string, deviceId: string, status: DeviceStatus): Promise<void>;
+  /** Lets the device be re-enrolled without its token until `until` (once; the re-enrollment clears it). */
+  allowReEnrollment(orgId: string, deviceId: string, until: Date): Promise<void>;
   /** Deletes the device and clears the references of codes it consumed. */
   deleteDevice(orgId: string, deviceId: string): Promise<void>;
   /** Ordered by (enrolledAt, id); returns up to `page.limit + 1` rows. */
@@ -148,7 +160,8 @@ export interface EnrollmentStore {
    * live code of the organization and, only if it was consumed, applies `write` and puts `event` in
    * the outbox. Of concurrent consumers of one code
    * exactly one gets `consumed`, the others `used`. Throws {@link UniqueConflict}, with nothing
-   * changed, when the machine id was enrolled concurrently or the device to re-enroll is gone.
+   * changed, when the machine id was enrolled concurrently, or the device to re-enroll is gone or no
+   * longer accepts the caller's proof (its token changed, its approval was used or expired).
    */
   consumeCode(input: ConsumeCodeInput): Promise<CodeOutcome>;
 }

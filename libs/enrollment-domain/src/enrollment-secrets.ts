@@ -1,21 +1,18 @@
 import { createHmac, hkdfSync, randomInt } from 'node:crypto';
+import { DEVICE_TOKEN_PREFIX, looksLikeDeviceToken } from '@sts/vocabulary/device-token';
 
 /** Prefixes secret scanners can recognise (DESIGN.md section 3, Secrets). */
 export const ENROLLMENT_KEY_PREFIX = 'sts_ek';
-export const DEVICE_TOKEN_PREFIX = 'sts_dt';
+/** The device token's prefix and shape are shared with the gateway, which refuses other shapes itself. */
+export { DEVICE_TOKEN_PREFIX, looksLikeDeviceToken };
 
 /** Shape of `generateSecret(prefix)` (32 random bytes, base64url = 43 characters). */
 const SECRET_SHAPE = (prefix: string) => new RegExp(`^${prefix}_[A-Za-z0-9_-]{43}$`);
 const ENROLLMENT_KEY_SHAPE = SECRET_SHAPE(ENROLLMENT_KEY_PREFIX);
-const DEVICE_TOKEN_SHAPE = SECRET_SHAPE(DEVICE_TOKEN_PREFIX);
 
 /** Whether a presented value can be an enrollment key at all (saves a lookup for garbage). */
 export function looksLikeEnrollmentKey(value: string): boolean {
   return ENROLLMENT_KEY_SHAPE.test(value);
-}
-
-export function looksLikeDeviceToken(value: string): boolean {
-  return DEVICE_TOKEN_SHAPE.test(value);
 }
 
 /**

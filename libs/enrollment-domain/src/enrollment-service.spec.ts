@@ -316,13 +316,17 @@ describe('enrollment service', () => {
       expect(await codeOf(service.enrollDevice(enrollment(wrong, codes[0]!)))).toBe('ENROLLMENT_KEY_INVALID');
     });
 
-    it('re-enrolls a machine of the same organization: same id, new token, new hostname and metadata', async () => {
+    it('re-enrolls a machine of the same organization with its device token: same id, new token, new hostname and metadata', async () => {
       const { key, codes } = await setUp();
       const first = await service.enrollDevice(enrollment(key, codes[0]!));
       await service.setDeviceStatus(ORG_A, first.deviceId, 'disabled');
       clock.advance(HOUR);
       const again = await service.enrollDevice(
-        enrollment(key, codes[1]!, { hostname: 'renamed', metadata: { os: 'windows' } }),
+        enrollment(key, codes[1]!, {
+          hostname: 'renamed',
+          metadata: { os: 'windows' },
+          deviceToken: ` ${first.deviceToken} `,
+        }),
       );
 
       expect(again).toMatchObject({ deviceId: first.deviceId, orgId: ORG_A, reEnrolled: true });
@@ -340,6 +344,79 @@ describe('enrollment service', () => {
       expect(row.lastSeenAt).toEqual(clock.now());
       expect(store.state.devices.size).toBe(1);
       expect(store.eventsOf('device.enrolled').map((e) => e.re_enrolled)).toEqual([false, true]);
+    });
+
+    it('refuses to re-enroll a machine without proof that the caller is that device, changing nothing (issue 26)', async () => {
+      const { key, codes } = await setUp();
+      const first = await service.enrollDevice(enrollment(key, codes[0]!));
+      const other = await service.enrollDevice(enrollment(key, codes[1]!, { machineId: 'machine-2' }));
+      const before = structuredClone(store.state.devices.get(first.deviceId));
+      const eventsBefore = store.state.events.length;
+      // No token, another device's token, a token of the right shape that is nobody's, garbage.
+      for (const deviceToken of [
+        undefined,
+        null,
+        '',
+        other.deviceToken,
+        `sts_dt_${'A'.repeat(43)}`,
+        'not a token',
+      ]) {
+        expect(
+          await codeOf(
+            service.enrollDevice(enrollment(key, codes[2]!, { hostname: 'attacker', deviceToken })),
+          ),
+        ).toBe('MACHINE_ALREADY_ENROLLED');
+      }
+      expect(store.state.devices.get(first.deviceId)).toEqual(before);
+      expect(await service.authenticateDevice(first.deviceToken)).toMatchObject({ deviceId: first.deviceId });
+      expect(store.state.events).toHaveLength(eventsBefore);
+      // The code was not spent: it enrolls a new machine.
+      await expect(
+        service.enrollDevice(enrollment(key, codes[2]!, { machineId: 'machine-3' })),
+      ).resolves.toMatchObject({ reEnrolled: false });
+    });
+
+    it('re-enrolls without the token once an administrator allowed it: once, within 24 hours', async () => {
+      const { key, codes } = await setUp();
+      const first = await service.enrollDevice(enrollment(key, codes[0]!));
+      expect(await codeOf(service.allowReEnrollment(ORG_B, first.deviceId))).toBe('DEVICE_NOT_FOUND');
+      expect(await codeOf(service.allowReEnrollment(ORG_A, 'not-a-device'))).toBe('DEVICE_NOT_FOUND');
+
+      const { allowedUntil } = await service.allowReEnrollment(ORG_A, first.deviceId);
+      expect(allowedUntil).toEqual(new Date(clock.now().getTime() + 24 * HOUR));
+      const recovered = await service.enrollDevice(enrollment(key, codes[1]!, { hostname: 'reinstalled' }));
+      expect(recovered).toMatchObject({ deviceId: first.deviceId, reEnrolled: true });
+      expect(await codeOf(service.authenticateDevice(first.deviceToken))).toBe('DEVICE_TOKEN_INVALID');
+      expect(store.state.devices.get(first.deviceId)).toMatchObject({
+        hostname: 'reinstalled',
+        reEnrollmentAllowedUntil: null,
+      });
+      // Used up.
+      expect(await codeOf(service.enrollDevice(enrollment(key, codes[2]!)))).toBe('MACHINE_ALREADY_ENROLLED');
+      // Expired.
+      await service.allowReEnrollment(ORG_A, first.deviceId);
+      clock.advance(24 * HOUR);
+      const [fresh] = await service.createEnrollmentCodes(ORG_A, 1);
+      expect(await codeOf(service.enrollDevice(enrollment(key, fresh!.code)))).toBe(
+        'MACHINE_ALREADY_ENROLLED',
+      );
+    });
+
+    it('checks the proof again in the write: a token replaced meanwhile refuses, with the code unused', async () => {
+      const { key, codes } = await setUp();
+      const first = await service.enrollDevice(enrollment(key, codes[0]!));
+      // Another re-enrollment (the real agent's) replaces the token between this one's read and write.
+      store.interleaveBeforeNextTransaction(async () => {
+        store.state.devices.get(first.deviceId)!.tokenHash = hashSecret('sts_dt_replaced');
+      });
+      expect(
+        await codeOf(
+          coldService().enrollDevice(enrollment(key, codes[1]!, { deviceToken: first.deviceToken })),
+        ),
+      ).toBe('MACHINE_ALREADY_ENROLLED');
+      expect(store.rollbacks).toBe(1);
+      expect([...store.state.codes.values()].filter((c) => c.consumedAt)).toHaveLength(1);
+      expect(store.eventsOf('device.enrolled')).toHaveLength(1);
     });
 
     it('refuses a machine enrolled in another organization and leaves the code unused', async () => {
@@ -384,7 +461,9 @@ describe('enrollment service', () => {
       expect(store.reads).toBe(reads);
       expect(second.reEnrolled).toBe(false);
       // A known machine goes the general way: same device, new token.
-      const third = await service.enrollDevice(enrollment(key, codes[2]!, { machineId: 'machine-2' }));
+      const third = await service.enrollDevice(
+        enrollment(key, codes[2]!, { machineId: 'machine-2', deviceToken: second.deviceToken }),
+      );
       expect(third).toMatchObject({ deviceId: second.deviceId, reEnrolled: true });
       expect(store.state.devices.size).toBe(2);
     });
@@ -417,20 +496,22 @@ describe('enrollment service', () => {
         enrolledAt: clock.now(),
         lastSeenAt: clock.now(),
         tokenHash: 'winner-token',
+        reEnrollmentAllowedUntil: null,
       });
       return Promise.resolve();
     };
 
-    it('retries when the same new machine was enrolled concurrently in this organization', async () => {
+    it('retries when the same new machine was enrolled concurrently in this organization, and then needs proof', async () => {
       const { key, codes } = await setUp();
       const winnerId = new RecordingIds().newId();
       store.interleaveBeforeNextCommit(concurrentWinner(ORG_A, codes[1]!, winnerId));
-      const result = await service.enrollDevice(enrollment(key, codes[0]!));
-      expect(result).toMatchObject({ deviceId: winnerId, reEnrolled: true });
+      // The machine is now the winner's device: this caller holds no proof of being it.
+      expect(await codeOf(service.enrollDevice(enrollment(key, codes[0]!)))).toBe('MACHINE_ALREADY_ENROLLED');
       expect(store.state.devices.size).toBe(1);
-      expect(store.state.devices.get(winnerId)?.tokenHash).toBe(hashSecret(result.deviceToken));
+      expect(store.state.devices.get(winnerId)?.tokenHash).toBe('winner-token');
       expect(store.rollbacks).toBe(1);
-      expect(store.eventsOf('device.enrolled')).toHaveLength(1);
+      expect([...store.state.codes.values()].filter((c) => c.consumedAt)).toHaveLength(1);
+      expect(store.eventsOf('device.enrolled')).toHaveLength(0);
     });
 
     it('reports the other organization when a concurrent enrollment there won the machine', async () => {
@@ -454,7 +535,9 @@ describe('enrollment service', () => {
         return Promise.resolve();
       });
       // A fresh instance knows no organizations yet, so it reads first and then writes.
-      const again = await coldService().enrollDevice(enrollment(key, codes[1]!));
+      const again = await coldService().enrollDevice(
+        enrollment(key, codes[1]!, { deviceToken: first.deviceToken }),
+      );
       expect(again.reEnrolled).toBe(false);
       expect(again.deviceId).not.toBe(first.deviceId);
       expect(store.rollbacks).toBe(1);

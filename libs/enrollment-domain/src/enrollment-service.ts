@@ -7,6 +7,7 @@ import {
   CODE_RETENTION_AFTER_EXPIRY_MS,
   ENROLLMENT_CODE_TTL_MS,
   MAX_CODES_PER_REQUEST,
+  RE_ENROLLMENT_APPROVAL_TTL_MS,
   type DeviceFilter,
   type DeviceIdentity,
   type DeviceStatus,
@@ -51,6 +52,8 @@ export interface EnrollmentSettings {
 export interface EnrollDeviceInput extends DeviceInput {
   enrollmentKey: string;
   code: string;
+  /** The device token of the agent's current enrollment, if it has one (proof for a re-enrollment). */
+  deviceToken?: string | null;
 }
 
 export interface EmailCodeInput {
@@ -169,10 +172,13 @@ export class EnrollmentService {
   /**
    * The key names the organization; the code is consumed (at most once, ever); the device is created,
    * or re-enrolled when its machine id is already in this organization (same id, new token, new
-   * hostname and metadata); `device.enrolled` goes to the outbox with it. A machine enrolled in
-   * another organization is refused and the code stays unused. Failures (wrong key, bad code,
-   * machine elsewhere) write nothing. Hot path: one atomic write when the key's organization is
-   * remembered from an earlier enrollment; otherwise one read first.
+   * hostname and metadata) and the caller proves it may: it presents that device's current token, or
+   * an administrator allowed the re-enrollment (`allowReEnrollment`). Without proof it is refused
+   * (MACHINE_ALREADY_ENROLLED): a code and a machine id, which analysts see, never take a device over.
+   * `device.enrolled` goes to the outbox with the write. A machine enrolled in another organization is
+   * refused. Failures (wrong key, bad code, machine elsewhere, no proof) write nothing and leave the
+   * code unused. Hot path: one atomic write when the key's organization is remembered from an earlier
+   * enrollment; otherwise one read first.
    */
   async enrollDevice(input: EnrollDeviceInput): Promise<EnrollmentResult> {
     const device: DeviceInput = input;
@@ -181,6 +187,9 @@ export class EnrollmentService {
     const keyHash = hashSecret(presentedKey);
     const code = normalizeEnrollmentCode(input.code);
     const codeHash = code ? hashEnrollmentCode(code, this.settings.keyring.codeHmac) : null;
+    // Anything that cannot be a device token proves nothing; it is not an error of its own.
+    const presentedToken = input.deviceToken?.trim() ?? '';
+    const presentedTokenHash = looksLikeDeviceToken(presentedToken) ? hashSecret(presentedToken) : null;
 
     let attempt = 0;
     return this.withRetry(async () => {
@@ -191,18 +200,24 @@ export class EnrollmentService {
       // the general path below reads what is needed first.
       const hintedOrgId = attempt === 1 && codeHash ? this.orgHints.get(keyHash) : undefined;
       if (hintedOrgId && codeHash) {
-        const outcome = await this.writeEnrollment(keyHash, hintedOrgId, codeHash, null, device, now).catch(
-          (error: unknown) => {
-            if (error instanceof UniqueConflict) return null; // the machine is known: take the general path
-            throw error;
-          },
-        );
+        const outcome = await this.writeEnrollment(
+          keyHash,
+          hintedOrgId,
+          codeHash,
+          null,
+          null,
+          device,
+          now,
+        ).catch((error: unknown) => {
+          if (error instanceof UniqueConflict) return null; // the machine is known: take the general path
+          throw error;
+        });
         if (outcome === 'key-invalid') this.orgHints.delete(keyHash);
         else if (outcome) return outcome;
       }
 
       const target = await this.store.read((repos) =>
-        repos.findEnrollmentTarget(keyHash, device.machineId, codeHash, now),
+        repos.findEnrollmentTarget(keyHash, device.machineId, codeHash, presentedTokenHash, now),
       );
       if (!target) throw new AppError('ENROLLMENT_KEY_INVALID');
       this.rememberOrg(keyHash, target.orgId);
@@ -217,7 +232,22 @@ export class EnrollmentService {
           'this machine is enrolled in another organization; delete it there first',
         );
       }
-      const outcome = await this.writeEnrollment(keyHash, orgId, codeHash, existing, device, now);
+      if (existing && !existing.proven) {
+        throw new AppError(
+          'MACHINE_ALREADY_ENROLLED',
+          'this machine is already enrolled in this organization; re-enrolling it needs its current device ' +
+            'token, or an administrator allowing its re-enrollment (POST /api/devices/{device_id}/re-enrollment)',
+        );
+      }
+      const outcome = await this.writeEnrollment(
+        keyHash,
+        orgId,
+        codeHash,
+        existing,
+        presentedTokenHash,
+        device,
+        now,
+      );
       // The key was rotated or revoked between our read and our write.
       if (outcome === 'key-invalid') throw new AppError('ENROLLMENT_KEY_INVALID');
       return outcome;
@@ -226,13 +256,15 @@ export class EnrollmentService {
 
   /**
    * Consumes the code for a new device (`existing` null) or a re-enrollment, with the device write and
-   * `device.enrolled` in the same atomic step. Throws the code's error when it did not apply.
+   * `device.enrolled` in the same atomic step. Throws the code's error when it did not apply. The
+   * re-enrollment is checked again by the write (`presentedTokenHash` or a live approval).
    */
   private async writeEnrollment(
     keyHash: string,
     orgId: string,
     codeHash: string,
     existing: EnrollmentTarget['existing'],
+    presentedTokenHash: string | null,
     device: DeviceInput,
     now: Date,
   ): Promise<EnrollmentResult | 'key-invalid'> {
@@ -247,6 +279,7 @@ export class EnrollmentService {
           metadata: device.metadata,
           tokenHash,
           lastSeenAt: now,
+          presentedTokenHash,
         }
       : {
           kind: 'insert',
@@ -312,6 +345,20 @@ export class EnrollmentService {
       };
       await repos.emit(status === 'disabled' ? 'device.disabled' : 'device.enabled', data);
     });
+  }
+
+  /**
+   * An administrator vouches for the next enrollment of this device's machine id: within
+   * {@link RE_ENROLLMENT_APPROVAL_TTL_MS}, one enrollment with a valid code re-enrolls it (same device id,
+   * new token) without the device token, which a reinstall has lost. Asking again renews the window.
+   */
+  async allowReEnrollment(orgId: string, deviceId: string): Promise<{ allowedUntil: Date }> {
+    const allowedUntil = new Date(this.clock.now().getTime() + RE_ENROLLMENT_APPROVAL_TTL_MS);
+    await this.store.transaction(async (repos) => {
+      if (!(await repos.lockDevice(orgId, deviceId))) throw new AppError('DEVICE_NOT_FOUND');
+      await repos.allowReEnrollment(orgId, deviceId, allowedUntil);
+    });
+    return { allowedUntil };
   }
 
   /** Irreversible: the token stops working at once; `device.deleted` has its telemetry purged elsewhere. */

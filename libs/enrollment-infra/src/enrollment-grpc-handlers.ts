@@ -115,6 +115,7 @@ export function enrollmentGrpcHandlers(
       const result = await service.enrollDevice({
         enrollmentKey: request.enrollmentKey,
         code: request.code,
+        deviceToken: request.deviceToken || null,
         ...device,
       });
       return {
@@ -123,6 +124,10 @@ export function enrollmentGrpcHandlers(
         deviceToken: result.deviceToken,
         reEnrolled: result.reEnrolled,
       };
+    },
+    allowReEnrollment: async (request) => {
+      const { allowedUntil } = await service.allowReEnrollment(requireOrgId(request.orgId), request.deviceId);
+      return { allowedUntil };
     },
     listDevices: async (request) => {
       const orgId = requireOrgId(request.orgId);

@@ -110,9 +110,21 @@ class OutboxTraceContext extends Migration {
   }
 }
 
+/**
+ * An administrator's one-time approval to re-enroll a device without its device token (a reinstall that
+ * lost it): until this time, the next enrollment with a valid code takes the device; that clears it.
+ * Nullable without a default: adding it rewrites nothing.
+ */
+class ReEnrollmentApproval extends Migration {
+  override up(): void {
+    this.addSql(`alter table enrollment.devices add column re_enrollment_allowed_until timestamptz null;`);
+  }
+}
+
 export const ENROLLMENT_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_enrollment_schema', class: InitialEnrollmentSchema },
   { name: '0002_device_search_indexes', class: DeviceSearchIndexes },
   { name: '0003_outbox_dead_letter', class: OutboxDeadLetter },
   { name: '0004_outbox_trace_context', class: OutboxTraceContext },
+  { name: '0005_re_enrollment_approval', class: ReEnrollmentApproval },
 ];

@@ -40,7 +40,7 @@ describe('enrollment replicas (PostgreSQL, NATS)', () => {
       SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
       ENROLLMENT_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
       GRPC_PORT: '0',
-      SERVICE_AUTH_KEY: testServiceAuth().SERVICE_AUTH_KEY,
+      ...testServiceAuth().envOf('enrollment'),
       LOG_LEVEL: 'silent',
       LAST_SEEN_FLUSH_MS: '50',
     });

@@ -57,7 +57,7 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       SECRET_SEALING_KEY: sealingKey.toString('base64'),
       ENROLLMENT_KEY_ENCRYPTION_KEY: masterKey.toString('base64'),
       GRPC_PORT: '0',
-      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+      ...serviceAuth.envOf('enrollment'),
     });
     service = await startEnrollmentService(config, logger);
     client = createPromiseClient(
@@ -106,6 +106,7 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       machineId: `machine-${randomUUID()}`,
       hostname: 'laptop-01',
       metadataJson: JSON.stringify({ os: 'linux', arch: 'x64' }),
+      deviceToken: '',
       ...overrides,
     });
 
@@ -275,7 +276,7 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       });
     });
 
-    it('re-enrolls a machine in the same organization: same id, new token, hostname and metadata replaced', async () => {
+    it('re-enrolls a machine in the same organization with its token: same id, new token, hostname and metadata replaced', async () => {
       const { orgId, key, codes } = await organization(2);
       const first = await enroll(key, codes[0]!, {
         machineId: 'reenroll-1',
@@ -290,6 +291,7 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
         machineId: 'reenroll-1',
         hostname: 'new-name',
         metadataJson: '{"os":"windows"}',
+        deviceToken: first.deviceToken,
       });
 
       expect(again).toMatchObject({ deviceId: first.deviceId, orgId, reEnrolled: true });
@@ -316,6 +318,41 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
           [first.deviceId],
         ),
       ).toBe(1);
+    });
+
+    it('refuses a re-enrollment without proof (409 MACHINE_ALREADY_ENROLLED), and takes an administrator approval once', async () => {
+      const { orgId, key, codes } = await organization(3);
+      const first = await enroll(key, codes[0]!, { machineId: 'reenroll-proof', hostname: 'real' });
+      const row = () =>
+        query<{ hostname: string; token_hash: string; re_enrollment_allowed_until: Date | null }>(
+          `select hostname, token_hash, re_enrollment_allowed_until from enrollment.devices where id = $1`,
+          [first.deviceId],
+        );
+      const [before] = await row();
+      const refused = await failure(enroll(key, codes[1]!, { machineId: 'reenroll-proof', hostname: 'x' }));
+      expect([refused.code, refused.httpStatus]).toEqual(['MACHINE_ALREADY_ENROLLED', 409]);
+      expect(await row()).toEqual([before]);
+      expect(
+        await count(
+          `select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`,
+          [orgId],
+        ),
+      ).toBe(2);
+
+      expect(
+        (await failure(client.allowReEnrollment({ orgId: randomUUID(), deviceId: first.deviceId }))).code,
+      ).toBe('DEVICE_NOT_FOUND');
+      const { allowedUntil } = await client.allowReEnrollment({ orgId, deviceId: first.deviceId });
+      expect(allowedUntil!.getTime() - Date.now()).toBeGreaterThan(23.9 * 3_600_000);
+      const recovered = await enroll(key, codes[1]!, {
+        machineId: 'reenroll-proof',
+        hostname: 'reinstalled',
+      });
+      expect(recovered).toMatchObject({ deviceId: first.deviceId, reEnrolled: true });
+      expect((await row())[0]).toMatchObject({ hostname: 'reinstalled', re_enrollment_allowed_until: null });
+      expect((await failure(enroll(key, codes[2]!, { machineId: 'reenroll-proof' }))).code).toBe(
+        'MACHINE_ALREADY_ENROLLED',
+      );
     });
 
     it('answers 409 for a machine of another organization and leaves the code unused', async () => {
@@ -359,13 +396,13 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       );
       const winner = owner!.org_id === a.orgId ? a : b;
       const loser = winner === a ? b : a;
-      outcomes.forEach((outcome, i) => {
-        if (attempts[i]!.org === winner) expect(outcome.status).toBe('fulfilled');
-        else
-          expect(outcome.status === 'rejected' && (outcome.reason as AppError).code).toBe(
-            'MACHINE_ENROLLED_ELSEWHERE',
-          );
-      });
+      // One agent of the winner enrolled the machine; the others hold no proof of being that device.
+      const codeOf = (outcome: PromiseSettledResult<unknown>) =>
+        outcome.status === 'rejected' ? (outcome.reason as AppError).code : 'enrolled';
+      const ofWinner = outcomes.filter((_, i) => attempts[i]!.org === winner).map(codeOf);
+      expect(ofWinner.sort()).toEqual([...Array<string>(4).fill('MACHINE_ALREADY_ENROLLED'), 'enrolled']);
+      const ofLoser = outcomes.filter((_, i) => attempts[i]!.org === loser).map(codeOf);
+      expect(ofLoser).toEqual(Array<string>(5).fill('MACHINE_ENROLLED_ELSEWHERE'));
       expect(
         await count(
           `select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`,
@@ -377,7 +414,7 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
           `select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`,
           [winner.orgId],
         ),
-      ).toBe(0);
+      ).toBe(4);
     });
 
     it('stores quotes, backslashes, question marks and unicode exactly as reported', async () => {
@@ -479,6 +516,7 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
           metadata: {},
           tokenHash: 'f'.repeat(64),
           lastSeenAt: now,
+          presentedTokenHash: null,
         },
         event: {
           type: 'device.enrolled',
@@ -508,6 +546,48 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       expect(error).toBeInstanceOf(UniqueConflict);
       expect(await unspent(org.orgId)).toBe(1);
       expect(await events(org.orgId)).toBe(0);
+    });
+
+    it('undoes itself when the device no longer accepts the proof: the code stays unused, no event', async () => {
+      const org = await organization(2);
+      const enrolled = await enroll(org.key, org.codes[1]!, { machineId: 'proof-gone' });
+      const at = new Date();
+      const write = (presentedTokenHash: string | null) =>
+        input(org, {
+          deviceId: enrolled.deviceId,
+          write: {
+            kind: 're-enroll',
+            deviceId: enrolled.deviceId,
+            hostname: 'taken-over',
+            metadata: {},
+            tokenHash: 'e'.repeat(64),
+            lastSeenAt: at,
+            presentedTokenHash,
+          },
+        });
+      const eventsBefore = await events(org.orgId);
+      // A token that is not (or no longer) the device's, and no token without an approval.
+      for (const presented of ['d'.repeat(64), null]) {
+        expect(await store.consumeCode(write(presented)).catch((e: unknown) => e)).toBeInstanceOf(
+          UniqueConflict,
+        );
+      }
+      // An approval that has expired.
+      await pg.query(
+        `update enrollment.devices set re_enrollment_allowed_until = now() - interval '1 second' where id = $1`,
+        [enrolled.deviceId],
+      );
+      expect(await store.consumeCode(write(null)).catch((e: unknown) => e)).toBeInstanceOf(UniqueConflict);
+      expect(await unspent(org.orgId)).toBe(1);
+      expect(await events(org.orgId)).toBe(eventsBefore);
+      const [device] = await query<{ hostname: string }>(
+        `select hostname from enrollment.devices where id = $1`,
+        [enrolled.deviceId],
+      );
+      expect(device!.hostname).toBe('laptop-01');
+      // The device's own token applies.
+      const own = createHash('sha256').update(enrolled.deviceToken).digest('hex');
+      expect(await store.consumeCode(write(own))).toBe('consumed');
     });
 
     it("changes nothing when the key is no longer the organization's", async () => {

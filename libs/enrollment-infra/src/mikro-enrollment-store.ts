@@ -91,8 +91,9 @@ export class MikroEnrollmentStore implements EnrollmentStore {
    * - `consumed`: the conditional update takes the code. Concurrent consumers queue on the row lock;
    *   after the winner commits, the others re-check `consumed_at is null` and match nothing.
    * - `written`: the device insert or re-enrollment update, only if the code was consumed. A machine
-   *   id taken meanwhile fails the insert (unique violation); a device deleted meanwhile makes the
-   *   update match nothing, and `retry_unless` then fails the whole statement, so no code is spent.
+   *   id taken meanwhile fails the insert (unique violation); a device deleted meanwhile, or one that no
+   *   longer accepts the caller's proof (token replaced, approval used or expired), makes the update
+   *   match nothing, and `retry_unless` then fails the whole statement, so no code is spent.
    * - `event`: the outbox row (from the outbox library), only if the device was written.
    * - The last column says why a code did not match. It reads the statement's snapshot, so a code
    *   consumed by a transaction that committed while we waited for its lock still looks live there:
@@ -120,9 +121,11 @@ export class MikroEnrollmentStore implements EnrollmentStore {
         d.lastSeenAt,
       ];
     } else {
+      // The proof is checked again here: a token replaced or an approval used up meanwhile matches nothing.
       writeSql = `update enrollment.devices
-        set hostname = ?, metadata = ?::jsonb, token_hash = ?, last_seen_at = ?
+        set hostname = ?, metadata = ?::jsonb, token_hash = ?, last_seen_at = ?, re_enrollment_allowed_until = null
         where id = ? and org_id = ? and exists (select 1 from consumed)
+          and (token_hash = ? or re_enrollment_allowed_until > ?)
         returning id`;
       writeParams = [
         write.hostname,
@@ -131,6 +134,8 @@ export class MikroEnrollmentStore implements EnrollmentStore {
         write.lastSeenAt,
         write.deviceId,
         orgId,
+        write.presentedTokenHash,
+        now,
       ];
     }
     const outboxRow = outboxInsertPart(
@@ -259,26 +264,32 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
     keyHash: string,
     machineId: string,
     codeHash: string | null,
+    deviceTokenHash: string | null,
     now: Date,
   ): Promise<EnrollmentTarget | null> {
     const row = await this.sql.one<{
       key_org_id: string;
       device_id: string | null;
       device_org_id: string | null;
+      proven: boolean | null;
       code_state: CodeState | null;
     }>(
       `select k.org_id as key_org_id, d.id as device_id, d.org_id as device_org_id,
+              coalesce(d.token_hash = ?, false) or coalesce(d.re_enrollment_allowed_until > ?, false) as proven,
               (select case when c.consumed_at is not null then 'used' when c.expires_at <= ? then 'expired' else 'live' end
                  from enrollment.enrollment_codes c where c.org_id = k.org_id and c.code_hash = ?) as code_state
        from enrollment.enrollment_keys k
        left join enrollment.devices d on d.machine_id = ?
        where k.key_hash = ?`,
-      [now, codeHash ?? '', machineId, keyHash],
+      [deviceTokenHash, now, now, codeHash ?? '', machineId, keyHash],
     );
     if (!row) return null;
     return {
       orgId: row.key_org_id,
-      existing: row.device_id && row.device_org_id ? { id: row.device_id, orgId: row.device_org_id } : null,
+      existing:
+        row.device_id && row.device_org_id
+          ? { id: row.device_id, orgId: row.device_org_id, proven: row.proven === true }
+          : null,
       code: codeHash ? (row.code_state ?? 'unknown') : 'unknown',
     };
   }
@@ -298,6 +309,13 @@ class EnrollmentRepositoriesSql implements EnrollmentRepositories {
       orgId,
       deviceId,
     ]);
+  }
+
+  async allowReEnrollment(orgId: string, deviceId: string, until: Date): Promise<void> {
+    await this.sql.run(
+      `update enrollment.devices set re_enrollment_allowed_until = ? where org_id = ? and id = ?`,
+      [until, orgId, deviceId],
+    );
   }
 
   async deleteDevice(orgId: string, deviceId: string): Promise<void> {

@@ -121,6 +121,16 @@ export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
     grpcStatus: GrpcStatus.ALREADY_EXISTS,
     title: 'This machine is enrolled in another organization',
   },
+  /**
+   * Re-enrolling a machine of the organization without proof that the caller is that device (its current
+   * device token) and without an administrator's approval: nothing changed, the code stays usable.
+   */
+  MACHINE_ALREADY_ENROLLED: {
+    httpStatus: 409,
+    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
+    title:
+      'This machine is already enrolled in this organization: present its device token, or have an administrator allow its re-enrollment',
+  },
   DEVICE_NOT_FOUND: { httpStatus: 404, grpcStatus: GrpcStatus.NOT_FOUND, title: 'Device not found' },
   DEVICE_TOKEN_INVALID: {
     httpStatus: 401,

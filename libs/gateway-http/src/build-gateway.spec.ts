@@ -807,7 +807,7 @@ describe('gateway (fake upstream, real token verifier)', () => {
         payload: { code, machine_id: 'm-1', hostname: 'alpha' },
       });
 
-    it('throttles failed enrollments per key and per address, never successful ones', async () => {
+    it('throttles failed enrollments per address, never successful ones', async () => {
       await withLimits({ ENROLL_FAILURES_PER_MINUTE: 3 }, async (limited) => {
         for (let i = 0; i < 5; i++)
           expect((await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
@@ -822,15 +822,69 @@ describe('gateway (fake upstream, real token verifier)', () => {
         expectProblem(blocked, 429, 'RATE_LIMITED');
         // The pinned clock is 30 s into its minute: the window ends in 30 s.
         expect(blocked.headers['retry-after']).toBe('30');
-        // The key is blocked from any address, and the address with any key.
-        expectProblem(await enrollFrom(limited, '10.0.0.2', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
+        // The address is blocked with any key; the key still works from elsewhere.
         expectProblem(await enrollFrom(limited, '10.0.0.1', 'sts_ek_b', 'GOOD'), 429, 'RATE_LIMITED');
-        expect((await enrollFrom(limited, '10.0.0.2', 'sts_ek_b', 'GOOD')).statusCode).toBe(200);
+        expect((await enrollFrom(limited, '10.0.0.2', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
         // Blocked requests never reach the enrollment service.
         expect(limited.upstream.callsOf('enrollDevice')).toHaveLength(5 + 3 + 1);
         // The next minute starts afresh.
         limited.clock.nowMs += 30_000;
         expect((await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
+      });
+    });
+
+    it("does not let guessers lock an organization's key for its agents (issue 26)", async () => {
+      await withLimits(
+        { ENROLL_FAILURES_PER_MINUTE: 20, ENROLL_KEY_FAILURES_PER_MINUTE: 30 },
+        async (limited) => {
+          // Twenty bad codes a minute used to lock the key for everyone; now only their address waits.
+          for (let i = 0; i < 20; i++)
+            expect((await enrollFrom(limited, '203.0.113.1', 'sts_ek_a', `GUESS-${i}`)).statusCode).toBe(400);
+          expectProblem(await enrollFrom(limited, '203.0.113.1', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
+          expect((await enrollFrom(limited, '198.51.100.7', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
+          // Past the key's ceiling (guessers spread over addresses), addresses that failed with it wait...
+          for (let i = 0; i < 10; i++)
+            expect((await enrollFrom(limited, `203.0.113.${10 + i}`, 'sts_ek_a', 'GUESS')).statusCode).toBe(
+              400,
+            );
+          expectProblem(await enrollFrom(limited, '203.0.113.10', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
+          // ...with that key only; and agents that have not failed go on enrolling.
+          expect((await enrollFrom(limited, '203.0.113.10', 'sts_ek_b', 'GOOD')).statusCode).toBe(200);
+          for (let i = 0; i < 5; i++)
+            expect((await enrollFrom(limited, `198.51.100.${20 + i}`, 'sts_ek_a', 'GOOD')).statusCode).toBe(
+              200,
+            );
+          // A fresh address gets one try past the ceiling, then waits too.
+          expect((await enrollFrom(limited, '203.0.113.99', 'sts_ek_a', 'GUESS')).statusCode).toBe(400);
+          expectProblem(await enrollFrom(limited, '203.0.113.99', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
+          // An IPv6 guesser is one address per /64, whatever addresses it picks in it.
+          for (let i = 0; i < 20; i++)
+            await enrollFrom(limited, `2001:db8:5:6::${(i + 1).toString(16)}`, 'sts_ek_c', 'GUESS');
+          expectProblem(
+            await enrollFrom(limited, '2001:db8:5:6:ffff::1', 'sts_ek_c', 'GOOD'),
+            429,
+            'RATE_LIMITED',
+          );
+          expect((await enrollFrom(limited, '2001:db8:5:7::1', 'sts_ek_c', 'GOOD')).statusCode).toBe(200);
+        },
+      );
+    });
+
+    it('passes the device token of a re-enrolling agent to the enrollment service', async () => {
+      await withLimits({}, async (limited) => {
+        const response = await limited.app.inject({
+          method: 'POST',
+          url: '/api/device/enroll',
+          headers: { 'x-enrollment-key': 'sts_ek_a', 'x-device-token': 'sts_dt_current' },
+          payload: { code: 'GOOD', machine_id: 'm-1', hostname: 'alpha' },
+        });
+        expect(response.statusCode).toBe(200);
+        await enrollFrom(limited, '10.0.0.1', 'sts_ek_a', 'GOOD');
+        expect(
+          limited.upstream
+            .callsOf('enrollDevice')
+            .map((c) => (c.request as { deviceToken: string }).deviceToken),
+        ).toEqual(['sts_dt_current', '']);
       });
     });
 
@@ -976,6 +1030,7 @@ describe('gateway (fake upstream, real token verifier)', () => {
           machineId: 'm-1',
           hostname: 'alpha',
           metadataJson: '{"os":"linux","tags":["a","b"]}',
+          deviceToken: '',
         },
         {
           enrollmentKey: 'sts_ek_x',
@@ -983,6 +1038,7 @@ describe('gateway (fake upstream, real token verifier)', () => {
           machineId: 'm-1',
           hostname: 'alpha',
           metadataJson: '{}',
+          deviceToken: '',
         },
       ]);
 
@@ -1100,6 +1156,80 @@ describe('gateway (fake upstream, real token verifier)', () => {
         500,
         'INTERNAL',
       );
+    });
+
+    it('takes an e-mailed code from the quota first, and gives the place back only when it was refused (issue 26)', async () => {
+      const created = new Date('2026-03-01T12:00:00.000Z');
+      const emailCode = () =>
+        gw.app.inject({
+          method: 'POST',
+          url: '/api/enrollment-codes/email',
+          headers: as(admin),
+          payload: { email: 'Ops@Example.com' },
+        });
+      gw.upstream.enrollment.emailEnrollmentCode = async (request) => {
+        gw.upstream.calls.push({ method: 'emailEnrollmentCode', request, requestId: undefined });
+        return { expiresAt: created };
+      };
+      expect((await emailCode()).statusCode).toBe(200);
+      expect(gw.upstream.calls.map((c) => c.method).filter((m) => m !== 'resolveCaller')).toEqual([
+        'reserveOutboundEmail',
+        'emailEnrollmentCode',
+      ]);
+      expect(gw.upstream.callsOf('reserveOutboundEmail')[0]?.request).toEqual({
+        orgId: ORG_ID,
+        email: 'Ops@Example.com',
+      });
+
+      // Over quota: 429, and the enrollment service is not asked to make or send anything.
+      gw.upstream.identity.reserveOutboundEmail = async () => {
+        throw new AppError('RATE_LIMITED', 'this organization has sent its 50 e-mails for today (UTC)');
+      };
+      expectProblem(await emailCode(), 429, 'RATE_LIMITED');
+      expect(gw.upstream.callsOf('emailEnrollmentCode')).toHaveLength(1);
+
+      // Refused by enrollment (no key): the place is given back.
+      gw.upstream.identity.reserveOutboundEmail = async (request) => {
+        gw.upstream.calls.push({ method: 'reserveOutboundEmail', request, requestId: undefined });
+        return { reservationId: 'r-2' };
+      };
+      gw.upstream.enrollment.emailEnrollmentCode = async () => {
+        throw new AppError('ENROLLMENT_KEY_REQUIRED');
+      };
+      expectProblem(await emailCode(), 409, 'ENROLLMENT_KEY_REQUIRED');
+      expect(gw.upstream.callsOf('releaseOutboundEmail').map((c) => c.request)).toEqual([
+        { orgId: ORG_ID, reservationId: 'r-2' },
+      ]);
+      // An unknown outcome (timeout): the e-mail may have been requested, so the place stays taken.
+      gw.upstream.enrollment.emailEnrollmentCode = async () => {
+        throw new AppError('DEADLINE_EXCEEDED');
+      };
+      expectProblem(await emailCode(), 504, 'DEADLINE_EXCEEDED');
+      expect(gw.upstream.callsOf('releaseOutboundEmail')).toHaveLength(1);
+    });
+
+    it('lets ORG_ADMIN alone allow a device to re-enroll without its token', async () => {
+      gw.upstream.enrollment.allowReEnrollment = async (request) => {
+        gw.upstream.calls.push({ method: 'allowReEnrollment', request, requestId: undefined });
+        if (request.deviceId !== 'd-1') throw new AppError('DEVICE_NOT_FOUND');
+        return { allowedUntil: new Date('2026-03-02T12:00:00.000Z') };
+      };
+      const allow = (token: string, deviceId = 'd-1') =>
+        gw.app.inject({ method: 'POST', url: `/api/devices/${deviceId}/re-enrollment`, headers: as(token) });
+      const allowed = await allow(admin);
+      expect([allowed.statusCode, allowed.json()]).toEqual([
+        200,
+        { device_id: 'd-1', allowed_until: '2026-03-02T12:00:00.000Z' },
+      ]);
+      expect(gw.upstream.callsOf('allowReEnrollment')[0]?.request).toEqual({
+        orgId: ORG_ID,
+        deviceId: 'd-1',
+      });
+      expectProblem(await allow(admin, 'd-2'), 404, 'DEVICE_NOT_FOUND');
+      const analyst = await gw.tokens.user('ana@example.com');
+      gw.upstream.memberships.set('ana@example.com', { role: ProtoRole.ROLE_ANALYST, dashboardAccess: true });
+      expectProblem(await allow(analyst), 403, 'FORBIDDEN');
+      expect(gw.upstream.callsOf('allowReEnrollment')).toHaveLength(2);
     });
 
     it('lists devices as pre-written JSON, with the status filter in proto terms', async () => {

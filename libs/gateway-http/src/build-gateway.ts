@@ -18,6 +18,7 @@ import { problemErrorHandler, sendProblem } from './problem-details';
 import type { GatewayCaches } from './gateway-caches';
 import { responseSerializerCompiler } from './response-serializer';
 import { FailureLimiter } from './failure-limiter';
+import { EnrollFailureLimiter } from './enroll-failure-limiter';
 import { windowCounterStore } from './rate-limit-store';
 import type { WindowCounter } from './window-counter';
 import { observeRequests } from './http-observability';
@@ -35,7 +36,7 @@ import { memberRoutes } from './routes/member-routes';
 import { notificationRoutes } from './routes/notification-routes';
 import { sessionRoutes } from './routes/session-routes';
 import { telemetryRoute } from './routes/telemetry-route';
-import type { TelemetrySink } from './telemetry-sink';
+import { telemetryBodyLimit, type TelemetrySink } from './telemetry-sink';
 import type { UpstreamClients } from './upstream-clients';
 
 export interface GatewayDependencies {
@@ -46,13 +47,21 @@ export interface GatewayDependencies {
     | 'RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE'
     | 'ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE'
     | 'ENROLL_FAILURES_PER_MINUTE'
+    | 'ENROLL_KEY_FAILURES_PER_MINUTE'
     | 'TELEMETRY_BODY_LIMIT_BYTES'
     | 'TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE'
+    | 'TELEMETRY_ORG_BYTES_PER_MINUTE'
+    | 'DEVICE_AUTH_FAILURES_PER_MINUTE'
   >;
   caches: GatewayCaches;
   credentials: DeviceCredentials;
   /** Where accepted telemetry batches go (JetStream in production). */
   telemetry: TelemetrySink;
+  /**
+   * The largest message the telemetry sink's NATS server takes (`nc.info.max_payload`); the telemetry body
+   * limit stays below it. Unknown (tests without NATS): TELEMETRY_BODY_LIMIT_BYTES as configured.
+   */
+  natsMaxPayloadBytes?: number;
   /** Counts of every rate limit: shared by the replicas (NATS KV) in production, local in unit tests. */
   limits: WindowCounter;
   /** What `/readyz` asks (NATS, the services); everything ready when absent (tests without them). */
@@ -75,6 +84,7 @@ export async function buildGateway({
   caches,
   credentials,
   telemetry,
+  natsMaxPayloadBytes,
   limits,
   readiness = new Readiness({}),
   now = Date.now,
@@ -172,15 +182,37 @@ export async function buildGateway({
   await app.register(deviceEnrollRoute, {
     clients,
     perAddressPerMinute: config.ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE,
-    failures: new FailureLimiter(limits, config.ENROLL_FAILURES_PER_MINUTE, now),
+    failures: new EnrollFailureLimiter(
+      limits,
+      { perAddress: config.ENROLL_FAILURES_PER_MINUTE, perKey: config.ENROLL_KEY_FAILURES_PER_MINUTE },
+      now,
+    ),
   });
   await app.register(billingWebhookRoute, { clients, caches });
+  const telemetryLimit = telemetryBodyLimit(config.TELEMETRY_BODY_LIMIT_BYTES, natsMaxPayloadBytes);
+  if (telemetryLimit < config.TELEMETRY_BODY_LIMIT_BYTES) {
+    logger.info(
+      {
+        configured: config.TELEMETRY_BODY_LIMIT_BYTES,
+        natsMaxPayloadBytes,
+        telemetryBodyLimit: telemetryLimit,
+      },
+      "telemetry batches are limited below TELEMETRY_BODY_LIMIT_BYTES to fit NATS's max_payload",
+    );
+  }
   await app.register(telemetryRoute, {
     credentials,
     sink: telemetry,
-    bodyLimit: config.TELEMETRY_BODY_LIMIT_BYTES,
+    bodyLimit: telemetryLimit,
     limits,
     perDevicePerMinute: config.TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE,
+    orgBytesPerMinute: config.TELEMETRY_ORG_BYTES_PER_MINUTE,
+    authFailures: new FailureLimiter(
+      limits,
+      config.DEVICE_AUTH_FAILURES_PER_MINUTE,
+      now,
+      'device-auth-failures',
+    ),
     now,
   });
 
@@ -192,7 +224,7 @@ export async function buildGateway({
     await authenticated.register(inviteRoutes, { clients });
     await authenticated.register(notificationRoutes, { clients });
     await authenticated.register(enrollmentRoutes, { clients });
-    await authenticated.register(deviceRoutes, { clients });
+    await authenticated.register(deviceRoutes, { clients, credentials });
     await authenticated.register(analyticsRoutes, { clients, caches });
     await authenticated.register(alertEndpointRoutes, { clients });
     await authenticated.register(billingRoutes, { clients, caches });

@@ -17,19 +17,21 @@ export class FailureLimiter {
     private readonly counter: WindowCounter,
     private readonly maxFailuresPerMinute: number,
     private readonly now: () => number = Date.now,
+    /** What is counted (a WindowCounter scope), so that limiters of different failures count apart. */
+    private readonly scope: string = SCOPE,
   ) {}
 
   /** Whether any of the keys has reached its limit in the current window. */
   async isBlocked(...keys: string[]): Promise<boolean> {
     const counts = await Promise.all(
-      keys.map((key) => this.counter.read(SCOPE, key, WINDOW_MS, this.maxFailuresPerMinute)),
+      keys.map((key) => this.counter.read(this.scope, key, WINDOW_MS, this.maxFailuresPerMinute)),
     );
     return counts.some(({ count }) => count >= this.maxFailuresPerMinute);
   }
 
   async recordFailure(...keys: string[]): Promise<void> {
     await Promise.all(
-      keys.map((key) => this.counter.increment(SCOPE, key, WINDOW_MS, this.maxFailuresPerMinute)),
+      keys.map((key) => this.counter.increment(this.scope, key, WINDOW_MS, this.maxFailuresPerMinute)),
     );
   }
 

@@ -22,7 +22,10 @@ export const gatewayEnvSchema = z.object({
     .min(1024)
     .max(10 * 1024 * 1024)
     .default(64 * 1024),
-  /** Largest telemetry batch body (POST /api/device/telemetry); larger ones get 413. */
+  /**
+   * Largest telemetry batch body (POST /api/device/telemetry); larger ones get 413. The gateway takes less
+   * when NATS's max_payload (less room for headers) is smaller: a batch it accepts must fit in one message.
+   */
   TELEMETRY_BODY_LIMIT_BYTES: z.coerce
     .number()
     .int()
@@ -37,13 +40,34 @@ export const gatewayEnvSchema = z.object({
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: z.coerce.number().int().min(1).default(30),
   /** POST /api/device/enroll requests per minute per client address (mass roll-outs share NAT addresses). */
   ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: z.coerce.number().int().min(1).default(600),
-  /** Failed enrollments (bad key or code) per minute per enrollment key, and per client address. */
+  /** Failed enrollments (bad key or code) per minute per client address (an IPv6 client: its /64). */
   ENROLL_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(20),
+  /**
+   * Failed enrollments per minute per enrollment key, from all addresses together. Beyond it only the
+   * addresses that failed with the key this minute wait; agents elsewhere with good codes go on, so
+   * guessing with an organization's key cannot lock its enrollments.
+   */
+  ENROLL_KEY_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(200),
   /**
    * Telemetry batches (POST /api/device/telemetry) per device per minute. An agent sends a few a minute
    * and drains a full default spool (about 500 batches of 1,000 events) within one minute.
    */
   TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE: z.coerce.number().int().min(1).default(600),
+  /**
+   * Telemetry bytes (request bodies of accepted batches) per organization per minute, counted across the
+   * replicas; then 429 until the minute ends. 64 MiB is some 500,000 events a minute: far beyond what an
+   * organization's agents report, far below what one stolen token could push.
+   */
+  TELEMETRY_ORG_BYTES_PER_MINUTE: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(64 * 1024 * 1024),
+  /**
+   * Failed device authentications (missing, malformed or unknown X-Device-Token) per client address per
+   * minute; then 429 for further tokens this gateway does not know, until the minute ends.
+   */
+  DEVICE_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(20),
   /**
    * How long a resolved caller (membership, role, dashboard access) is reused for the same token
    * subject. Membership events evict it sooner (within milliseconds); the TTL bounds staleness if

@@ -60,6 +60,22 @@ describe('KvWindowCounter over a real NATS KV bucket', () => {
     expect((await c.read('other', 'address:203.0.113.7', 60_000)).count).toBe(0);
   });
 
+  it('adds amounts of two replicas into one count, each increment in its own place', async () => {
+    const a = new KvWindowCounter(await bucket(), { logger, now });
+    const b = new KvWindowCounter(await bucket(), { logger, now });
+    const amounts = Array.from({ length: 60 }, (_, i) => 1_000 + i);
+    const counts = await Promise.all(
+      amounts.map((amount, i) => (i % 2 ? a : b).increment('bytes', 'org-1', 60_000, undefined, amount)),
+    );
+    const total = amounts.reduce((sum, amount) => sum + amount, 0);
+    expect(Math.max(...counts.map(({ count }) => count))).toBe(total);
+    expect(new Set(counts.map(({ count }) => count)).size).toBe(amounts.length);
+    // Each answer is at least what that increment added on top of the ones before it in the count.
+    expect(Math.min(...counts.map(({ count }) => count))).toBeGreaterThanOrEqual(1_000);
+    const c = new KvWindowCounter(await bucket(), { logger, now });
+    expect((await c.read('bytes', 'org-1', 60_000)).count).toBe(total);
+  });
+
   it('keeps neither the key nor the address in the bucket', async () => {
     const kv = await bucket();
     await new KvWindowCounter(kv, { logger, now }).increment('secret', 'key:sts_ek_supersecret', 60_000);

@@ -4,6 +4,7 @@ import type { KV } from '@nats-io/kv';
 import type { Logger } from '@sts/logger/create-logger';
 import { LIMITS_MAX_WINDOW_MS } from '@sts/nats/kv-buckets';
 import {
+  checkAmount,
   WindowTable,
   type WindowCell,
   type WindowCount,
@@ -23,6 +24,8 @@ export interface KvWindowCounterOptions {
 const MAX_ATTEMPTS = 10;
 
 interface Waiter {
+  /** What this increment adds. */
+  amount: number;
   /** This process's count right after this increment: the answer when the bucket cannot be reached. */
   local: number;
   resolve(count: number): void;
@@ -59,15 +62,22 @@ export class KvWindowCounter implements WindowCounter {
     this.retryAfterMs = options.retryAfterMs ?? 5_000;
   }
 
-  increment(scope: string, key: string, windowMs: number, enough = Infinity): Promise<WindowCount> {
+  increment(
+    scope: string,
+    key: string,
+    windowMs: number,
+    enough = Infinity,
+    amount = 1,
+  ): Promise<WindowCount> {
+    checkAmount(amount);
     const { entry, id, resetInMs } = this.cell(scope, key, windowMs);
     // Counts only grow within a window: past the caller's limit, its answer cannot change.
     const settled = entry.count >= enough;
-    entry.count += 1;
+    entry.count += amount;
     const local = entry.count;
     if (settled || !this.available()) return Promise.resolve({ count: local, resetInMs });
     return new Promise((resolve) => {
-      const waiter = { local, resolve: (count: number) => resolve({ count, resetInMs }) };
+      const waiter = { amount, local, resolve: (count: number) => resolve({ count, resetInMs }) };
       const waiting = this.queued.get(id);
       if (waiting) {
         waiting.push(waiter);
@@ -102,7 +112,7 @@ export class KvWindowCounter implements WindowCounter {
   private async write(id: string, entry: WindowEntry, first: Waiter[]): Promise<void> {
     let waiters = first;
     while (waiters.length > 0) {
-      const n = waiters.length;
+      const n = waiters.reduce((sum, waiter) => sum + waiter.amount, 0);
       if (!this.available()) {
         for (const waiter of waiters) waiter.resolve(waiter.local);
       } else {
@@ -111,7 +121,11 @@ export class KvWindowCounter implements WindowCounter {
           this.answered();
           entry.count = Math.max(entry.count, total);
           // Each request gets its own place in the count, as if they had come one by one.
-          waiters.forEach((waiter, index) => waiter.resolve(Math.max(total - n + 1 + index, waiter.local)));
+          let place = total - n;
+          for (const waiter of waiters) {
+            place += waiter.amount;
+            waiter.resolve(Math.max(place, waiter.local));
+          }
         } catch (error) {
           this.failed(error);
           for (const waiter of waiters) waiter.resolve(waiter.local);

@@ -7,7 +7,7 @@ import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { startTcpProxy, type TcpProxy } from '@sts/testing/tcp-proxy';
 import { KvWindowCounter } from './kv-window-counter';
-import { ORG_ID } from './test/fake-upstream';
+import { ORG_ID, OTHER_ORG_ID } from './test/fake-upstream';
 import { startTestGateway, type TestGateway } from './test/test-gateway';
 
 /**
@@ -26,9 +26,15 @@ describe('rate limits shared by two gateways (NATS KV)', () => {
   const limits = {
     ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 4,
     ENROLL_FAILURES_PER_MINUTE: 3,
+    ENROLL_KEY_FAILURES_PER_MINUTE: 3,
     TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE: 3,
     RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 2,
+    DEVICE_AUTH_FAILURES_PER_MINUTE: 3,
+    TELEMETRY_ORG_BYTES_PER_MINUTE: 8 * 1024,
   };
+
+  /** A value shaped like a device token, named after its device. */
+  const token = (device: string) => `sts_dt_${device.padEnd(43, '_')}`;
 
   /** A replica connected to NATS at `url`; its upstream enrolls code GOOD and refuses other codes. */
   async function replica(url = natsUrl.toString()): Promise<TestGateway> {
@@ -54,11 +60,17 @@ describe('rate limits shared by two gateways (NATS KV)', () => {
       if (request.code !== 'GOOD') throw new AppError('ENROLLMENT_CODE_INVALID');
       return { deviceId: 'd-1', orgId: ORG_ID, deviceToken: 'sts_dev_x', reEnrolled: false };
     };
-    gateway.upstream.enrollment.authenticateDevice = async ({ deviceToken }) => ({
-      deviceId: deviceToken.replace('sts_dt_', 'dev-'),
-      orgId: ORG_ID,
-      status: DeviceStatus.DEVICE_STATUS_ACTIVE,
-    });
+    // Devices named bogus-… are unknown; budget-… belong to an organization of their own.
+    gateway.upstream.enrollment.authenticateDevice = async ({ deviceToken }) => {
+      const device = deviceToken.slice('sts_dt_'.length).replace(/_+$/, '');
+      gateway.upstream.calls.push({ method: 'authenticateDevice', request: device, requestId: undefined });
+      if (device.startsWith('bogus')) throw new AppError('DEVICE_TOKEN_INVALID');
+      return {
+        deviceId: `dev-${device}`,
+        orgId: device.startsWith('budget') ? OTHER_ORG_ID : ORG_ID,
+        status: DeviceStatus.DEVICE_STATUS_ACTIVE,
+      };
+    };
     return gateway;
   }
 
@@ -86,17 +98,23 @@ describe('rate limits shared by two gateways (NATS KV)', () => {
       headers: { 'x-enrollment-key': key },
       payload: { code, machine_id: 'm-1', hostname: 'alpha' },
     });
-  const report = (gateway: TestGateway, device: string, batchId: string) =>
+  const report = (
+    gateway: TestGateway,
+    device: string,
+    batchId: string,
+    options: { address?: string; path?: string } = {},
+  ) =>
     gateway.app.inject({
       method: 'POST',
       url: '/api/device/telemetry',
-      headers: { 'x-device-token': `sts_dt_${device}`, 'content-type': 'application/json' },
+      headers: { 'x-device-token': token(device), 'content-type': 'application/json' },
+      ...(options.address ? { remoteAddress: options.address } : {}),
       payload: JSON.stringify({
         batch_id: batchId,
         events: [
           {
             observed_at: new Date(gateway.clock.nowMs - 60_000).toISOString(),
-            url: 'https://example.com/',
+            url: `https://example.com/${options.path ?? ''}`,
             verdict: 'allowed',
             classification_ms: 1,
           },
@@ -131,7 +149,7 @@ describe('rate limits shared by two gateways (NATS KV)', () => {
     expect((await enroll(b, '198.51.100.2', 'sts_ek_rate', 'GOOD')).statusCode).toBe(200);
   });
 
-  it('blocks a key after ENROLL_FAILURES_PER_MINUTE failed guesses across both, from any address', async () => {
+  it('holds a key past ENROLL_KEY_FAILURES_PER_MINUTE across both for the addresses that failed, not for others', async () => {
     const before = callsOf('enrollDevice');
     const guesses: number[] = [];
     for (let i = 0; i < 3; i++)
@@ -139,16 +157,19 @@ describe('rate limits shared by two gateways (NATS KV)', () => {
         (await enroll(i % 2 ? b : a, `198.51.100.${10 + i}`, 'sts_ek_guessed', `GUESS-${i}`)).statusCode,
       );
     expect(guesses).toEqual([400, 400, 400]);
-    // The right code no longer gets through either replica, from a fresh address.
+    // The guessing addresses wait on either replica, even with the right code...
     for (const gateway of [a, b]) {
-      expect(problem(await enroll(gateway, '198.51.100.20', 'sts_ek_guessed', 'GOOD'))).toEqual({
+      expect(problem(await enroll(gateway, '198.51.100.11', 'sts_ek_guessed', 'GOOD'))).toEqual({
         status: 429,
         type: 'application/problem+json',
         code: 'RATE_LIMITED',
         retryAfter: '30',
       });
     }
-    expect(callsOf('enrollDevice') - before).toBe(3);
+    // ...while an agent elsewhere enrolls with the key through either (the key is not locked for everyone).
+    expect((await enroll(a, '198.51.100.20', 'sts_ek_guessed', 'GOOD')).statusCode).toBe(200);
+    expect((await enroll(b, '198.51.100.21', 'sts_ek_guessed', 'GOOD')).statusCode).toBe(200);
+    expect(callsOf('enrollDevice') - before).toBe(5);
   });
 
   it('blocks an address after ENROLL_FAILURES_PER_MINUTE failures across both, with any key', async () => {
@@ -181,6 +202,47 @@ describe('rate limits shared by two gateways (NATS KV)', () => {
     expect(statuses).toEqual([202, 202, 202, ...Array<number>(9).fill(429)]);
   });
 
+  it('limits failed device authentications per address at DEVICE_AUTH_FAILURES_PER_MINUTE across both', async () => {
+    const address = '198.51.100.70';
+    // Devices the replicas have seen valid from this address before.
+    expect((await report(a, 'nat-a', 'k-0', { address })).statusCode).toBe(202);
+    expect((await report(b, 'nat-b', 'k-0', { address })).statusCode).toBe(202);
+    const before = callsOf('authenticateDevice');
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++)
+      statuses.push((await report(i % 2 ? b : a, `bogus-${i}`, 'x', { address })).statusCode);
+    expect(statuses).toEqual([401, 401, 401, 429, 429, 429]);
+    expect(callsOf('authenticateDevice') - before).toBe(3);
+    expect(problem(await report(b, 'bogus-7', 'x', { address }))).toEqual({
+      status: 429,
+      type: 'application/problem+json',
+      code: 'RATE_LIMITED',
+      retryAfter: '30',
+    });
+    // Known devices go on; another address is not held up.
+    expect((await report(a, 'nat-a', 'k-1', { address })).statusCode).toBe(202);
+    expect((await report(b, 'nat-b', 'k-1', { address })).statusCode).toBe(202);
+    expect((await report(a, 'bogus-8', 'x', { address: '198.51.100.71' })).statusCode).toBe(401);
+  });
+
+  it('takes TELEMETRY_ORG_BYTES_PER_MINUTE bytes per organization across both, from any of its devices', async () => {
+    const statuses: number[] = [];
+    // About 1 KiB per batch: 8 fit in the 8 KiB budget, whichever replica and device sent them.
+    for (let i = 0; i < 10; i++)
+      statuses.push(
+        (await report(i % 2 ? b : a, `budget-${i % 3}`, `o-${i}`, { path: 'p'.repeat(900) })).statusCode,
+      );
+    expect(statuses).toEqual([...Array<number>(8).fill(202), 429, 429]);
+    expect(problem(await report(b, 'budget-9', 'o-x'))).toEqual({
+      status: 429,
+      type: 'application/problem+json',
+      code: 'RATE_LIMITED',
+      retryAfter: '30',
+    });
+    // Other organizations have their own.
+    expect((await report(a, 'unbudgeted', 'o-0')).statusCode).toBe(202);
+  });
+
   it('caps invite acceptance per address at RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE across both', async () => {
     const accept = (gateway: TestGateway) =>
       gateway.app.inject({
@@ -211,7 +273,8 @@ describe('rate limits shared by two gateways (NATS KV)', () => {
       expect((await enroll(cutOff, `198.51.100.5${i + 1}`, 'sts_ek_outage', `GUESS-${i}`)).statusCode).toBe(
         400,
       );
-    expect((await enroll(cutOff, '198.51.100.54', 'sts_ek_outage', 'GOOD')).statusCode).toBe(429);
+    expect((await enroll(cutOff, '198.51.100.53', 'sts_ek_outage', 'GOOD')).statusCode).toBe(429);
+    expect((await enroll(cutOff, '198.51.100.54', 'sts_ek_outage', 'GOOD')).statusCode).toBe(200);
     // So do the route limits (4 per address) and the telemetry limit (3 per device).
     const perAddress: number[] = [];
     for (let i = 0; i < 5; i++)
@@ -239,6 +302,6 @@ describe('rate limits shared by two gateways (NATS KV)', () => {
       expect((await enroll(i % 2 ? b : a, '198.51.100.80', 'sts_ek_after', `GUESS-${i}`)).statusCode).toBe(
         400,
       );
-    expect((await enroll(cutOff, '198.51.100.81', 'sts_ek_after', 'GOOD')).statusCode).toBe(429);
+    expect((await enroll(cutOff, '198.51.100.80', 'sts_ek_after', 'GOOD')).statusCode).toBe(429);
   });
 });

@@ -95,6 +95,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       caches,
       credentials,
       telemetry,
+      natsMaxPayloadBytes: nats.nc.info?.max_payload,
       limits,
       readiness,
     });

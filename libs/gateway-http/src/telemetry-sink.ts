@@ -1,6 +1,6 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { AppError } from '@sts/errors/app-error';
-import { headers } from '@nats-io/nats-core';
+import { headers, InvalidArgumentError } from '@nats-io/nats-core';
 import { traceHeaders } from '@sts/nats/trace-headers';
 import type { Context } from '@sts/observability/trace-context';
 import {
@@ -21,9 +21,30 @@ export type TelemetrySink = (
 ) => Promise<{ duplicate: boolean }>;
 
 /**
+ * Room a batch message needs beyond the request body it came in: its headers (message id, organization,
+ * device, time, trace context; under 1 KiB), the envelope (organization, device, time) and up to one byte
+ * per event (`host` is a letter longer than `url`). The published events are otherwise smaller than the
+ * request's (a host instead of a URL, a number instead of an ISO timestamp).
+ */
+export const TELEMETRY_MESSAGE_HEADROOM_BYTES = 16 * 1024;
+
+/**
+ * The body limit of POST /api/device/telemetry: the configured one, but never more than NATS takes in
+ * one message (`max_payload`, headers included, less the headroom), so that an accepted batch can be
+ * published and a larger one gets 413 (which the agent answers by splitting it), never 503 (which it
+ * would retry forever).
+ */
+export function telemetryBodyLimit(configuredBytes: number, natsMaxPayloadBytes: number | undefined): number {
+  if (natsMaxPayloadBytes === undefined || !(natsMaxPayloadBytes > 0)) return configuredBytes;
+  return Math.max(1024, Math.min(configuredBytes, natsMaxPayloadBytes - TELEMETRY_MESSAGE_HEADROOM_BYTES));
+}
+
+/**
  * Publishes a batch to the telemetry stream and waits for JetStream's acknowledgement, never for
  * ClickHouse. When NATS cannot take it (unreachable, stream full) the batch is refused with
- * SERVICE_UNAVAILABLE (503), so the agent keeps it and sends it again later.
+ * SERVICE_UNAVAILABLE (503), so the agent keeps it and sends it again later. A batch whose message
+ * would pass NATS's max_payload (only possible for bodies near the limit whose hosts grow, such as
+ * internationalized names in punycode) is PAYLOAD_TOO_LARGE (413): sending it again cannot help.
  */
 export function jetStreamTelemetrySink(
   js: JetStreamClient,
@@ -46,6 +67,13 @@ export function jetStreamTelemetrySink(
       });
       return { duplicate: ack.duplicate };
     } catch (error) {
+      if (isOverMaxPayload(error)) {
+        throw new AppError(
+          'PAYLOAD_TOO_LARGE',
+          'This batch is too large to be accepted; send its events in smaller batches',
+          { cause: error },
+        );
+      }
       throw new AppError(
         'SERVICE_UNAVAILABLE',
         'Telemetry cannot be accepted right now; send it again later',
@@ -55,4 +83,13 @@ export function jetStreamTelemetrySink(
       );
     }
   };
+}
+
+/** The NATS client's refusal of a message over the server's max_payload (checked before sending). */
+function isOverMaxPayload(error: unknown): boolean {
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 3; depth++) {
+    if (cause instanceof InvalidArgumentError && cause.message.includes('max_payload')) return true;
+    cause = cause.cause;
+  }
+  return false;
 }

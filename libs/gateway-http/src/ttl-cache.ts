@@ -94,6 +94,12 @@ export class TtlCache<Value> {
     return loading;
   }
 
+  /** Drops one entry (a load in flight for it still stores its result). */
+  delete(key: string): void {
+    const entry = this.entries.get(key);
+    if (entry) this.remove(key, entry);
+  }
+
   /** Drops every entry whose value matches (e.g. all cached callers of one user). */
   deleteWhere(matches: (value: Value) => boolean): void {
     for (const [key, entry] of this.entries) if (matches(entry.value)) this.remove(key, entry);

@@ -17,12 +17,13 @@ export function createUpstreamClients(
     | 'ENROLLMENT_GRPC_ADDRESS'
     | 'ANALYTICS_GRPC_ADDRESS'
     | 'GRPC_DEADLINE_MS'
-    | 'SERVICE_AUTH_KEY'
+    | 'SERVICE_SIGNING_KEY'
   >,
   /** Mutual TLS with the services (loadGrpcTls); plaintext when null. */
   tls: GrpcTls | null,
 ) {
-  const issuer = new ServiceTokenIssuer(Buffer.from(config.SERVICE_AUTH_KEY, 'base64'), 'gateway');
+  // The gateway's own key: the services trust its public half as the gateway's, and only as that.
+  const issuer = new ServiceTokenIssuer(config.SERVICE_SIGNING_KEY, 'gateway');
   const deadline = config.GRPC_DEADLINE_MS;
   const identity = createPromiseClient(
     IdentityServiceService,

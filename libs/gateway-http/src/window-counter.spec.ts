@@ -33,6 +33,15 @@ describe('LocalWindowCounter', () => {
     now += 1_000;
     expect(await counter.read('s', 'a', 60_000)).toEqual({ count: 0, resetInMs: 60_000 });
   });
+
+  it('adds amounts (bytes), and refuses amounts that are not positive whole numbers', async () => {
+    const counter = new LocalWindowCounter(() => 30_000);
+    expect((await counter.increment('bytes', 'org', 60_000, undefined, 1_500)).count).toBe(1_500);
+    expect((await counter.increment('bytes', 'org', 60_000, 4_096, 700)).count).toBe(2_200);
+    expect((await counter.increment('bytes', 'org', 60_000)).count).toBe(2_201);
+    for (const amount of [0, -1, 1.5, Number.NaN])
+      expect(() => counter.increment('bytes', 'org', 60_000, undefined, amount)).toThrow(/amount/);
+  });
 });
 
 describe('routeScope', () => {

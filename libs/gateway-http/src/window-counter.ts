@@ -14,11 +14,24 @@ export interface WindowCount {
  *
  * `enough` is the count beyond which the caller's answer no longer changes (its limit): counts only
  * grow within a window, so once one is known to have reached it a shared counter need not be asked.
+ * `amount` is what one increment adds (1: requests; a body's length: bytes), a positive safe integer.
  * Never rejects: a counter that cannot reach its shared store answers from what this process knows.
  */
 export interface WindowCounter {
-  increment(scope: string, key: string, windowMs: number, enough?: number): Promise<WindowCount>;
+  increment(
+    scope: string,
+    key: string,
+    windowMs: number,
+    enough?: number,
+    amount?: number,
+  ): Promise<WindowCount>;
   read(scope: string, key: string, windowMs: number, enough?: number): Promise<WindowCount>;
+}
+
+/** Checks what an increment adds: a programming error otherwise, not a client's. */
+export function checkAmount(amount: number): number {
+  if (!(Number.isSafeInteger(amount) && amount > 0)) throw new Error(`invalid counter amount ${amount}`);
+  return amount;
 }
 
 const SCOPE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -78,9 +91,15 @@ export class LocalWindowCounter implements WindowCounter {
     this.table = new WindowTable(now);
   }
 
-  increment(scope: string, key: string, windowMs: number): Promise<WindowCount> {
+  increment(
+    scope: string,
+    key: string,
+    windowMs: number,
+    _enough?: number,
+    amount = 1,
+  ): Promise<WindowCount> {
     const { entry, resetInMs } = this.table.cell(scope, key, windowMs);
-    entry.count += 1;
+    entry.count += checkAmount(amount);
     return Promise.resolve({ count: entry.count, resetInMs });
   }
 

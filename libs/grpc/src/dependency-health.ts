@@ -5,7 +5,7 @@ export const LIVENESS_HEALTH_NAME = 'liveness';
 /** The gRPC health name of one dependency (readiness detail), e.g. `dependency/postgres`. */
 export const dependencyHealthName = (dependency: string) => `dependency/${dependency}`;
 /** The dependencies a service may have, in the order a probe asks about them. */
-export const KNOWN_DEPENDENCIES = ['postgres', 'nats', 'clickhouse'] as const;
+export const KNOWN_DEPENDENCIES = ['postgres', 'nats', 'clickhouse', 'device-purges'] as const;
 
 /** Whether one dependency answers; a check that throws or takes too long counts as not answering. */
 export type DependencyCheck = () => Promise<boolean>;

@@ -2,8 +2,9 @@ import { Client, credentials, Metadata, Server, ServerCredentials, type ServiceE
 import { AppError } from '@sts/errors/app-error';
 import { createLogger } from '@sts/logger/create-logger';
 import { BillingServiceService, BillingCycle, LicenseStatus, Plan } from '@sts/proto/gen/billing/v1/billing';
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { service as healthService } from 'grpc-health-check';
+import { SignJWT } from 'jose';
 import { createPromiseClient } from './grpc-client';
 import { registerService, startGrpcServer, type RunningGrpcServer } from './grpc-server';
 import type { ServiceName } from '@sts/vocabulary/services';
@@ -14,7 +15,15 @@ describe('gRPC plumbing', () => {
   let server: RunningGrpcServer;
   let client: ReturnType<typeof createPromiseClient<typeof BillingServiceService>>;
   let handled = 0;
-  const key = randomBytes(32);
+  // Each caller its own key; the server holds only their public halves.
+  const gatewayKeys = generateKeyPairSync('ed25519');
+  const notifierKeys = generateKeyPairSync('ed25519');
+  const key = gatewayKeys.privateKey;
+  const notifierKey = notifierKeys.privateKey;
+  const trusted = new Map([
+    ['gateway', [gatewayKeys.publicKey]],
+    ['notification', [notifierKeys.publicKey]],
+  ] as const);
   const asGateway = { issuer: new ServiceTokenIssuer(key, 'gateway'), target: 'billing' as const };
 
   beforeAll(async () => {
@@ -50,7 +59,7 @@ describe('gRPC plumbing', () => {
       host: '127.0.0.1',
       port: 0,
       services: [service],
-      callers: new ServiceTokenVerifier(key, 'billing', ['gateway']),
+      callers: new ServiceTokenVerifier(trusted, 'billing', ['gateway']),
       everyMethodCallers: ['gateway'],
       logger,
     });
@@ -144,17 +153,39 @@ describe('gRPC plumbing', () => {
 
   describe('trust between services', () => {
     const validRequest = BillingServiceService.getLicense.requestSerialize({ orgId: 'o1' });
-    const tokenOf = (signingKey: Buffer, caller: ServiceName, audience: ServiceName, now?: () => number) =>
+    const tokenOf = (signingKey: KeyObject, caller: ServiceName, audience: ServiceName, now?: () => number) =>
       new ServiceTokenIssuer(signingKey, caller, now).tokenFor(audience);
 
     it.each<[string, () => Promise<string | undefined> | string | undefined]>([
       ['no token at all', () => undefined],
       ['a token that is not a bearer token', () => 'Basic Z2F0ZXdheTpnYXRld2F5'],
       ['garbage', () => 'Bearer not-a-jwt'],
-      ['a token signed with another key', () => tokenOf(randomBytes(32), 'gateway', 'billing')],
+      [
+        'a token signed with a key no caller holds',
+        () => tokenOf(generateKeyPairSync('ed25519').privateKey, 'gateway', 'billing'),
+      ],
+      [
+        "a token signed with the notifier's own key that claims to be the gateway",
+        () => tokenOf(notifierKey, 'gateway', 'billing'),
+      ],
       ['a token meant for another service', () => tokenOf(key, 'gateway', 'identity')],
-      ['a token of a service that may not call this one', () => tokenOf(key, 'notification', 'billing')],
+      [
+        'a token of a service that may not call this one',
+        () => tokenOf(notifierKey, 'notification', 'billing'),
+      ],
       ['an expired token', () => tokenOf(key, 'gateway', 'billing', () => Date.now() - 3_600_000)],
+      [
+        "an HS256 token keyed with the gateway's public key (algorithm confusion)",
+        async () =>
+          `Bearer ${await new SignJWT({})
+            .setProtectedHeader({ alg: 'HS256' })
+            .setIssuer('sts-service')
+            .setSubject('gateway')
+            .setAudience('billing')
+            .setIssuedAt()
+            .setExpirationTime('5m')
+            .sign(gatewayKeys.publicKey.export({ format: 'der', type: 'spki' }))}`,
+      ],
       [
         'an unsigned token (alg none)',
         async () => {

@@ -1,27 +1,32 @@
-import { jwtVerify, SignJWT } from 'jose';
+import type { KeyObject } from 'node:crypto';
+import { decodeJwt, errors, jwtVerify, SignJWT } from 'jose';
+import type { TrustedServiceKeys } from '@sts/config/service-keys';
 import type { ServiceName } from '@sts/vocabulary/services';
 
 /**
- * Who may talk to whom inside the system. Every gRPC call carries a short-lived token (JWT, HS256,
- * keyed by SERVICE_AUTH_KEY) naming the calling service (`sub`) and the service it is meant for
- * (`aud`); servers refuse calls without one, with a bad signature, for another audience, expired,
- * or from a service not on their list of callers. docs/decisions.md "Trust between services".
+ * Who may talk to whom inside the system. Every gRPC call carries a short-lived token (JWT, EdDSA)
+ * naming the calling service (`sub`) and the service it is meant for (`aud`), signed with the caller's
+ * own Ed25519 private key (SERVICE_SIGNING_KEY). A server holds only public keys, by service name
+ * (SERVICE_TRUSTED_KEYS), and checks a token with the key of the service it names: a service can speak
+ * only for itself. Servers refuse calls without a token, with a signature that key does not verify, for
+ * another audience, expired, or from a service not on their list of callers. docs/decisions.md "Trust
+ * between services".
  */
 
 /** gRPC metadata key of the token (HTTP/2 header, lowercase). */
 export const SERVICE_TOKEN_METADATA_KEY = 'authorization';
 
 const ISSUER = 'sts-service';
-const ALGORITHM = 'HS256';
+const ALGORITHM = 'EdDSA';
 /** Lifetime of a token; a client mints a new one when less than a third of it is left. */
 const TOKEN_LIFETIME_SECONDS = 600;
 const REFRESH_WHEN_LEFT_MS = (TOKEN_LIFETIME_SECONDS * 1000) / 3;
 /** Clock difference tolerated between services' hosts. */
 const CLOCK_TOLERANCE_SECONDS = 30;
-const MIN_KEY_BYTES = 32;
 
-function assertKey(key: Uint8Array): void {
-  if (key.length < MIN_KEY_BYTES) throw new Error(`SERVICE_AUTH_KEY must be at least ${MIN_KEY_BYTES} bytes`);
+function assertEd25519(key: KeyObject, type: 'private' | 'public', what: string): void {
+  if (key.type !== type || key.asymmetricKeyType !== 'ed25519')
+    throw new Error(`${what} must be an Ed25519 ${type} key`);
 }
 
 /** Mints the tokens a service presents to others, one per audience, reused until near expiry. */
@@ -30,11 +35,12 @@ export class ServiceTokenIssuer {
   private readonly pending = new Map<ServiceName, Promise<string>>();
 
   constructor(
-    private readonly key: Uint8Array,
+    /** This process's own private key (SERVICE_SIGNING_KEY). */
+    private readonly signingKey: KeyObject,
     readonly caller: ServiceName,
     private readonly now: () => number = Date.now,
   ) {
-    assertKey(key);
+    assertEd25519(signingKey, 'private', 'SERVICE_SIGNING_KEY');
   }
 
   /** The `authorization` value for a call to `audience`: the cached token, or a promise of a new one. */
@@ -59,7 +65,7 @@ export class ServiceTokenIssuer {
       .setAudience(audience)
       .setIssuedAt(issuedAt)
       .setExpirationTime(issuedAt + TOKEN_LIFETIME_SECONDS)
-      .sign(this.key);
+      .sign(this.signingKey);
     const value = `Bearer ${token}`;
     this.minted.set(audience, {
       value,
@@ -75,21 +81,29 @@ export type CallerCheck = { ok: true; caller: ServiceName } | { ok: false; reaso
 const VERIFIED_CACHE_LIMIT = 1_000;
 
 /**
- * Checks the tokens presented to one service. A verified token is remembered until it expires, so
- * the signature is checked once per token, not once per call.
+ * Checks the tokens presented to one service. The token's `sub` names the calling service, and only
+ * that service's public keys may verify it: a token signed with notification's key that claims to be
+ * the gateway is refused, as is one signed with a key no caller holds. A verified token is remembered
+ * until it expires, so the signature is checked once per token, not once per call.
  */
 export class ServiceTokenVerifier {
   private readonly verified = new Map<string, { caller: ServiceName; expiresAtMs: number }>();
   private readonly allowed: ReadonlySet<ServiceName>;
 
   constructor(
-    private readonly key: Uint8Array,
+    /** The callers' public keys by service name (SERVICE_TRUSTED_KEYS); others' are never consulted. */
+    private readonly trustedKeys: TrustedServiceKeys,
     readonly audience: ServiceName,
     allowedCallers: readonly ServiceName[],
     private readonly now: () => number = Date.now,
   ) {
-    assertKey(key);
     this.allowed = new Set(allowedCallers);
+    for (const caller of this.allowed) {
+      const keys = trustedKeys.get(caller) ?? [];
+      if (keys.length === 0)
+        throw new Error(`${audience} serves ${caller}, but SERVICE_TRUSTED_KEYS has no key of ${caller}`);
+      for (const key of keys) assertEd25519(key, 'public', `SERVICE_TRUSTED_KEYS (${caller})`);
+    }
   }
 
   /** Answers at once (no promise) for a token seen before, so the common call pays no await. */
@@ -107,25 +121,42 @@ export class ServiceTokenVerifier {
   }
 
   private async verify(token: string): Promise<CallerCheck> {
-    let payload;
+    // Who the token says it is, unverified: it only picks the keys that must verify it.
+    let claimed: unknown;
     try {
-      ({ payload } = await jwtVerify(token, this.key, {
-        algorithms: [ALGORITHM],
-        issuer: ISSUER,
-        audience: this.audience,
-        requiredClaims: ['sub', 'exp', 'iat'],
-        clockTolerance: CLOCK_TOLERANCE_SECONDS,
-        currentDate: new Date(this.now()),
-        maxTokenAge: TOKEN_LIFETIME_SECONDS + CLOCK_TOLERANCE_SECONDS,
-      }));
+      claimed = decodeJwt(token).sub;
     } catch {
       return { ok: false, reason: 'invalid service token' };
     }
-    const caller = payload.sub as ServiceName;
-    if (!this.allowed.has(caller))
-      return { ok: false, reason: `service ${String(payload.sub)} may not call ${this.audience}` };
-    if (this.verified.size >= VERIFIED_CACHE_LIMIT) this.verified.clear();
-    this.verified.set(token, { caller, expiresAtMs: (payload.exp ?? 0) * 1000 });
-    return { ok: true, caller };
+    if (typeof claimed !== 'string' || !this.allowed.has(claimed as ServiceName))
+      return { ok: false, reason: `service ${String(claimed).slice(0, 40)} may not call ${this.audience}` };
+    const caller = claimed as ServiceName;
+    for (const key of this.trustedKeys.get(caller) ?? []) {
+      let payload;
+      try {
+        ({ payload } = await jwtVerify(token, key, {
+          algorithms: [ALGORITHM],
+          issuer: ISSUER,
+          audience: this.audience,
+          subject: caller,
+          requiredClaims: ['sub', 'exp', 'iat'],
+          clockTolerance: CLOCK_TOLERANCE_SECONDS,
+          currentDate: new Date(this.now()),
+          maxTokenAge: TOKEN_LIFETIME_SECONDS + CLOCK_TOLERANCE_SECONDS,
+        }));
+      } catch (error) {
+        // Another key of the caller's may have signed it (a rotation); any other fault is final.
+        if (error instanceof errors.JWSSignatureVerificationFailed) continue;
+        return { ok: false, reason: `invalid service token of ${caller} (${jwtFault(error)})` };
+      }
+      if (this.verified.size >= VERIFIED_CACHE_LIMIT) this.verified.clear();
+      this.verified.set(token, { caller, expiresAtMs: (payload.exp ?? 0) * 1000 });
+      return { ok: true, caller };
+    }
+    return { ok: false, reason: `invalid service token (not verified by a key of ${caller})` };
   }
+}
+
+function jwtFault(error: unknown): string {
+  return error instanceof errors.JOSEError ? error.code : 'malformed';
 }

@@ -67,3 +67,21 @@ export interface Caller {
 export function normalizeEmail(email: string): string {
   return email.trim().toLowerCase();
 }
+
+/** What e-mails someone outside the organization in its name: both count against one daily quota. */
+export type OutboundEmailKind = 'invite' | 'enrollment_code';
+
+/**
+ * One e-mail an organization had us send (or reserved to send) to an outsider, as its quotas count it:
+ * per organization and UTC day, and per recipient within that. The recipient is kept as a SHA-256 of
+ * the lower-cased address; the row is forgotten once its day is over.
+ */
+export interface OutboundEmail {
+  id: string;
+  orgId: string;
+  /** UTC day, `YYYY-MM-DD`. */
+  day: string;
+  recipientHash: string;
+  kind: OutboundEmailKind;
+  createdAt: Date;
+}

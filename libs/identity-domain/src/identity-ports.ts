@@ -1,7 +1,7 @@
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
 import type { Role } from '@sts/vocabulary/roles';
-import type { Invite, Member, Organization, User } from './identity-model';
+import type { Invite, Member, Organization, OutboundEmail, OutboundEmailKind, User } from './identity-model';
 
 /** Everything a user's login needs, read in one round trip on the hot path. */
 export interface UserSnapshot {
@@ -46,8 +46,19 @@ export interface IdentityRepositories {
    * accepted invites that have not become a membership yet (the newest invite's role must win).
    */
   retireSupersededInvites(orgId: string, email: string, now: Date): Promise<void>;
-  /** Counts one more invite of the organization on this UTC day (`YYYY-MM-DD`); the day's count, this one included. */
-  countInviteOfDay(orgId: string, day: string): Promise<number>;
+  /**
+   * Locks the organization's e-mail quota until the transaction ends (concurrent senders of one
+   * organization, on any replica, queue here), forgets its e-mails of days before `day`, and counts its
+   * e-mails of `day`: all of them, and those to this recipient.
+   */
+  lockOutboundEmailsOfDay(
+    orgId: string,
+    day: string,
+    recipientHash: string,
+  ): Promise<{ ofOrg: number; toRecipient: number }>;
+  insertOutboundEmail(email: OutboundEmail): Promise<void>;
+  /** Deletes the organization's e-mail of this id and kind; false when there was none. */
+  deleteOutboundEmail(orgId: string, id: string, kind: OutboundEmailKind): Promise<boolean>;
   deleteInvite(orgId: string, inviteId: string): Promise<void>;
   /** Atomically moves a live pending invite with this token hash to accepted; null if none. */
   acceptInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null>;

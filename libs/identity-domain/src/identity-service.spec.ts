@@ -12,9 +12,16 @@ import { InMemoryIdentityStore, ManualClock, RecordingIds } from './test/in-memo
 
 const ISSUER = 'https://idp.test/';
 const TTL_HOURS = 168;
-const INVITES_PER_DAY = 5;
+const EMAILS_PER_DAY = 5;
+const EMAILS_PER_RECIPIENT = 2;
 const HOUR = 3_600_000;
 const sealingKey = randomBytes(32);
+const settings = {
+  inviteTtlHours: TTL_HOURS,
+  emailsPerOrgPerDay: EMAILS_PER_DAY,
+  emailsPerRecipientPerDay: EMAILS_PER_RECIPIENT,
+  sealingKey,
+};
 const firstPage = { limit: DEFAULT_PAGE_SIZE, after: null };
 
 type UserPrincipal = Extract<Principal, { kind: 'user' }>;
@@ -53,12 +60,7 @@ describe('IdentityService', () => {
     store = new InMemoryIdentityStore();
     clock = new ManualClock();
     ids = new RecordingIds();
-    service = new IdentityService(
-      store,
-      { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey },
-      clock,
-      ids,
-    );
+    service = new IdentityService(store, settings, clock, ids);
   });
 
   const login = (principal: Principal, orgId: string | null = null) =>
@@ -249,12 +251,7 @@ describe('IdentityService', () => {
           throw new UniqueConflict();
         },
       };
-      const flaky = new IdentityService(
-        conflicting,
-        { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey },
-        clock,
-        ids,
-      );
+      const flaky = new IdentityService(conflicting, settings, clock, ids);
       await expect(flaky.resolveCaller(userPrincipal('ada@example.com'), null)).rejects.toBeInstanceOf(
         UniqueConflict,
       );
@@ -268,12 +265,7 @@ describe('IdentityService', () => {
           throw new Error('connection reset');
         },
       };
-      const failing = new IdentityService(
-        broken,
-        { inviteTtlHours: TTL_HOURS, invitesPerOrgPerDay: INVITES_PER_DAY, sealingKey },
-        clock,
-        ids,
-      );
+      const failing = new IdentityService(broken, settings, clock, ids);
       await expect(failing.resolveCaller(userPrincipal('ada@example.com'), null)).rejects.toThrow(
         'connection reset',
       );
@@ -634,17 +626,85 @@ describe('IdentityService', () => {
       const admin = await login(userPrincipal('ada@example.com', { name: 'Ada Lovelace' }));
       const invite = (n: number) =>
         service.createInvite(admin.org.id, `guest${n}@example.com`, 'ANALYST', admin.memberId);
-      for (let n = 0; n < INVITES_PER_DAY; n += 1) await invite(n);
+      // Refused for another reason (already a member): not counted.
+      await expectCode(
+        service.createInvite(admin.org.id, 'ada@example.com', 'ANALYST', admin.memberId),
+        'ALREADY_MEMBER',
+      );
+      await invite(0);
+      await expectCode(invite(0), 'INVITE_ALREADY_PENDING');
+      for (let n = 1; n < EMAILS_PER_DAY; n += 1) await invite(n);
       // Revoking does not give the quota back (invite and revoke in a loop would send unlimited e-mail).
       const [first] = [...store.state.invites.values()];
       await service.revokeInvite(admin.org.id, first!.id);
-      await expectCode(invite(100), 'RATE_LIMITED');
-      expect(store.eventsOf('invite.created')).toHaveLength(INVITES_PER_DAY);
+      const refused = await failure(invite(100));
+      expect([refused.code, refused.httpStatus]).toEqual(['RATE_LIMITED', 429]);
+      expect(store.eventsOf('invite.created')).toHaveLength(EMAILS_PER_DAY);
+      expect([...store.state.invites.values()].some((i) => i.email === 'guest100@example.com')).toBe(false);
       // Another organization has its own quota; the next UTC day starts afresh.
       const other = await login(userPrincipal('bob@example.org'));
       await service.createInvite(other.org.id, 'x@example.org', 'ANALYST', other.memberId);
       clock.advance(24 * HOUR);
       await expect(invite(101)).resolves.toMatchObject({ email: 'guest101@example.com' });
+      // Past days are forgotten as the organization sends again.
+      expect([...store.state.outboundEmails.values()].filter((e) => e.orgId === admin.org.id)).toHaveLength(
+        1,
+      );
+    });
+
+    it('shares one daily quota between invites and e-mailed enrollment codes (issue 26)', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const orgId = admin.org.id;
+      await service.createInvite(orgId, 'a@example.com', 'ANALYST', admin.memberId);
+      await service.createInvite(orgId, 'b@example.com', 'ANALYST', admin.memberId);
+      const reservations = [];
+      for (const to of ['c@example.com', 'd@example.com', 'e@example.com'])
+        reservations.push(await service.reserveOutboundEmail(orgId, to));
+      expect(new Set(reservations.map((r) => r.reservationId)).size).toBe(3);
+      // Five taken: neither kind gets another.
+      await expectCode(service.reserveOutboundEmail(orgId, 'f@example.com'), 'RATE_LIMITED');
+      await expectCode(
+        service.createInvite(orgId, 'f@example.com', 'ANALYST', admin.memberId),
+        'RATE_LIMITED',
+      );
+      expect(store.eventsOf('invite.created')).toHaveLength(2);
+      // A reservation whose e-mail was refused is given back, once; invites are never given back.
+      await service.releaseOutboundEmail(orgId, reservations[0]!.reservationId);
+      await service.releaseOutboundEmail(orgId, reservations[0]!.reservationId);
+      const inviteId = [...store.state.invites.values()][0]!.id;
+      await service.releaseOutboundEmail(orgId, inviteId);
+      await service.releaseOutboundEmail(orgId, 'not-a-reservation');
+      await service.createInvite(orgId, 'f@example.com', 'ANALYST', admin.memberId);
+      await expectCode(service.reserveOutboundEmail(orgId, 'g@example.com'), 'RATE_LIMITED');
+      // Of another organization, a reservation is not found.
+      const other = await login(userPrincipal('bob@example.org'));
+      const theirs = await service.reserveOutboundEmail(other.org.id, 'x@example.org');
+      await service.releaseOutboundEmail(orgId, theirs.reservationId);
+      expect(store.state.outboundEmails.has(theirs.reservationId)).toBe(true);
+      await expectCode(service.reserveOutboundEmail(randomUUID(), 'x@example.org'), 'ORGANIZATION_NOT_FOUND');
+    });
+
+    it('limits what one recipient gets per day, whatever the kind and however the address is spelt', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const orgId = admin.org.id;
+      const invite = await service.createInvite(orgId, 'Grace@Example.com', 'ANALYST', admin.memberId);
+      await service.reserveOutboundEmail(orgId, ' grace@example.COM ');
+      await expectCode(service.reserveOutboundEmail(orgId, 'grace@example.com'), 'RATE_LIMITED');
+      await service.revokeInvite(orgId, invite.id);
+      await expectCode(
+        service.createInvite(orgId, 'grace@example.com', 'ANALYST', admin.memberId),
+        'RATE_LIMITED',
+      );
+      // Others still may be e-mailed, and the recipient's address is not stored in plain text.
+      await service.reserveOutboundEmail(orgId, 'alan@example.com');
+      const stored = [...store.state.outboundEmails.values()];
+      expect(stored.map((e) => e.recipientHash)).toContain(hashSecret('grace@example.com'));
+      expect(JSON.stringify(stored)).not.toContain('grace');
+      // Another organization may still write to her.
+      const other = await login(userPrincipal('bob@example.org'));
+      await service.reserveOutboundEmail(other.org.id, 'grace@example.com');
+      clock.advance(24 * HOUR);
+      await service.reserveOutboundEmail(orgId, 'grace@example.com');
     });
 
     it('stores a lower-cased pending invite that expires after the TTL and seals its token in invite.created', async () => {

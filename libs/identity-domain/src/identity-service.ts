@@ -9,6 +9,7 @@ import {
   type Invite,
   type Member,
   type Organization,
+  type OutboundEmailKind,
   type Principal,
 } from './identity-model';
 import type { Role } from '@sts/vocabulary/roles';
@@ -23,8 +24,13 @@ import {
 
 export interface IdentitySettings {
   inviteTtlHours: number;
-  /** Invites an organization may send per UTC day (bounds the e-mail an account can make us send). */
-  invitesPerOrgPerDay: number;
+  /**
+   * E-mails to outsiders (invites and e-mailed enrollment codes together) an organization may have us
+   * send per UTC day: bounds what anyone who signs in, and so has an organization, can send in our name.
+   */
+  emailsPerOrgPerDay: number;
+  /** Of those, how many may go to one recipient per UTC day. */
+  emailsPerRecipientPerDay: number;
   /** Key that seals invite tokens for the trip through the outbox to the mailer. */
   sealingKey: Buffer;
 }
@@ -141,21 +147,15 @@ export class IdentityService {
         throw new AppError('ALREADY_MEMBER', `${email} is already a member of this organization`);
       }
       const inviter = invitedByMemberId ? await repos.findMember(orgId, invitedByMemberId) : null;
-      // Counted in this transaction: a refused or failed invite does not use up the day's quota.
-      if (
-        (await repos.countInviteOfDay(orgId, now.toISOString().slice(0, 10))) >
-        this.settings.invitesPerOrgPerDay
-      ) {
-        throw new AppError(
-          'RATE_LIMITED',
-          `this organization has sent its ${this.settings.invitesPerOrgPerDay} invites for today (UTC)`,
-        );
-      }
+      const inviteId = this.ids.newId();
+      // Counted in this transaction: a refused or failed invite does not use up the day's quota, and
+      // revoking does not give it back (invite and revoke in a loop would send unlimited e-mail).
+      await this.takeOutboundEmail(repos, orgId, email, 'invite', inviteId, now);
       await repos.retireSupersededInvites(orgId, email, now);
 
       const token = generateSecret(INVITE_TOKEN_PREFIX);
       const invite: Invite = {
-        id: this.ids.newId(),
+        id: inviteId,
         orgId,
         email,
         role,
@@ -185,6 +185,62 @@ export class IdentityService {
       });
       return invite;
     });
+  }
+
+  /**
+   * Takes one e-mail to `rawEmail` (an enrollment code) from the organization's daily quota, which
+   * invites share; RATE_LIMITED, with nothing taken, when it or the recipient's limit is used up. The
+   * caller sends the e-mail next, and gives the reservation back if that is refused.
+   */
+  async reserveOutboundEmail(orgId: string, rawEmail: string): Promise<{ reservationId: string }> {
+    const email = normalizeEmail(rawEmail);
+    const now = this.clock.now();
+    return this.store.transaction(async (repos) => {
+      if (!(await repos.findOrganization(orgId))) throw new AppError('ORGANIZATION_NOT_FOUND');
+      const reservationId = this.ids.newId();
+      await this.takeOutboundEmail(repos, orgId, email, 'enrollment_code', reservationId, now);
+      return { reservationId };
+    });
+  }
+
+  /** Gives back a reservation whose e-mail was not sent. Idempotent; invites are never given back. */
+  async releaseOutboundEmail(orgId: string, reservationId: string): Promise<void> {
+    await this.store.transaction((repos) =>
+      repos.deleteOutboundEmail(orgId, reservationId, 'enrollment_code'),
+    );
+  }
+
+  /**
+   * One e-mail to an outsider, counted in the caller's transaction against the organization's daily
+   * quota and the recipient's daily limit (UTC days); RATE_LIMITED when either is used up. The
+   * organization's quota is locked until the transaction ends, so concurrent requests on any replica
+   * cannot both take its last place.
+   */
+  private async takeOutboundEmail(
+    repos: IdentityRepositories,
+    orgId: string,
+    email: string,
+    kind: OutboundEmailKind,
+    id: string,
+    now: Date,
+  ): Promise<void> {
+    const day = now.toISOString().slice(0, 10);
+    const recipientHash = hashSecret(email);
+    const { ofOrg, toRecipient } = await repos.lockOutboundEmailsOfDay(orgId, day, recipientHash);
+    const { emailsPerOrgPerDay, emailsPerRecipientPerDay } = this.settings;
+    if (ofOrg >= emailsPerOrgPerDay) {
+      throw new AppError(
+        'RATE_LIMITED',
+        `this organization has sent its ${emailsPerOrgPerDay} e-mails (invites and enrollment codes) for today (UTC)`,
+      );
+    }
+    if (toRecipient >= emailsPerRecipientPerDay) {
+      throw new AppError(
+        'RATE_LIMITED',
+        `this organization has sent ${emailsPerRecipientPerDay} e-mails to ${email} today (UTC); try again tomorrow`,
+      );
+    }
+    await repos.insertOutboundEmail({ id, orgId, day, recipientHash, kind, createdAt: now });
   }
 
   async revokeInvite(orgId: string, inviteId: string): Promise<void> {

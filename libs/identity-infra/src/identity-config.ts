@@ -15,8 +15,13 @@ export const identityEnvSchema = z.object({
     .min(1)
     .max(24 * 30)
     .default(24 * 7),
-  /** Invites one organization may send per UTC day. */
-  INVITES_PER_ORG_PER_DAY: z.coerce.number().int().min(1).default(100),
+  /**
+   * E-mails to people outside the organization (invites and e-mailed enrollment codes together) that one
+   * organization may have us send per UTC day; then 429 with nothing sent.
+   */
+  OUTBOUND_EMAILS_PER_ORG_PER_DAY: z.coerce.number().int().min(1).default(50),
+  /** Of those, how many may go to one recipient per UTC day. */
+  OUTBOUND_EMAILS_PER_RECIPIENT_PER_DAY: z.coerce.number().int().min(1).default(3),
 });
 
 export type IdentityConfig = z.infer<typeof identityEnvSchema>;

@@ -162,5 +162,17 @@ export function identityGrpcHandlers(service: IdentityService): AsyncHandlers<ty
       const { invite, org } = await service.acceptInvite(requireId(request.token, 'token'));
       return { invite: toProtoInvite(invite), org: toProtoOrganization(org) };
     },
+    reserveOutboundEmail: async (request) => {
+      const email = emailSchema.safeParse(request.email.trim());
+      if (!email.success) throw invalidField('email', 'must be an e-mail address');
+      return service.reserveOutboundEmail(requireId(request.orgId, 'org_id'), email.data);
+    },
+    releaseOutboundEmail: async (request) => {
+      await service.releaseOutboundEmail(
+        requireId(request.orgId, 'org_id'),
+        requireId(request.reservationId, 'reservation_id'),
+      );
+      return {};
+    },
   };
 }

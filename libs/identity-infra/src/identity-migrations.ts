@@ -89,9 +89,33 @@ class OutboxTraceContext extends Migration {
   }
 }
 
+/**
+ * E-mails to outsiders (invites and e-mailed enrollment codes), one row each, for the daily quota per
+ * organization that both kinds share and the daily limit per recipient. The recipient is a SHA-256 of
+ * the lower-cased address; rows of past days go with the organization's next e-mail. `invite_quota` is
+ * no longer written; it stays while replicas of the previous release may still count in it, and a later
+ * migration drops it (the day of the upgrade starts with fresh counts).
+ */
+class OutboundEmails extends Migration {
+  override up(): void {
+    this.addSql(`
+      create table identity.outbound_emails (
+        id uuid primary key,
+        org_id uuid not null references identity.organizations (id) on delete cascade,
+        day date not null,
+        recipient_hash char(64) not null,
+        kind text not null check (kind in ('invite', 'enrollment_code')),
+        created_at timestamptz not null
+      );
+      create index outbound_emails_org_day_idx on identity.outbound_emails (org_id, day, recipient_hash);
+    `);
+  }
+}
+
 export const IDENTITY_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_identity_schema', class: InitialIdentitySchema },
   { name: '0002_outbox_dead_letter', class: OutboxDeadLetter },
   { name: '0003_invite_quota', class: InviteQuota },
   { name: '0004_outbox_trace_context', class: OutboxTraceContext },
+  { name: '0005_outbound_emails', class: OutboundEmails },
 ];

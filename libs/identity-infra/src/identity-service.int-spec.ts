@@ -42,7 +42,7 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
       NATS_NAMESPACE: namespace,
       SECRET_SEALING_KEY: sealingKey.toString('base64'),
       GRPC_PORT: '0',
-      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+      ...serviceAuth.envOf('identity'),
     });
     service = await startIdentityService(config, logger);
     client = createPromiseClient(
@@ -194,5 +194,135 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
       })
       .catch((e: unknown) => e)) as AppError;
     expect(unknownRole.code).toBe('VALIDATION_FAILED');
+    for (const request of [
+      { orgId: '', email: 'x@y.test' },
+      { orgId: '00000000-0000-0000-0000-000000000000', email: 'not an address' },
+    ]) {
+      const refused = (await client.reserveOutboundEmail(request).catch((e: unknown) => e)) as AppError;
+      expect(refused.code).toBe('VALIDATION_FAILED');
+    }
+    // An unknown or malformed reservation is nothing to give back.
+    await client.releaseOutboundEmail({ orgId: '00000000-0000-0000-0000-000000000000', reservationId: 'x' });
+  });
+
+  describe('the daily quota of e-mails to outsiders, across two replicas (issue 26)', () => {
+    const replicas: RunningService[] = [];
+    const clients: ReturnType<typeof createPromiseClient<typeof IdentityServiceService>>[] = [];
+
+    beforeAll(async () => {
+      for (let i = 0; i < 2; i++) {
+        const replica = await startIdentityService(
+          loadConfig(identityEnvSchema, {
+            DATABASE_URL: database.url,
+            NATS_NAMESPACE: namespace,
+            SECRET_SEALING_KEY: sealingKey.toString('base64'),
+            GRPC_PORT: '0',
+            OUTBOUND_EMAILS_PER_ORG_PER_DAY: '6',
+            OUTBOUND_EMAILS_PER_RECIPIENT_PER_DAY: '2',
+            ...serviceAuth.envOf('identity'),
+          }),
+          logger,
+        );
+        replicas.push(replica);
+        clients.push(
+          createPromiseClient(
+            IdentityServiceService,
+            `127.0.0.1:${replica.grpcPort}`,
+            5_000,
+            serviceAuth.as('identity'),
+          ),
+        );
+      }
+    });
+
+    afterAll(async () => {
+      for (const replicaClient of clients) replicaClient.close();
+      for (const replica of replicas) await replica.stop();
+    });
+
+    const settle = async (calls: Promise<unknown>[]) => {
+      const outcomes = await Promise.allSettled(calls);
+      const refused = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected');
+      return {
+        sent: outcomes.length - refused.length,
+        refusedWith: [...new Set(refused.map((o) => (o.reason as AppError).code))],
+      };
+    };
+
+    it('is shared by invites and e-mailed codes and holds exactly under a concurrent burst', async () => {
+      const admin = await clients[0]!.resolveCaller(user('quota@int.test'));
+      const orgId = admin.org!.id;
+      const calls = Array.from({ length: 20 }, (_, i) => {
+        const replica = clients[i % 2]!;
+        return i % 4 < 2
+          ? replica.createInvite({
+              orgId,
+              email: `invitee-${i}@int.test`,
+              role: Role.ROLE_ANALYST,
+              invitedByMemberId: admin.memberId,
+            })
+          : replica.reserveOutboundEmail({ orgId, email: `coded-${i}@int.test` });
+      });
+      expect(await settle(calls)).toEqual({ sent: 6, refusedWith: ['RATE_LIMITED'] });
+      const rows = await count(`select count(*) as n from identity.outbound_emails where org_id = $1`, [
+        orgId,
+      ]);
+      expect(rows).toBe(6);
+      // A refused invite left nothing behind: its row and its event exist only for the ones taken.
+      const invites = await count(`select count(*) as n from identity.invites where org_id = $1`, [orgId]);
+      expect(
+        await count(
+          `select count(*) as n from identity.outbox where type = 'invite.created' and envelope->'data'->>'org_id' = $1`,
+          [orgId],
+        ),
+      ).toBe(invites);
+      expect(
+        await count(
+          `select count(*) as n from identity.outbound_emails where org_id = $1 and kind = 'invite'`,
+          [orgId],
+        ),
+      ).toBe(invites);
+
+      expect(
+        (
+          (await clients[1]!
+            .reserveOutboundEmail({ orgId, email: 'later@int.test' })
+            .catch((e: unknown) => e)) as AppError
+        ).code,
+      ).toBe('RATE_LIMITED');
+    });
+
+    it('limits what one recipient gets from an organization per day, across replicas', async () => {
+      const admin = await clients[1]!.resolveCaller(user('recipient-quota@int.test'));
+      const orgId = admin.org!.id;
+      const calls = Array.from({ length: 6 }, (_, i) =>
+        clients[i % 2]!.reserveOutboundEmail({ orgId, email: i % 3 ? 'Same@Int.test' : 'same@int.test ' }),
+      );
+      expect(await settle(calls)).toEqual({ sent: 2, refusedWith: ['RATE_LIMITED'] });
+      const refused = (await clients[0]!
+        .createInvite({
+          orgId,
+          email: 'same@int.test',
+          role: Role.ROLE_ANALYST,
+          invitedByMemberId: admin.memberId,
+        })
+        .catch((e: unknown) => e)) as AppError;
+      expect([refused.code, refused.httpStatus]).toEqual(['RATE_LIMITED', 429]);
+      expect(await count(`select count(*) as n from identity.invites where org_id = $1`, [orgId])).toBe(0);
+      await clients[0]!.reserveOutboundEmail({ orgId, email: 'someone-else@int.test' });
+      // A reservation given back on one replica (its e-mail was refused) frees the place on the other.
+      const { reservationId } = await clients[0]!.reserveOutboundEmail({ orgId, email: 'other@int.test' });
+      await clients[0]!.reserveOutboundEmail({ orgId, email: 'other@int.test' });
+      await clients[1]!.releaseOutboundEmail({ orgId, reservationId });
+      await clients[1]!.releaseOutboundEmail({ orgId, reservationId });
+      await clients[0]!.reserveOutboundEmail({ orgId, email: 'other@int.test' });
+      expect(
+        (
+          (await clients[1]!
+            .reserveOutboundEmail({ orgId, email: 'other@int.test' })
+            .catch((e: unknown) => e)) as AppError
+        ).code,
+      ).toBe('RATE_LIMITED');
+    });
   });
 });

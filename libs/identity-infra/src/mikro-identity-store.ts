@@ -8,7 +8,13 @@ import { sqlRunner, type SqlRunner } from '@sts/db/sql-runner';
 import { isUuid } from '@sts/vocabulary/identifiers';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
 import type { Role } from '@sts/vocabulary/roles';
-import type { Invite, Member, Organization } from '@sts/identity-domain/identity-model';
+import type {
+  Invite,
+  Member,
+  Organization,
+  OutboundEmail,
+  OutboundEmailKind,
+} from '@sts/identity-domain/identity-model';
 import {
   UniqueConflict,
   type IdentityRepositories,
@@ -259,15 +265,42 @@ class IdentityRepositoriesSql implements IdentityRepositories {
     return inserted === 1;
   }
 
-  async countInviteOfDay(orgId: string, day: string): Promise<number> {
-    // Raw: an atomic upsert-and-count (`on conflict … do update … returning`).
-    const [row] = await this.sql.all<{ count: number }>(
-      `insert into identity.invite_quota (org_id, day, count) values (?, ?, 1)
-       on conflict (org_id, day) do update set count = identity.invite_quota.count + 1
-       returning count`,
-      [orgId, day],
+  async lockOutboundEmailsOfDay(
+    orgId: string,
+    day: string,
+    recipientHash: string,
+  ): Promise<{ ofOrg: number; toRecipient: number }> {
+    // Raw: a row lock the ORM does not express (`for no key update`: members and invites referencing the
+    // organization are not blocked). A statement of its own, before the count: in READ COMMITTED the
+    // count's snapshot is then taken after the lock, so it sees what the previous holder committed.
+    await this.sql.run(`select 1 from identity.organizations where id = ? for no key update`, [orgId]);
+    // Raw: forgetting past days and counting this one in one round trip (a data-modifying CTE).
+    const row = await this.sql.one<{ of_org: number; to_recipient: number }>(
+      `with purged as (delete from identity.outbound_emails where org_id = ? and day < ?::date)
+       select count(*)::int as of_org, (count(*) filter (where recipient_hash = ?))::int as to_recipient
+       from identity.outbound_emails where org_id = ? and day = ?::date`,
+      [orgId, day, recipientHash, orgId, day],
     );
-    return row!.count;
+    return { ofOrg: row?.of_org ?? 0, toRecipient: row?.to_recipient ?? 0 };
+  }
+
+  async insertOutboundEmail(email: OutboundEmail): Promise<void> {
+    await this.sql.run(
+      `insert into identity.outbound_emails (id, org_id, day, recipient_hash, kind, created_at)
+       values (?, ?, ?::date, ?, ?, ?)`,
+      [email.id, email.orgId, email.day, email.recipientHash, email.kind, email.createdAt],
+    );
+  }
+
+  async deleteOutboundEmail(orgId: string, id: string, kind: OutboundEmailKind): Promise<boolean> {
+    if (!isUuid(orgId) || !isUuid(id)) return false;
+    return (
+      (await this.sql.run(`delete from identity.outbound_emails where org_id = ? and id = ? and kind = ?`, [
+        orgId,
+        id,
+        kind,
+      ])) > 0
+    );
   }
 
   async retireSupersededInvites(orgId: string, email: string, now: Date): Promise<void> {

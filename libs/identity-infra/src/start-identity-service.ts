@@ -31,7 +31,8 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
         new MikroIdentityStore(host.orm, () => host.wakeOutbox()),
         {
           inviteTtlHours: config.INVITE_TTL_HOURS,
-          invitesPerOrgPerDay: config.INVITES_PER_ORG_PER_DAY,
+          emailsPerOrgPerDay: config.OUTBOUND_EMAILS_PER_ORG_PER_DAY,
+          emailsPerRecipientPerDay: config.OUTBOUND_EMAILS_PER_RECIPIENT_PER_DAY,
           sealingKey: Buffer.from(config.SECRET_SEALING_KEY, 'base64'),
         },
         { now: () => new Date() },

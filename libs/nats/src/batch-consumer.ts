@@ -15,6 +15,28 @@ import { natsHeaderGetter } from './trace-headers';
 /** From this delivery on a failure is logged as an error: something is down or broken, not unlucky. */
 const LOUD_AFTER_DELIVERIES = 10;
 
+/**
+ * What a log line or a span keeps of a handler's failure: its class, code and type, never its message.
+ * A database's message may echo the statement and its values (ClickHouse quotes the failing query or
+ * input, and with it a batch's hosts; PostgreSQL the duplicate key), which no log line or trace may
+ * carry. The same redaction as `describeClickHouseError` (@sts/clickhouse), for every handler's errors.
+ */
+export function redactedFailure(error: unknown): { name: string; code?: string; type?: string } {
+  if (!(error instanceof Error)) return { name: typeof error };
+  const { code, type } = error as { code?: unknown; type?: unknown };
+  return {
+    name: error.name,
+    ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}),
+    ...(typeof type === 'string' ? { type } : {}),
+  };
+}
+
+/** The redacted failure as one line, for a span's status. */
+function redactedFailureText(error: unknown): string {
+  const { name, code, type } = redactedFailure(error);
+  return [name, code, type].filter((part) => part !== undefined).join(' ');
+}
+
 /** A message and what `decode` made of it. */
 export interface Decoded<T> {
   msg: JsMsg;
@@ -142,7 +164,13 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
   function settleFailure(item: Decoded<T>, error: unknown, logRetry: boolean): void {
     const { msg } = item;
     const delivery = msg.info.deliveryCount;
-    const fields = { ...describe(item.value), subject: msg.subject, seq: msg.seq, delivery, err: error };
+    const fields = {
+      ...describe(item.value),
+      subject: msg.subject,
+      seq: msg.seq,
+      delivery,
+      err: redactedFailure(error),
+    };
     if (isPermanent(error)) {
       consumerMessagesEnded.inc({ consumer: durableName, reason: 'unprocessable' });
       logger.error(fields, 'unprocessable message terminated (it will not be redelivered)');
@@ -204,14 +232,13 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
     try {
       failures = await (span ? span.run(() => options.handleBatch(batch)) : options.handleBatch(batch));
     } catch (error) {
-      span?.fail(error);
+      // Neither the exception nor its message goes into the span: only what the log line keeps.
+      span?.fail(undefined, redactedFailureText(error));
       const delivery = Math.max(...batch.map(({ msg }) => msg.info.deliveryCount));
+      const fields = { err: redactedFailure(error), messages: batch.length, delivery };
       if (delivery >= LOUD_AFTER_DELIVERIES)
-        logger.error(
-          { err: error, messages: batch.length, delivery },
-          `batch failed ${delivery} times; will retry`,
-        );
-      else logger.warn({ err: error, messages: batch.length, delivery }, 'batch failed; will retry');
+        logger.error(fields, `batch failed ${delivery} times; will retry`);
+      else logger.warn(fields, 'batch failed; will retry');
       batch.forEach((item) => settleFailure(item, error, false));
       return;
     } finally {

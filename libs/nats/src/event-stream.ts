@@ -86,6 +86,47 @@ export function telemetryStreamConfig(
   };
 }
 
+/** Stream where analytics parks the deletions whose telemetry it has still to purge. */
+export function devicePurgesStreamName(namespace: string): string {
+  return `${namespace.toUpperCase()}_DEVICE_PURGES`;
+}
+
+/** Analytics' durable consumer of its parked purges. */
+export const DEVICE_PURGES_CONSUMER = 'analytics-device-purges';
+
+/** Subject of a parked purge (analytics publishes and consumes it; no other service sees it). */
+export function devicePurgeSubject(namespace: string): string {
+  return `${namespace}.analytics.device_purges`;
+}
+
+/**
+ * Parked purges: a deleted device's telemetry is removed from ClickHouse however long ClickHouse stays
+ * away, so a purge waits here until it is done (work-queue retention: kept until acknowledged, with no
+ * age or size limit), not in the events stream, which forgets after 7 days.
+ */
+export function devicePurgesStreamConfig(
+  namespace: string,
+  options: EventsStreamOptions = {},
+): Partial<StreamConfig> & Pick<StreamConfig, 'name' | 'subjects'> {
+  return {
+    name: devicePurgesStreamName(namespace),
+    description: `Device purges analytics has still to do, namespace ${namespace}`,
+    subjects: [devicePurgeSubject(namespace)],
+    storage: StorageType.File,
+    retention: RetentionPolicy.Workqueue,
+    discard: DiscardPolicy.New,
+    max_age: 0,
+    // A deletion's purge is parked with the event id as Nats-Msg-Id: a redelivered event parks it once.
+    duplicate_window: nanos(2 * 60 * 1000),
+    max_msgs: -1,
+    max_bytes: -1,
+    max_msg_size: -1,
+    max_msgs_per_subject: -1,
+    max_consumers: -1,
+    num_replicas: options.replicas ?? 1,
+  };
+}
+
 export interface EnsureStreamOptions {
   /** Where to say that settings differ and this user may not change them (per-service NATS users). */
   logger?: Logger;
@@ -120,6 +161,15 @@ export async function ensureTelemetryStream(
   });
   if (created) await options.consumers?.();
   return info;
+}
+
+/** The same for analytics' parked device purges. */
+export function ensureDevicePurgesStream(
+  jsm: JetStreamManager,
+  namespace: string,
+  options: EventsStreamOptions & EnsureStreamOptions = {},
+): Promise<StreamInfo> {
+  return ensureStream(jsm, devicePurgesStreamConfig(namespace, options), options.logger);
 }
 
 type StreamSpec = Partial<StreamConfig> & Pick<StreamConfig, 'name' | 'subjects'>;

@@ -4,6 +4,7 @@ import type { EventType } from '@sts/events/event-catalogue';
 import { eventsStreamName, eventSubject } from '@sts/events/subjects';
 import { allTelemetrySubject, telemetryClaimsBucketName, telemetryStreamName } from '@sts/events/telemetry';
 import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
+import { DEVICE_PURGES_CONSUMER, devicePurgeSubject, devicePurgesStreamName } from './event-stream';
 import { limitsBucketName } from './kv-buckets';
 
 /** The user that provisions streams, consumers and buckets (nats-setup), and tests' cleanup: every permission. */
@@ -29,7 +30,8 @@ export interface NatsUserPermissions {
  * - read the information of the streams it uses, and use its own durable consumers (EVENT_CONSUMERS,
  *   TELEMETRY_CONSUMERS): their information, pulling their messages, acknowledging them;
  * - the gateway also publishes telemetry batches, subscribes to membership, device and license events
- *   (cache evictions) and reads and writes its limits bucket; analytics reads and writes its claims bucket;
+ *   (cache evictions) and reads and writes its limits bucket; analytics reads and writes its claims bucket
+ *   and parks device purges in a stream of its own, which it consumes;
  * - receive replies under its own inbox prefix only.
  * No service may create, change, purge or delete a stream, consumer or bucket, read a stream's messages
  * directly, or use another service's consumer: nats-setup, with the admin user, makes them.
@@ -70,7 +72,12 @@ export function natsPermissions(namespace: string, service: ServiceName): NatsUs
     subscribe.add(`${namespace}.events.device.*`);
     subscribe.add(eventSubject(namespace, 'billing.updated'));
   }
-  if (service === 'analytics') useBucket(telemetryClaimsBucketName(namespace));
+  if (service === 'analytics') {
+    useBucket(telemetryClaimsBucketName(namespace));
+    // Its own stream of parked device purges: it parks them and works them off.
+    publish.add(devicePurgeSubject(namespace));
+    useConsumer(devicePurgesStreamName(namespace), DEVICE_PURGES_CONSUMER);
+  }
   return { publish: [...publish], subscribe: [...subscribe] };
 }
 

@@ -10,7 +10,14 @@ import type { Logger } from '@sts/logger/create-logger';
 import { batchConsumerSpec } from './batch-consumer';
 import { ensureDurableConsumer, type DurableConsumerSpec } from './durable-consumer';
 import { eventConsumerServerSettings } from './event-consumer';
-import { ensureEventsStream, ensureTelemetryStream } from './event-stream';
+import {
+  DEVICE_PURGES_CONSUMER,
+  devicePurgeSubject,
+  devicePurgesStreamName,
+  ensureDevicePurgesStream,
+  ensureEventsStream,
+  ensureTelemetryStream,
+} from './event-stream';
 import { ensureKvBucket, limitsBucketSpec, telemetryClaimsBucketSpec } from './kv-buckets';
 
 /** How the server keeps a telemetry consumer, as its process asks for it. */
@@ -35,6 +42,21 @@ export function telemetryConsumerServerSettings(
     headersOnly: TELEMETRY_CONSUMERS[name].headersOnly,
     ackWaitMs: settings.ackWaitMs,
     maxBatchMessages: settings.maxBatchMessages ?? TELEMETRY_CONSUMERS[name].maxBatchMessages,
+  };
+}
+
+/**
+ * What the server keeps of analytics' consumer of parked device purges, for its process and for the
+ * provisioning step alike: never gives a purge up (a deleted device's telemetry must go).
+ */
+export function devicePurgesConsumerServerSettings(namespace: string) {
+  return {
+    stream: devicePurgesStreamName(namespace),
+    durableName: DEVICE_PURGES_CONSUMER,
+    filterSubjects: [devicePurgeSubject(namespace)],
+    maxDeliver: -1,
+    ackWaitMs: 60_000,
+    maxBatchMessages: 100,
   };
 }
 
@@ -65,6 +87,7 @@ export function natsConsumerSpecs(settings: NatsTopologySettings): DurableConsum
         }),
       ),
     ),
+    batchConsumerSpec(devicePurgesConsumerServerSettings(namespace)),
   ];
 }
 
@@ -91,8 +114,8 @@ export function ensureTelemetry(
 }
 
 /**
- * Creates or brings up to date everything the system keeps on NATS: the events and telemetry streams,
- * every durable consumer, the gateways' limits bucket and analytics' claims bucket. Run with the admin
+ * Creates or brings up to date everything the system keeps on NATS: the events, telemetry and device
+ * purge streams, every durable consumer, the gateways' limits bucket and analytics' claims bucket. Run with the admin
  * user by nats-setup (once per release, before the services start); idempotent.
  */
 export async function provisionNatsTopology(
@@ -104,6 +127,7 @@ export async function provisionNatsTopology(
   const { namespace, replicas } = settings;
   await ensureEventsStream(jsm, namespace, { replicas, logger });
   await ensureTelemetryStream(jsm, namespace, { replicas, maxBytes: settings.telemetryMaxBytes, logger });
+  await ensureDevicePurgesStream(jsm, namespace, { replicas, logger });
   for (const spec of natsConsumerSpecs(settings)) {
     await ensureDurableConsumer(jsm, spec, logger.child({ consumer: spec.durableName }), true);
   }

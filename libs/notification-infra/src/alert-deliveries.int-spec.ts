@@ -95,7 +95,7 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
       NATS_URL,
       NATS_NAMESPACE: namespace,
       GRPC_PORT: '0',
-      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+      ...serviceAuth.envOf('notification'),
       SMTP_URL: sink.url,
       SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
       PUBLIC_APP_URL: 'https://app.test',

@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '@sts/config/load-config';
+import { testServiceAuth } from '@sts/testing/service-auth';
 import { notificationEnvSchema } from './notification-config';
 
 const required = {
   SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
-  SERVICE_AUTH_KEY: randomBytes(32).toString('base64'),
+  ...testServiceAuth().envOf('notification'),
 };
 
 describe('notification configuration', () => {

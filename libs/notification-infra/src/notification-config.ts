@@ -16,8 +16,9 @@ export const notificationEnvSchema = z.object({
   ...natsEnv,
   ...grpcServerEnv,
   GRPC_PORT: grpcServerEnv.GRPC_PORT.default(50052),
-  /** Identity, asked for an organization's admins (the payment-failed e-mail). */
+  /** Identity, asked for an organization's admins (the payment-failed e-mail), with notification's own key. */
   IDENTITY_GRPC_ADDRESS: grpcClientsEnv.IDENTITY_GRPC_ADDRESS,
+  SERVICE_SIGNING_KEY: grpcClientsEnv.SERVICE_SIGNING_KEY,
   GRPC_DEADLINE_MS: grpcClientsEnv.GRPC_DEADLINE_MS,
   ...smtpEnv,
   ...sealingEnv,

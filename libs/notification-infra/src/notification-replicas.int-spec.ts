@@ -60,7 +60,7 @@ describe('notification replicas (PostgreSQL, NATS, SMTP)', () => {
       NATS_URL,
       NATS_NAMESPACE: namespace,
       GRPC_PORT: '0',
-      SERVICE_AUTH_KEY: serviceAuth.SERVICE_AUTH_KEY,
+      ...serviceAuth.envOf('notification'),
       SMTP_URL: sink.url,
       SECRET_SEALING_KEY: sealingKey.toString('base64'),
       LOG_LEVEL: 'silent',

@@ -78,7 +78,7 @@ export function startNotificationService(
         config.IDENTITY_GRPC_ADDRESS,
         config.GRPC_DEADLINE_MS,
         {
-          issuer: new ServiceTokenIssuer(Buffer.from(config.SERVICE_AUTH_KEY, 'base64'), 'notification'),
+          issuer: new ServiceTokenIssuer(config.SERVICE_SIGNING_KEY, 'notification'),
           target: 'identity',
         },
         loadGrpcTls(config),

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,6 +5,7 @@ import { Client, credentials, Metadata, type ServiceError } from '@grpc/grpc-js'
 import { createLogger } from '@sts/logger/create-logger';
 import { BillingCycle, BillingServiceService, LicenseStatus, Plan } from '@sts/proto/gen/billing/v1/billing';
 import { testCertificateAuthority } from '@sts/testing/https-receiver';
+import { testServiceAuth } from '@sts/testing/service-auth';
 import { AppError } from '@sts/errors/app-error';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
 import { registerService, startGrpcServer, type RunningGrpcServer } from '@sts/grpc/grpc-server';
@@ -19,7 +19,7 @@ import { ServiceTokenIssuer, ServiceTokenVerifier } from '@sts/grpc/service-toke
  */
 describe('gRPC over mutual TLS', () => {
   const logger = createLogger('grpc-tls-test', 'silent');
-  const key = randomBytes(32);
+  const serviceAuth = testServiceAuth();
   let dir: string;
   let server: RunningGrpcServer;
   let ours: GrpcTls;
@@ -68,7 +68,7 @@ describe('gRPC over mutual TLS', () => {
           logger,
         ),
       ],
-      callers: new ServiceTokenVerifier(key, 'billing', ['gateway']),
+      callers: new ServiceTokenVerifier(serviceAuth.trustedKeys, 'billing', ['gateway']),
       everyMethodCallers: ['gateway'],
       tls: ours,
       logger,
@@ -86,7 +86,7 @@ describe('gRPC over mutual TLS', () => {
       BillingServiceService,
       address,
       5_000,
-      { issuer: new ServiceTokenIssuer(key, 'gateway'), target: 'billing' },
+      { issuer: new ServiceTokenIssuer(serviceAuth.signingKeyOf('gateway'), 'gateway'), target: 'billing' },
       ours,
     );
     try {
@@ -101,7 +101,10 @@ describe('gRPC over mutual TLS', () => {
   async function rawCall(channel: ReturnType<typeof credentials.createSsl>): Promise<ServiceError | null> {
     const client = new Client(address, channel);
     const metadata = new Metadata();
-    metadata.set('authorization', await new ServiceTokenIssuer(key, 'gateway').tokenFor('billing'));
+    metadata.set(
+      'authorization',
+      await new ServiceTokenIssuer(serviceAuth.signingKeyOf('gateway'), 'gateway').tokenFor('billing'),
+    );
     try {
       return await new Promise((resolve) =>
         client.makeUnaryRequest(

@@ -18,6 +18,7 @@ import { startGrpcServer, type ServiceRegistration } from '@sts/grpc/grpc-server
 import { watchDependencies, type DependencyCheck } from '@sts/grpc/dependency-health';
 import { loadGrpcTls } from '@sts/grpc/grpc-tls';
 import { ServiceTokenVerifier } from '@sts/grpc/service-token';
+import type { TrustedServiceKeys } from '@sts/config/service-keys';
 import type { ServiceName } from '@sts/vocabulary/services';
 import type { Logger } from '@sts/logger/create-logger';
 import { startEventConsumer, type EventConsumerSettings, type EventHandler } from '@sts/nats/event-consumer';
@@ -37,7 +38,8 @@ export interface ServiceHostConfig extends ObservabilityConfig {
   NATS_NAMESPACE: string;
   GRPC_HOST: string;
   GRPC_PORT: number;
-  SERVICE_AUTH_KEY: string;
+  /** The public keys of the services that call this one (SERVICE_TRUSTED_KEYS, parsed). */
+  SERVICE_TRUSTED_KEYS: TrustedServiceKeys;
   /** run (default), only (migrate and stop), check (refuse to start with pending migrations). */
   MIGRATIONS?: 'run' | 'only' | 'check';
   GRPC_TLS_CA_FILE?: string | undefined;
@@ -222,7 +224,7 @@ export async function runServiceHost(
     }
 
     const everyMethodCallers = options.callers ?? ['gateway'];
-    const callers = new ServiceTokenVerifier(Buffer.from(config.SERVICE_AUTH_KEY, 'base64'), options.name, [
+    const callers = new ServiceTokenVerifier(config.SERVICE_TRUSTED_KEYS, options.name, [
       ...new Set([
         ...everyMethodCallers,
         ...services.flatMap((service) => Object.values(service.extraCallers).flat()),

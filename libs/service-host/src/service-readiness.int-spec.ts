@@ -47,7 +47,7 @@ describe('service readiness (PostgreSQL through a proxy, NATS)', () => {
           NATS_NAMESPACE: namespace,
           GRPC_HOST: '127.0.0.1',
           GRPC_PORT: 0,
-          SERVICE_AUTH_KEY: testServiceAuth().SERVICE_AUTH_KEY,
+          SERVICE_TRUSTED_KEYS: testServiceAuth().trustedKeys,
         },
         logger,
         dependencyCheckIntervalMs: 100,

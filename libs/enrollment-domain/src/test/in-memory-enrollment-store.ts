@@ -12,9 +12,11 @@ import {
   type StoredEnrollmentKey,
 } from '../enrollment-ports';
 
-/** A device row as stored: the device plus the SHA-256 of its current token. */
+/** A device row as stored: the device plus the SHA-256 of its current token and its re-enrollment approval. */
 export interface DeviceRow extends Device {
   tokenHash: string;
+  /** Until when an administrator's approval lets the device re-enroll without its token (null: none). */
+  reEnrollmentAllowedUntil: Date | null;
 }
 
 export interface RecordedEvent<Type extends EventType = EventType> {
@@ -110,17 +112,24 @@ export class InMemoryEnrollmentStore implements EnrollmentStore {
         if ([...working.devices.values()].some((d) => d.machineId === device.machineId)) {
           throw new UniqueConflict(new Error('devices_machine_id_key'));
         }
-        working.devices.set(device.id, { ...structuredClone(device), tokenHash });
+        working.devices.set(device.id, {
+          ...structuredClone(device),
+          tokenHash,
+          reEnrollmentAllowedUntil: null,
+        });
       } else {
         const row = working.devices.get(write.deviceId);
         if (!row || row.orgId !== orgId)
           throw new UniqueConflict(new Error(`device ${write.deviceId} is gone`));
+        if (!reEnrollmentProven(row, write.presentedTokenHash, now))
+          throw new UniqueConflict(new Error(`device ${write.deviceId} no longer accepts this proof`));
         working.devices.set(row.id, {
           ...row,
           hostname: write.hostname,
           metadata: structuredClone(write.metadata),
           tokenHash: write.tokenHash,
           lastSeenAt: new Date(write.lastSeenAt),
+          reEnrollmentAllowedUntil: null,
         });
       }
       await repos.emit(event.type, event.data);
@@ -197,6 +206,14 @@ function uniqueViolation(state: EnrollmentState): string | null {
   return null;
 }
 
+/** The caller presented the device's current token, or an administrator's approval is live. */
+function reEnrollmentProven(row: DeviceRow, presentedTokenHash: string | null, now: Date): boolean {
+  return (
+    (presentedTokenHash !== null && row.tokenHash === presentedTokenHash) ||
+    (row.reEnrollmentAllowedUntil !== null && row.reEnrollmentAllowedUntil.getTime() > now.getTime())
+  );
+}
+
 function codeState(code: StoredEnrollmentCode | undefined, now: Date): CodeState {
   if (!code) return 'unknown';
   if (code.consumedAt) return 'used';
@@ -211,12 +228,17 @@ const byEnrolledThenId = (a: Device, b: Device) =>
   a.enrolledAt.getTime() - b.enrolledAt.getTime() || compare(a.id, b.id);
 
 function toDevice(row: DeviceRow): Device {
-  const { tokenHash: _tokenHash, ...device } = structuredClone(row);
+  const { tokenHash: _tokenHash, reEnrollmentAllowedUntil: _allowed, ...device } = structuredClone(row);
   return device;
 }
 
 function toListedDevice(row: DeviceRow): ListedDevice {
-  const { tokenHash: _tokenHash, metadata, ...device } = structuredClone(row);
+  const {
+    tokenHash: _tokenHash,
+    reEnrollmentAllowedUntil: _allowed,
+    metadata,
+    ...device
+  } = structuredClone(row);
   return { ...device, metadataJson: JSON.stringify(metadata) };
 }
 
@@ -261,7 +283,7 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
       return purged;
     },
 
-    findEnrollmentTarget: async (keyHash, machineId, codeHash, now) => {
+    findEnrollmentTarget: async (keyHash, machineId, codeHash, deviceTokenHash, now) => {
       const key = [...s().keys.values()].find((k) => k.keyHash === keyHash);
       if (!key) return null;
       const existing = [...s().devices.values()].find((d) => d.machineId === machineId);
@@ -270,7 +292,13 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
         : undefined;
       return {
         orgId: key.orgId,
-        existing: existing ? { id: existing.id, orgId: existing.orgId } : null,
+        existing: existing
+          ? {
+              id: existing.id,
+              orgId: existing.orgId,
+              proven: reEnrollmentProven(existing, deviceTokenHash, now),
+            }
+          : null,
         code: codeState(code, now),
       };
     },
@@ -282,6 +310,10 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
     setDeviceStatus: async (orgId, deviceId, status) => {
       const row = deviceOf(orgId, deviceId);
       if (row) row.status = status;
+    },
+    allowReEnrollment: async (orgId, deviceId, until) => {
+      const row = deviceOf(orgId, deviceId);
+      if (row) row.reEnrollmentAllowedUntil = new Date(until);
     },
     deleteDevice: async (orgId, deviceId) => {
       if (!deviceOf(orgId, deviceId)) return;

@@ -2,8 +2,9 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError, isAppError } from '@sts/errors/app-error';
 import type { ErrorCode } from '@sts/errors/error-code';
+import { clientAddressKey } from '../client-address';
 import { errorResponses } from '../contract-schemas';
-import type { FailureLimiter } from '../failure-limiter';
+import type { EnrollFailureLimiter } from '../enroll-failure-limiter';
 import type { UpstreamClients } from '../upstream-clients';
 import { callOptionsFor } from '../http-observability';
 
@@ -37,12 +38,13 @@ const printable = (max: number) =>
 
 /**
  * POST /api/device/enroll: the agent's call, authenticated by the enrollment key (no user JWT).
- * Guessing is throttled by failures per key and per address; successful roll-outs are not slowed.
+ * Guessing is throttled by failures per address, and per key for the addresses that fail with it;
+ * successful roll-outs are not slowed, and a guesser cannot lock a key for everyone.
  */
 export const deviceEnrollRoute: FastifyPluginAsyncZod<{
   clients: UpstreamClients;
   perAddressPerMinute: number;
-  failures: FailureLimiter;
+  failures: EnrollFailureLimiter;
 }> = async (app, { clients, perAddressPerMinute, failures }) => {
   app.post(
     '/api/device/enroll',
@@ -52,8 +54,19 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
         tags: ['Enrollment'],
         summary: "Enroll a device (the agent's enroll command)",
         description:
-          'Authenticated by the X-Enrollment-Key header. Re-enrolling a machine already in the organization keeps its device_id and issues a new device_token (the old one stops working).',
-        headers: z.object({ 'x-enrollment-key': z.string().optional() }),
+          'Authenticated by the X-Enrollment-Key header. Re-enrolling a machine already in the organization ' +
+          'keeps its device_id and issues a new device_token (the old one stops working); it needs proof that ' +
+          'the caller is that device: its current device token in X-Device-Token, or an administrator having ' +
+          'allowed the re-enrollment (POST /api/devices/{device_id}/re-enrollment). Otherwise 409 ' +
+          'MACHINE_ALREADY_ENROLLED, and nothing changes.',
+        headers: z.object({
+          'x-enrollment-key': z.string().optional(),
+          'x-device-token': z
+            .string()
+            .max(200)
+            .optional()
+            .describe("The agent's current device token, when it has one (proof for a re-enrollment)"),
+        }),
         body: z
           .object({
             code: z.string().min(1).max(64),
@@ -86,13 +99,13 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
     async (request, reply) => {
       const key = request.headers['x-enrollment-key'];
       // A request without a key is a failure too, counted against its address (docs/decisions.md).
-      const limits = key ? [`key:${key}`, `address:${request.ip}`] : [`address:${request.ip}`];
-      if (await failures.isBlocked(...limits)) {
+      const source = { key: key || null, address: clientAddressKey(request.ip) };
+      if (await failures.isBlocked(source)) {
         reply.header('retry-after', String(failures.retryAfterSeconds()));
         throw new AppError('RATE_LIMITED', 'Too many failed enrollments; wait before trying again');
       }
       if (!key) {
-        await failures.recordFailure(...limits);
+        await failures.recordFailure(source);
         throw new AppError('ENROLLMENT_KEY_INVALID', 'X-Enrollment-Key header is missing');
       }
       try {
@@ -103,6 +116,7 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
             machineId: request.body.machine_id,
             hostname: request.body.hostname,
             metadataJson: request.body.metadata,
+            deviceToken: request.headers['x-device-token'] ?? '',
           },
           callOptionsFor(request),
         );
@@ -113,7 +127,7 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
           re_enrolled: enrolled.reEnrolled,
         };
       } catch (error) {
-        if (isAppError(error) && GUESSING_FAILURES.has(error.code)) await failures.recordFailure(...limits);
+        if (isAppError(error) && GUESSING_FAILURES.has(error.code)) await failures.recordFailure(source);
         throw error;
       }
     },

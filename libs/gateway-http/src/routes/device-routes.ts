@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { requireCaller, requireRoles } from '../caller-context';
 import { DEVICE_STATUS_TO_PROTO, devicesToContractJson } from '../contract-mapping';
 import { devicePayload, errorResponses, idParam, pageQuery } from '../contract-schemas';
+import type { DeviceCredentials } from '../device-credentials';
 import { setNextLink } from '../link-header';
 import type { UpstreamClients } from '../upstream-clients';
 import { DeviceStatus, type Device } from '@sts/proto/gen/enrollment/v1/enrollment';
@@ -19,7 +20,15 @@ function sendDevicePage(reply: FastifyReply, devices: readonly Device[]): Fastif
   return reply.type('application/json; charset=utf-8').send(devicesToContractJson(devices));
 }
 
-export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
+/**
+ * Devices of the caller's organization. A disable, enable or delete evicts the device's cached
+ * credential on this gateway before it answers (the others evict on the device event), so the device's
+ * very next batch through it meets the new state.
+ */
+export const deviceRoutes: FastifyPluginAsyncZod<{
+  clients: UpstreamClients;
+  credentials: Pick<DeviceCredentials, 'deviceChanged'>;
+}> = async (app, { clients, credentials }) => {
   const security = [{ bearerAuth: [] }];
   const statusChanges = [
     { action: 'disable', method: 'disableDevice', summary: 'Disable a device (its telemetry is refused)' },
@@ -80,10 +89,15 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
         },
       },
       async (request, reply) => {
-        await clients.enrollment[method](
-          { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
-          callOptionsFor(request),
-        );
+        try {
+          await clients.enrollment[method](
+            { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
+            callOptionsFor(request),
+          );
+        } finally {
+          // Also when the answer failed: the change may have been made all the same (a deadline).
+          credentials.deviceChanged(request.params.device_id);
+        }
         return reply.code(204).send(null);
       },
     );
@@ -102,10 +116,14 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
       },
     },
     async (request, reply) => {
-      await clients.enrollment.deleteDevice(
-        { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
-        callOptionsFor(request),
-      );
+      try {
+        await clients.enrollment.deleteDevice(
+          { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
+          callOptionsFor(request),
+        );
+      } finally {
+        credentials.deviceChanged(request.params.device_id);
+      }
       return reply.code(204).send(null);
     },
   );

@@ -1,13 +1,17 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { isAppError } from '@sts/errors/app-error';
+import type { EmailEnrollmentCodeResponse } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { requireCaller, requireRoles } from '../caller-context';
 import {
   emailedEnrollmentCodeToContract,
   enrollmentCodeToContract,
   enrollmentKeyToContract,
 } from '../contract-mapping';
-import { enrollmentCodePayload, enrollmentKeyPayload, errorResponses } from '../contract-schemas';
+import { enrollmentCodePayload, enrollmentKeyPayload, errorResponses, idParam } from '../contract-schemas';
+import { isoTimestamp } from '../iso-timestamp';
 import type { UpstreamClients } from '../upstream-clients';
+import { required } from '../upstream-answer';
 import { callOptionsFor } from '../http-observability';
 
 /** The maximum count per POST /api/enrollment-codes; the service enforces the same limit. */
@@ -114,29 +118,85 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
         tags: ['Enrollment'],
         summary: 'E-mail one code with installation instructions',
         description:
-          'The e-mail carries the code, the enrollment key and the agent command. Needs a current enrollment key (409 otherwise).',
+          'The e-mail carries the code, the enrollment key and the agent command. Needs a current enrollment key ' +
+          '(409 otherwise). Counts against the daily quota of e-mails the organization sends to outsiders, which ' +
+          'invites share, and the daily limit per recipient: 429 RATE_LIMITED beyond either, with nothing sent.',
         security,
         body: z.object({ email: z.email().max(254) }).strict(),
         response: {
           200: z
             .object({ email: z.string(), expires_at: z.iso.datetime() })
             .meta({ id: 'EmailedEnrollmentCode' }),
-          ...errorResponses(400, 401, 403, 409),
+          ...errorResponses(400, 401, 403, 409, 429),
         },
       },
     },
     async (request) => {
       const caller = requireCaller(request);
-      const emailed = await clients.enrollment.emailEnrollmentCode(
-        {
-          orgId: caller.org.id,
-          email: request.body.email,
-          requestedByName: caller.name,
-          orgName: caller.org.name,
+      const options = callOptionsFor(request);
+      // The quota lives in identity (it counts invites in their own transaction); this e-mail takes its
+      // place there first, so a refusal leaves nothing written anywhere (docs/decisions.md).
+      const { reservationId } = await clients.identity.reserveOutboundEmail(
+        { orgId: caller.org.id, email: request.body.email },
+        options,
+      );
+      let emailed: EmailEnrollmentCodeResponse;
+      try {
+        emailed = await clients.enrollment.emailEnrollmentCode(
+          {
+            orgId: caller.org.id,
+            email: request.body.email,
+            requestedByName: caller.name,
+            orgName: caller.org.name,
+          },
+          options,
+        );
+      } catch (error) {
+        // Given back only when the e-mail was certainly not requested (a refusal). After a timeout or a
+        // lost answer it may have been, so it stays counted: the quota errs on the side of fewer e-mails.
+        if (isAppError(error) && error.httpStatus < 500) {
+          await clients.identity
+            .releaseOutboundEmail({ orgId: caller.org.id, reservationId }, options)
+            .catch((releaseError: unknown) =>
+              request.log.warn({ err: releaseError }, 'could not give an e-mail reservation back'),
+            );
+        }
+        throw error;
+      }
+      return emailedEnrollmentCodeToContract(request.body.email.toLowerCase(), emailed);
+    },
+  );
+
+  app.post(
+    '/api/devices/:device_id/re-enrollment',
+    {
+      schema: {
+        tags: ['Enrollment'],
+        summary: 'Allow a device to re-enroll without its device token (once, within 24 hours)',
+        description:
+          "For a reinstall that lost its credential: the next enrollment of this device's machine id with a " +
+          'valid code re-enrolls it (same device_id, new device_token) without X-Device-Token. Without this, ' +
+          'such an enrollment is refused with 409 MACHINE_ALREADY_ENROLLED, so that a code and a machine id ' +
+          'never take a device over. Asking again renews the 24 hours.',
+        security,
+        params: z.object({ device_id: idParam }),
+        response: {
+          200: z
+            .object({ device_id: z.string(), allowed_until: z.iso.datetime() })
+            .meta({ id: 'ReEnrollmentApproval' }),
+          ...errorResponses(401, 403, 404),
         },
+      },
+    },
+    async (request) => {
+      const { allowedUntil } = await clients.enrollment.allowReEnrollment(
+        { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
         callOptionsFor(request),
       );
-      return emailedEnrollmentCodeToContract(request.body.email.toLowerCase(), emailed);
+      return {
+        device_id: request.params.device_id,
+        allowed_until: isoTimestamp(required(allowedUntil, 'allowed_until')),
+      };
     },
   );
 };

@@ -40,10 +40,12 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
         tags: ['Invites'],
         summary: 'Invite someone by e-mail',
         description:
-          'The invitee receives an e-mail with a single-use token that expires (7 days by default).',
+          'The invitee receives an e-mail with a single-use token that expires (7 days by default). Counts ' +
+          'against the daily quota of e-mails the organization sends to outsiders, which e-mailed enrollment ' +
+          'codes share, and the daily limit per recipient: 429 RATE_LIMITED beyond either, with nothing sent.',
         security: [{ bearerAuth: [] }],
         body: z.object({ email: z.email().max(254), role: roleSchema }).strict(),
-        response: { 201: invitePayload, ...errorResponses(400, 401, 403, 409) },
+        response: { 201: invitePayload, ...errorResponses(400, 401, 403, 409, 429) },
       },
     },
     async (request, reply) => {

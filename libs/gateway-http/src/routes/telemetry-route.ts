@@ -1,9 +1,13 @@
+import { pipeline, Transform } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError, isAppError } from '@sts/errors/app-error';
 import { TELEMETRY_LIMITS, VERDICTS, type TelemetryEvent } from '@sts/events/telemetry';
 import { errorResponses } from '../contract-schemas';
-import type { DeviceCredentials } from '../device-credentials';
+import { clientAddressKey } from '../client-address';
+import type { AuthenticatedDevice, DeviceCredentials } from '../device-credentials';
+import type { FailureLimiter } from '../failure-limiter';
 import type { TelemetrySink } from '../telemetry-sink';
 import type { WindowCounter } from '../window-counter';
 import { callOptionsFor, traceContextOf } from '../http-observability';
@@ -12,6 +16,9 @@ import { callOptionsFor, traceContextOf } from '../http-observability';
 const CONTROL_CHARACTER = /\p{Cc}/u;
 /** Seconds an agent should wait before sending again when the batch could not be taken. */
 const RETRY_AFTER_SECONDS = 5;
+const MINUTE_MS = 60_000;
+/** Counter scope of accepted telemetry bytes per organization. */
+const ORG_BYTES_SCOPE = 'telemetry-org-bytes';
 
 const telemetryEvent = z
   .object({
@@ -50,23 +57,113 @@ export function hostOf(url: string): string | null {
   }
 }
 
+/** What the hooks learned of a request before its body was read. */
+interface Admitted {
+  device: AuthenticatedDevice;
+  /** Bytes of the body read so far (its length once parsed). */
+  bytes: number;
+}
+
 /**
  * POST /api/device/telemetry (DESIGN.md section 4): a device's batch of analyzed addresses, authenticated
  * by its X-Device-Token. 202 once the batch is durable in JetStream; the analytics service stores it.
+ *
+ * Everything that does not need the body is decided before it is read (`onRequest`): the token (401/403,
+ * before any body validation; a value not shaped like a token never reaches the enrollment service),
+ * failed authentications per client address, batches per device and the organization's bytes per minute
+ * (429). So a client without a valid token costs a header check, however large its body.
  */
 export const telemetryRoute: FastifyPluginAsyncZod<{
   credentials: DeviceCredentials;
   sink: TelemetrySink;
   bodyLimit: number;
-  /** Where batches per device are counted (shared by the gateway replicas). */
+  /** Where batches per device and bytes per organization are counted (shared by the gateway replicas). */
   limits: WindowCounter;
   perDevicePerMinute: number;
+  /** Accepted telemetry bytes per organization per minute. */
+  orgBytesPerMinute: number;
+  /** Failed device authentications per client address (shared by the gateway replicas). */
+  authFailures: FailureLimiter;
   now: () => number;
-}> = async (app, { credentials, sink, bodyLimit, limits, perDevicePerMinute, now }) => {
+}> = async (
+  app,
+  { credentials, sink, bodyLimit, limits, perDevicePerMinute, orgBytesPerMinute, authFailures, now },
+) => {
+  const admitted = new WeakMap<FastifyRequest, Admitted>();
+
+  /**
+   * The device of the request's token. A token this gateway knows to be valid is never held up by
+   * failures at its address (devices behind one NAT with a client that keeps failing go on reporting);
+   * any other token is refused with 429 once the address has had its failures this minute, without a
+   * call. Missing, malformed and unknown tokens count as failures of the address.
+   */
+  async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<AuthenticatedDevice> {
+    const header = request.headers['x-device-token'];
+    const token = typeof header === 'string' ? header : undefined;
+    const address = `address:${clientAddressKey(request.ip)}`;
+    if (!credentials.recognises(token) && (await authFailures.isBlocked(address))) {
+      reply.header('retry-after', String(authFailures.retryAfterSeconds()));
+      throw new AppError(
+        'RATE_LIMITED',
+        'Too many failed device authentications from this address; wait before trying again',
+      );
+    }
+    try {
+      return await credentials.authenticate(token, callOptionsFor(request));
+    } catch (error) {
+      if (isAppError(error) && error.code === 'DEVICE_TOKEN_INVALID')
+        await authFailures.recordFailure(address);
+      throw error;
+    }
+  }
+
+  function limited(reply: FastifyReply, resetInMs: number, detail: (seconds: number) => string): AppError {
+    const seconds = Math.max(1, Math.ceil(resetInMs / 1000));
+    reply.header('retry-after', String(seconds));
+    return new AppError('RATE_LIMITED', detail(seconds));
+  }
+
   app.post(
     '/api/device/telemetry',
     {
       bodyLimit,
+      onRequest: async (request, reply) => {
+        const device = await authenticate(request, reply);
+        // Per device, before the body is read: a batch refused for its size or events counts too.
+        const [sent, used] = await Promise.all([
+          limits.increment('telemetry', device.deviceId, MINUTE_MS, perDevicePerMinute + 1),
+          limits.read(ORG_BYTES_SCOPE, device.orgId, MINUTE_MS, orgBytesPerMinute),
+        ]);
+        if (sent.count > perDevicePerMinute) {
+          throw limited(
+            reply,
+            sent.resetInMs,
+            (seconds) => `At most ${perDevicePerMinute} batches per device per minute; retry in ${seconds} s`,
+          );
+        }
+        if (used.count >= orgBytesPerMinute) {
+          throw limited(
+            reply,
+            used.resetInMs,
+            (seconds) =>
+              `This organization has sent its ${orgBytesPerMinute} bytes of telemetry for this minute; retry in ${seconds} s`,
+          );
+        }
+        admitted.set(request, { device, bytes: 0 });
+      },
+      // Measures the body as it streams in: what an accepted batch costs its organization's budget.
+      preParsing: (request, _reply, payload, done) => {
+        const state = admitted.get(request);
+        if (!state) return done(null, payload);
+        const counted = new Transform({
+          transform(chunk: Buffer, _encoding, next) {
+            state.bytes += chunk.length;
+            next(null, chunk);
+          },
+        });
+        pipeline(payload, counted, () => undefined);
+        done(null, counted);
+      },
       // Counted before validation: a batch of 200,000 events is refused without checking each.
       preValidation: async (request) => {
         const events = (request.body as { events?: unknown } | undefined)?.events;
@@ -80,7 +177,7 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
       schema: {
         tags: ['Telemetry'],
         summary: "Report analyzed addresses (the agent's report command)",
-        description: `Authenticated by the X-Device-Token header. At most ${TELEMETRY_LIMITS.eventsPerBatch} events and ${bodyLimit} bytes per batch, and ${perDevicePerMinute} batches per device per minute (then 429 with Retry-After); observed_at at most 30 days in the past and 5 minutes in the future. A repeated batch_id of the same device is accepted and counted once. Only the host of each url is stored.`,
+        description: `Authenticated by the X-Device-Token header, checked before the body is read (401 for a missing or invalid token, 403 for a disabled device, before any body validation). At most ${TELEMETRY_LIMITS.eventsPerBatch} events and ${bodyLimit} bytes per batch (413: split the batch), ${perDevicePerMinute} batches per device per minute and ${orgBytesPerMinute} bytes of accepted batches per organization per minute (then 429 with Retry-After); after repeated failed authentications from one address, tokens the gateway does not know get 429 until the minute ends. observed_at at most 30 days in the past and 5 minutes in the future. A repeated batch_id of the same device is accepted and counted once. Only the host of each url is stored.`,
         headers: z.object({ 'x-device-token': z.string().optional() }),
         body: telemetryBody,
         response: {
@@ -96,20 +193,9 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
       },
     },
     async (request, reply) => {
-      const device = await credentials.authenticate(
-        request.headers['x-device-token'],
-        callOptionsFor(request),
-      );
-      // Per device, before the events are checked: a batch refused for its events counts too.
-      const sent = await limits.increment('telemetry', device.deviceId, 60_000, perDevicePerMinute + 1);
-      if (sent.count > perDevicePerMinute) {
-        const seconds = Math.max(1, Math.ceil(sent.resetInMs / 1000));
-        reply.header('retry-after', String(seconds));
-        throw new AppError(
-          'RATE_LIMITED',
-          `At most ${perDevicePerMinute} batches per device per minute; retry in ${seconds} s`,
-        );
-      }
+      const state = admitted.get(request);
+      if (!state) throw new AppError('INTERNAL', 'telemetry request without an authenticated device');
+      const { device } = state;
       const receivedAt = now();
       const earliest = receivedAt - TELEMETRY_LIMITS.pastMs;
       const latest = receivedAt + TELEMETRY_LIMITS.futureMs;
@@ -137,8 +223,9 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
           fields: fields.slice(0, 20),
         });
       }
+      let duplicate: boolean;
       try {
-        const { duplicate } = await sink(
+        ({ duplicate } = await sink(
           {
             org_id: device.orgId,
             device_id: device.deviceId,
@@ -147,14 +234,22 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
             events,
           },
           traceContextOf(request),
-        );
-        return reply.code(202).send({ batch_id: request.body.batch_id, accepted: events.length, duplicate });
+        ));
       } catch (error) {
         if (isAppError(error) && error.code === 'SERVICE_UNAVAILABLE') {
           reply.header('retry-after', String(RETRY_AFTER_SECONDS));
         }
         throw error;
       }
+      // Accepted: its bytes count against the organization's budget (a repeat too, it was sent again).
+      await limits.increment(
+        ORG_BYTES_SCOPE,
+        device.orgId,
+        MINUTE_MS,
+        orgBytesPerMinute,
+        Math.max(1, state.bytes),
+      );
+      return reply.code(202).send({ batch_id: request.body.batch_id, accepted: events.length, duplicate });
     },
   );
 };

@@ -133,6 +133,14 @@ export class FakeUpstream {
       this.record('acceptInvite', request, options);
       return { invite: protoInvite(), org: { id: ORG_ID, name: 'Acme' } };
     },
+    reserveOutboundEmail: async (request, options) => {
+      this.record('reserveOutboundEmail', request, options);
+      return { reservationId: 'r-1' };
+    },
+    releaseOutboundEmail: async (request, options) => {
+      this.record('releaseOutboundEmail', request, options);
+      return {};
+    },
     close: () => undefined,
   };
 
@@ -186,6 +194,7 @@ export class FakeUpstream {
     createEnrollmentCodes: (request, options) => this.unscripted('createEnrollmentCodes', request, options),
     emailEnrollmentCode: (request, options) => this.unscripted('emailEnrollmentCode', request, options),
     enrollDevice: (request, options) => this.unscripted('enrollDevice', request, options),
+    allowReEnrollment: (request, options) => this.unscripted('allowReEnrollment', request, options),
     listDevices: (request, options) => this.unscripted('listDevices', request, options),
     disableDevice: (request, options) => this.unscripted('disableDevice', request, options),
     enableDevice: (request, options) => this.unscripted('enableDevice', request, options),

@@ -21,6 +21,8 @@ export async function startTestGateway(
   options: {
     /** The rate-limit counts (a shared NATS KV counter in integration tests); this gateway's own by default. */
     limits?: (context: { now: () => number; logger: Logger }) => WindowCounter;
+    /** NATS's max_payload, as a connected gateway knows it (none by default). */
+    natsMaxPayloadBytes?: number;
   } = {},
 ) {
   // The enrollment failure windows are whole clock minutes: a test started at hh:mm:59 would see its
@@ -44,8 +46,11 @@ export async function startTestGateway(
       RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 30,
       ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 600,
       ENROLL_FAILURES_PER_MINUTE: 20,
+      ENROLL_KEY_FAILURES_PER_MINUTE: 200,
       TELEMETRY_BODY_LIMIT_BYTES: 2 * 1024 * 1024,
       TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE: 600,
+      TELEMETRY_ORG_BYTES_PER_MINUTE: 64 * 1024 * 1024,
+      DEVICE_AUTH_FAILURES_PER_MINUTE: 20,
       ...config,
     },
     // Most tests change what upstream answers between requests; caching has its own tests.
@@ -67,6 +72,9 @@ export async function startTestGateway(
       return { duplicate };
     },
     verifier: tokens.verifier,
+    ...(options.natsMaxPayloadBytes === undefined
+      ? {}
+      : { natsMaxPayloadBytes: options.natsMaxPayloadBytes }),
     limits: options.limits ? options.limits({ now, logger }) : new LocalWindowCounter(now),
     now,
   });

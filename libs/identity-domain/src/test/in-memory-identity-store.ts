@@ -1,7 +1,7 @@
 import { parseEventData, type EventData, type EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import type { Role } from '@sts/vocabulary/roles';
-import type { Invite, Member, Organization, User } from '../identity-model';
+import type { Invite, Member, Organization, OutboundEmail, User } from '../identity-model';
 import {
   UniqueConflict,
   type IdentityRepositories,
@@ -22,21 +22,21 @@ export interface IdentityState {
   orgs: Map<string, Organization>;
   members: Map<string, MemberRow>;
   invites: Map<string, Invite>;
-  /** Invites per organization and UTC day (`org|day`). */
-  inviteQuota: Map<string, number>;
+  /** E-mails to outsiders, by id (the quotas' rows). */
+  outboundEmails: Map<string, OutboundEmail>;
   /** The outbox: events of committed transactions, in order. */
   events: RecordedEvent[];
 }
 
-type Table = 'users' | 'orgs' | 'members' | 'invites' | 'inviteQuota';
-const TABLES: Table[] = ['users', 'orgs', 'members', 'invites', 'inviteQuota'];
+type Table = 'users' | 'orgs' | 'members' | 'invites' | 'outboundEmails';
+const TABLES: Table[] = ['users', 'orgs', 'members', 'invites', 'outboundEmails'];
 
 const emptyState = (): IdentityState => ({
   users: new Map(),
   orgs: new Map(),
   members: new Map(),
   invites: new Map(),
-  inviteQuota: new Map(),
+  outboundEmails: new Map(),
   events: [],
 });
 
@@ -303,10 +303,30 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
       s().invites.set(invite.id, { ...copy(invite), status: 'pending', acceptedAt: null });
       return true;
     },
-    countInviteOfDay: async (orgId, day) => {
-      const count = (s().inviteQuota.get(`${orgId}|${day}`) ?? 0) + 1;
-      s().inviteQuota.set(`${orgId}|${day}`, count);
-      return count;
+    lockOutboundEmailsOfDay: async (orgId, day, recipientHash) => {
+      // Transactions run one at a time here: the lock of the organization's row is implied.
+      if (!s().orgs.has(orgId)) throw new Error(`foreign key: organization ${orgId}`);
+      let ofOrg = 0;
+      let toRecipient = 0;
+      for (const [id, email] of s().outboundEmails) {
+        if (email.orgId !== orgId) continue;
+        if (email.day < day) {
+          s().outboundEmails.delete(id);
+        } else if (email.day === day) {
+          ofOrg += 1;
+          if (email.recipientHash === recipientHash) toRecipient += 1;
+        }
+      }
+      return { ofOrg, toRecipient };
+    },
+    insertOutboundEmail: async (email) => {
+      if (s().outboundEmails.has(email.id)) throw new UniqueConflict(new Error('outbound_emails_pkey'));
+      s().outboundEmails.set(email.id, copy(email));
+    },
+    deleteOutboundEmail: async (orgId, id, kind) => {
+      const email = s().outboundEmails.get(id);
+      if (!email || email.orgId !== orgId || email.kind !== kind) return false;
+      return s().outboundEmails.delete(id);
     },
     retireSupersededInvites: async (orgId, email, now) => {
       for (const invite of s().invites.values()) {

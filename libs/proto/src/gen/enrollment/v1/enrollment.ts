@@ -148,6 +148,11 @@ export interface EnrollDeviceRequest {
   machineId: string;
   hostname: string;
   metadataJson: string;
+  /**
+   * The device token the agent holds from its current enrollment, if any (empty: none). Proves that the
+   * caller is the enrolled device when its machine id is already in the organization.
+   */
+  deviceToken: string;
 }
 
 export interface EnrollDeviceResponse {
@@ -157,6 +162,16 @@ export interface EnrollDeviceResponse {
   deviceToken: string;
   /** True when the machine was already enrolled in this organization (same device id, new token). */
   reEnrolled: boolean;
+}
+
+export interface AllowReEnrollmentRequest {
+  orgId: string;
+  deviceId: string;
+}
+
+export interface AllowReEnrollmentResponse {
+  /** Until when the approval may be used (it is used up by the re-enrollment). */
+  allowedUntil: Date | undefined;
 }
 
 export interface ListDevicesRequest {
@@ -1342,7 +1357,7 @@ export const EmailEnrollmentCodeResponse: MessageFns<EmailEnrollmentCodeResponse
 };
 
 function createBaseEnrollDeviceRequest(): EnrollDeviceRequest {
-  return { enrollmentKey: "", code: "", machineId: "", hostname: "", metadataJson: "" };
+  return { enrollmentKey: "", code: "", machineId: "", hostname: "", metadataJson: "", deviceToken: "" };
 }
 
 export const EnrollDeviceRequest: MessageFns<EnrollDeviceRequest> = {
@@ -1361,6 +1376,9 @@ export const EnrollDeviceRequest: MessageFns<EnrollDeviceRequest> = {
     }
     if (message.metadataJson !== "") {
       writer.uint32(42).string(message.metadataJson);
+    }
+    if (message.deviceToken !== "") {
+      writer.uint32(50).string(message.deviceToken);
     }
     return writer;
   },
@@ -1418,6 +1436,14 @@ export const EnrollDeviceRequest: MessageFns<EnrollDeviceRequest> = {
             message.metadataJson = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.deviceToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1449,6 +1475,11 @@ export const EnrollDeviceRequest: MessageFns<EnrollDeviceRequest> = {
         : isSet(object.metadata_json)
         ? globalThis.String(object.metadata_json)
         : "",
+      deviceToken: isSet(object.deviceToken)
+        ? globalThis.String(object.deviceToken)
+        : isSet(object.device_token)
+        ? globalThis.String(object.device_token)
+        : "",
     };
   },
 
@@ -1469,6 +1500,9 @@ export const EnrollDeviceRequest: MessageFns<EnrollDeviceRequest> = {
     if (message.metadataJson !== "") {
       obj.metadataJson = message.metadataJson;
     }
+    if (message.deviceToken !== "") {
+      obj.deviceToken = message.deviceToken;
+    }
     return obj;
   },
 
@@ -1482,6 +1516,7 @@ export const EnrollDeviceRequest: MessageFns<EnrollDeviceRequest> = {
     message.machineId = object.machineId ?? "";
     message.hostname = object.hostname ?? "";
     message.metadataJson = object.metadataJson ?? "";
+    message.deviceToken = object.deviceToken ?? "";
     return message;
   },
 };
@@ -1615,6 +1650,172 @@ export const EnrollDeviceResponse: MessageFns<EnrollDeviceResponse> = {
     message.orgId = object.orgId ?? "";
     message.deviceToken = object.deviceToken ?? "";
     message.reEnrolled = object.reEnrolled ?? false;
+    return message;
+  },
+};
+
+function createBaseAllowReEnrollmentRequest(): AllowReEnrollmentRequest {
+  return { orgId: "", deviceId: "" };
+}
+
+export const AllowReEnrollmentRequest: MessageFns<AllowReEnrollmentRequest> = {
+  encode(message: AllowReEnrollmentRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.deviceId !== "") {
+      writer.uint32(18).string(message.deviceId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AllowReEnrollmentRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAllowReEnrollmentRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.deviceId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AllowReEnrollmentRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      deviceId: isSet(object.deviceId)
+        ? globalThis.String(object.deviceId)
+        : isSet(object.device_id)
+        ? globalThis.String(object.device_id)
+        : "",
+    };
+  },
+
+  toJSON(message: AllowReEnrollmentRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.deviceId !== "") {
+      obj.deviceId = message.deviceId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AllowReEnrollmentRequest>, I>>(base?: I): AllowReEnrollmentRequest {
+    return AllowReEnrollmentRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AllowReEnrollmentRequest>, I>>(object: I): AllowReEnrollmentRequest {
+    const message = createBaseAllowReEnrollmentRequest();
+    message.orgId = object.orgId ?? "";
+    message.deviceId = object.deviceId ?? "";
+    return message;
+  },
+};
+
+function createBaseAllowReEnrollmentResponse(): AllowReEnrollmentResponse {
+  return { allowedUntil: undefined };
+}
+
+export const AllowReEnrollmentResponse: MessageFns<AllowReEnrollmentResponse> = {
+  encode(message: AllowReEnrollmentResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.allowedUntil !== undefined) {
+      Timestamp.encode(toTimestamp(message.allowedUntil), writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AllowReEnrollmentResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAllowReEnrollmentResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.allowedUntil = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AllowReEnrollmentResponse {
+    return {
+      allowedUntil: isSet(object.allowedUntil)
+        ? fromJsonTimestamp(object.allowedUntil)
+        : isSet(object.allowed_until)
+        ? fromJsonTimestamp(object.allowed_until)
+        : undefined,
+    };
+  },
+
+  toJSON(message: AllowReEnrollmentResponse): unknown {
+    const obj: any = {};
+    if (message.allowedUntil !== undefined) {
+      obj.allowedUntil = message.allowedUntil.toISOString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AllowReEnrollmentResponse>, I>>(base?: I): AllowReEnrollmentResponse {
+    return AllowReEnrollmentResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AllowReEnrollmentResponse>, I>>(object: I): AllowReEnrollmentResponse {
+    const message = createBaseAllowReEnrollmentResponse();
+    message.allowedUntil = object.allowedUntil ?? undefined;
     return message;
   },
 };
@@ -2526,7 +2727,11 @@ export const EnrollmentServiceService = {
       Buffer.from(EmailEnrollmentCodeResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): EmailEnrollmentCodeResponse => EmailEnrollmentCodeResponse.decode(value),
   },
-  /** Called on behalf of an agent holding the enrollment key and a code. */
+  /**
+   * Called on behalf of an agent holding the enrollment key and a code. A machine already enrolled in
+   * the organization is re-enrolled only with proof (its current device token, or an administrator's
+   * approval: AllowReEnrollment); otherwise FAILED_PRECONDITION (MACHINE_ALREADY_ENROLLED), nothing changed.
+   */
   enrollDevice: {
     path: "/enrollment.v1.EnrollmentService/EnrollDevice" as const,
     requestStream: false as const,
@@ -2536,6 +2741,21 @@ export const EnrollmentServiceService = {
     responseSerialize: (value: EnrollDeviceResponse): Buffer =>
       Buffer.from(EnrollDeviceResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): EnrollDeviceResponse => EnrollDeviceResponse.decode(value),
+  },
+  /**
+   * An administrator lets the next enrollment of this device's machine id (with a valid code) re-enroll
+   * it without its device token: how a reinstall that lost its credential comes back. One use, 24 hours.
+   */
+  allowReEnrollment: {
+    path: "/enrollment.v1.EnrollmentService/AllowReEnrollment" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AllowReEnrollmentRequest): Buffer =>
+      Buffer.from(AllowReEnrollmentRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AllowReEnrollmentRequest => AllowReEnrollmentRequest.decode(value),
+    responseSerialize: (value: AllowReEnrollmentResponse): Buffer =>
+      Buffer.from(AllowReEnrollmentResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AllowReEnrollmentResponse => AllowReEnrollmentResponse.decode(value),
   },
   listDevices: {
     path: "/enrollment.v1.EnrollmentService/ListDevices" as const,
@@ -2599,8 +2819,17 @@ export interface EnrollmentServiceServer extends UntypedServiceImplementation {
   createEnrollmentCodes: handleUnaryCall<CreateEnrollmentCodesRequest, CreateEnrollmentCodesResponse>;
   /** Generates one code and has it e-mailed with installation instructions. */
   emailEnrollmentCode: handleUnaryCall<EmailEnrollmentCodeRequest, EmailEnrollmentCodeResponse>;
-  /** Called on behalf of an agent holding the enrollment key and a code. */
+  /**
+   * Called on behalf of an agent holding the enrollment key and a code. A machine already enrolled in
+   * the organization is re-enrolled only with proof (its current device token, or an administrator's
+   * approval: AllowReEnrollment); otherwise FAILED_PRECONDITION (MACHINE_ALREADY_ENROLLED), nothing changed.
+   */
   enrollDevice: handleUnaryCall<EnrollDeviceRequest, EnrollDeviceResponse>;
+  /**
+   * An administrator lets the next enrollment of this device's machine id (with a valid code) re-enroll
+   * it without its device token: how a reinstall that lost its credential comes back. One use, 24 hours.
+   */
+  allowReEnrollment: handleUnaryCall<AllowReEnrollmentRequest, AllowReEnrollmentResponse>;
   listDevices: handleUnaryCall<ListDevicesRequest, ListDevicesResponse>;
   disableDevice: handleUnaryCall<DisableDeviceRequest, DisableDeviceResponse>;
   enableDevice: handleUnaryCall<EnableDeviceRequest, EnableDeviceResponse>;
@@ -2688,7 +2917,11 @@ export interface EnrollmentServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: EmailEnrollmentCodeResponse) => void,
   ): ClientUnaryCall;
-  /** Called on behalf of an agent holding the enrollment key and a code. */
+  /**
+   * Called on behalf of an agent holding the enrollment key and a code. A machine already enrolled in
+   * the organization is re-enrolled only with proof (its current device token, or an administrator's
+   * approval: AllowReEnrollment); otherwise FAILED_PRECONDITION (MACHINE_ALREADY_ENROLLED), nothing changed.
+   */
   enrollDevice(
     request: EnrollDeviceRequest,
     callback: (error: ServiceError | null, response: EnrollDeviceResponse) => void,
@@ -2703,6 +2936,25 @@ export interface EnrollmentServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: EnrollDeviceResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * An administrator lets the next enrollment of this device's machine id (with a valid code) re-enroll
+   * it without its device token: how a reinstall that lost its credential comes back. One use, 24 hours.
+   */
+  allowReEnrollment(
+    request: AllowReEnrollmentRequest,
+    callback: (error: ServiceError | null, response: AllowReEnrollmentResponse) => void,
+  ): ClientUnaryCall;
+  allowReEnrollment(
+    request: AllowReEnrollmentRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AllowReEnrollmentResponse) => void,
+  ): ClientUnaryCall;
+  allowReEnrollment(
+    request: AllowReEnrollmentRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AllowReEnrollmentResponse) => void,
   ): ClientUnaryCall;
   listDevices(
     request: ListDevicesRequest,

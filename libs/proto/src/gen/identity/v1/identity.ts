@@ -219,6 +219,24 @@ export interface AcceptInviteResponse {
   org: Organization | undefined;
 }
 
+export interface ReserveOutboundEmailRequest {
+  orgId: string;
+  /** The recipient's address. */
+  email: string;
+}
+
+export interface ReserveOutboundEmailResponse {
+  reservationId: string;
+}
+
+export interface ReleaseOutboundEmailRequest {
+  orgId: string;
+  reservationId: string;
+}
+
+export interface ReleaseOutboundEmailResponse {
+}
+
 function createBaseUserPrincipal(): UserPrincipal {
   return { issuer: "", subject: "", email: "", emailVerified: false, name: "" };
 }
@@ -2491,6 +2509,313 @@ export const AcceptInviteResponse: MessageFns<AcceptInviteResponse> = {
   },
 };
 
+function createBaseReserveOutboundEmailRequest(): ReserveOutboundEmailRequest {
+  return { orgId: "", email: "" };
+}
+
+export const ReserveOutboundEmailRequest: MessageFns<ReserveOutboundEmailRequest> = {
+  encode(message: ReserveOutboundEmailRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.email !== "") {
+      writer.uint32(18).string(message.email);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReserveOutboundEmailRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReserveOutboundEmailRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReserveOutboundEmailRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      email: isSet(object.email) ? globalThis.String(object.email) : "",
+    };
+  },
+
+  toJSON(message: ReserveOutboundEmailRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.email !== "") {
+      obj.email = message.email;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReserveOutboundEmailRequest>, I>>(base?: I): ReserveOutboundEmailRequest {
+    return ReserveOutboundEmailRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReserveOutboundEmailRequest>, I>>(object: I): ReserveOutboundEmailRequest {
+    const message = createBaseReserveOutboundEmailRequest();
+    message.orgId = object.orgId ?? "";
+    message.email = object.email ?? "";
+    return message;
+  },
+};
+
+function createBaseReserveOutboundEmailResponse(): ReserveOutboundEmailResponse {
+  return { reservationId: "" };
+}
+
+export const ReserveOutboundEmailResponse: MessageFns<ReserveOutboundEmailResponse> = {
+  encode(message: ReserveOutboundEmailResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.reservationId !== "") {
+      writer.uint32(10).string(message.reservationId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReserveOutboundEmailResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReserveOutboundEmailResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.reservationId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReserveOutboundEmailResponse {
+    return {
+      reservationId: isSet(object.reservationId)
+        ? globalThis.String(object.reservationId)
+        : isSet(object.reservation_id)
+        ? globalThis.String(object.reservation_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ReserveOutboundEmailResponse): unknown {
+    const obj: any = {};
+    if (message.reservationId !== "") {
+      obj.reservationId = message.reservationId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReserveOutboundEmailResponse>, I>>(base?: I): ReserveOutboundEmailResponse {
+    return ReserveOutboundEmailResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReserveOutboundEmailResponse>, I>>(object: I): ReserveOutboundEmailResponse {
+    const message = createBaseReserveOutboundEmailResponse();
+    message.reservationId = object.reservationId ?? "";
+    return message;
+  },
+};
+
+function createBaseReleaseOutboundEmailRequest(): ReleaseOutboundEmailRequest {
+  return { orgId: "", reservationId: "" };
+}
+
+export const ReleaseOutboundEmailRequest: MessageFns<ReleaseOutboundEmailRequest> = {
+  encode(message: ReleaseOutboundEmailRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.reservationId !== "") {
+      writer.uint32(18).string(message.reservationId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseOutboundEmailRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseOutboundEmailRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.reservationId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReleaseOutboundEmailRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      reservationId: isSet(object.reservationId)
+        ? globalThis.String(object.reservationId)
+        : isSet(object.reservation_id)
+        ? globalThis.String(object.reservation_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ReleaseOutboundEmailRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.reservationId !== "") {
+      obj.reservationId = message.reservationId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseOutboundEmailRequest>, I>>(base?: I): ReleaseOutboundEmailRequest {
+    return ReleaseOutboundEmailRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseOutboundEmailRequest>, I>>(object: I): ReleaseOutboundEmailRequest {
+    const message = createBaseReleaseOutboundEmailRequest();
+    message.orgId = object.orgId ?? "";
+    message.reservationId = object.reservationId ?? "";
+    return message;
+  },
+};
+
+function createBaseReleaseOutboundEmailResponse(): ReleaseOutboundEmailResponse {
+  return {};
+}
+
+export const ReleaseOutboundEmailResponse: MessageFns<ReleaseOutboundEmailResponse> = {
+  encode(_: ReleaseOutboundEmailResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseOutboundEmailResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseOutboundEmailResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): ReleaseOutboundEmailResponse {
+    return {};
+  },
+
+  toJSON(_: ReleaseOutboundEmailResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseOutboundEmailResponse>, I>>(base?: I): ReleaseOutboundEmailResponse {
+    return ReleaseOutboundEmailResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseOutboundEmailResponse>, I>>(_: I): ReleaseOutboundEmailResponse {
+    const message = createBaseReleaseOutboundEmailResponse();
+    return message;
+  },
+};
+
 /**
  * Users, organizations, members and invites. Callers are the gateway (on behalf of an authenticated
  * principal) and other services. Every organization-scoped call names its org_id; ids from another
@@ -2580,6 +2905,37 @@ export const IdentityServiceService = {
       Buffer.from(AcceptInviteResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AcceptInviteResponse => AcceptInviteResponse.decode(value),
   },
+  /**
+   * Takes one e-mail to someone outside the organization (an enrollment code) from the organization's
+   * daily quota, which invites share, and from the recipient's daily limit. RESOURCE_EXHAUSTED
+   * (RATE_LIMITED) when either is used up; nothing is taken then.
+   */
+  reserveOutboundEmail: {
+    path: "/identity.v1.IdentityService/ReserveOutboundEmail" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReserveOutboundEmailRequest): Buffer =>
+      Buffer.from(ReserveOutboundEmailRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReserveOutboundEmailRequest => ReserveOutboundEmailRequest.decode(value),
+    responseSerialize: (value: ReserveOutboundEmailResponse): Buffer =>
+      Buffer.from(ReserveOutboundEmailResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReserveOutboundEmailResponse => ReserveOutboundEmailResponse.decode(value),
+  },
+  /**
+   * Gives a reservation back when the e-mail was definitely not sent (its request was refused).
+   * Idempotent; an unknown reservation is not an error.
+   */
+  releaseOutboundEmail: {
+    path: "/identity.v1.IdentityService/ReleaseOutboundEmail" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReleaseOutboundEmailRequest): Buffer =>
+      Buffer.from(ReleaseOutboundEmailRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReleaseOutboundEmailRequest => ReleaseOutboundEmailRequest.decode(value),
+    responseSerialize: (value: ReleaseOutboundEmailResponse): Buffer =>
+      Buffer.from(ReleaseOutboundEmailResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReleaseOutboundEmailResponse => ReleaseOutboundEmailResponse.decode(value),
+  },
 } as const;
 
 export interface IdentityServiceServer extends UntypedServiceImplementation {
@@ -2595,6 +2951,17 @@ export interface IdentityServiceServer extends UntypedServiceImplementation {
   createInvite: handleUnaryCall<CreateInviteRequest, CreateInviteResponse>;
   revokeInvite: handleUnaryCall<RevokeInviteRequest, RevokeInviteResponse>;
   acceptInvite: handleUnaryCall<AcceptInviteRequest, AcceptInviteResponse>;
+  /**
+   * Takes one e-mail to someone outside the organization (an enrollment code) from the organization's
+   * daily quota, which invites share, and from the recipient's daily limit. RESOURCE_EXHAUSTED
+   * (RATE_LIMITED) when either is used up; nothing is taken then.
+   */
+  reserveOutboundEmail: handleUnaryCall<ReserveOutboundEmailRequest, ReserveOutboundEmailResponse>;
+  /**
+   * Gives a reservation back when the e-mail was definitely not sent (its request was refused).
+   * Idempotent; an unknown reservation is not an error.
+   */
+  releaseOutboundEmail: handleUnaryCall<ReleaseOutboundEmailRequest, ReleaseOutboundEmailResponse>;
 }
 
 export interface IdentityServiceClient extends Client {
@@ -2721,6 +3088,45 @@ export interface IdentityServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AcceptInviteResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Takes one e-mail to someone outside the organization (an enrollment code) from the organization's
+   * daily quota, which invites share, and from the recipient's daily limit. RESOURCE_EXHAUSTED
+   * (RATE_LIMITED) when either is used up; nothing is taken then.
+   */
+  reserveOutboundEmail(
+    request: ReserveOutboundEmailRequest,
+    callback: (error: ServiceError | null, response: ReserveOutboundEmailResponse) => void,
+  ): ClientUnaryCall;
+  reserveOutboundEmail(
+    request: ReserveOutboundEmailRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReserveOutboundEmailResponse) => void,
+  ): ClientUnaryCall;
+  reserveOutboundEmail(
+    request: ReserveOutboundEmailRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReserveOutboundEmailResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Gives a reservation back when the e-mail was definitely not sent (its request was refused).
+   * Idempotent; an unknown reservation is not an error.
+   */
+  releaseOutboundEmail(
+    request: ReleaseOutboundEmailRequest,
+    callback: (error: ServiceError | null, response: ReleaseOutboundEmailResponse) => void,
+  ): ClientUnaryCall;
+  releaseOutboundEmail(
+    request: ReleaseOutboundEmailRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReleaseOutboundEmailResponse) => void,
+  ): ClientUnaryCall;
+  releaseOutboundEmail(
+    request: ReleaseOutboundEmailRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReleaseOutboundEmailResponse) => void,
   ): ClientUnaryCall;
 }
 
