@@ -35,7 +35,7 @@ import { acceptInviteRoute, inviteRoutes } from './routes/invite-routes';
 import { memberRoutes } from './routes/member-routes';
 import { notificationRoutes } from './routes/notification-routes';
 import { sessionRoutes } from './routes/session-routes';
-import { telemetryRoute } from './routes/telemetry-route';
+import { AUTH_LOOKUPS_PER_FAILURE, telemetryRoute } from './routes/telemetry-route';
 import { telemetryBodyLimit, type TelemetrySink } from './telemetry-sink';
 import type { UpstreamClients } from './upstream-clients';
 
@@ -213,6 +213,7 @@ export async function buildGateway({
       now,
       'device-auth-failures',
     ),
+    authLookupsPerMinute: config.DEVICE_AUTH_FAILURES_PER_MINUTE * AUTH_LOOKUPS_PER_FAILURE,
     now,
   });
 

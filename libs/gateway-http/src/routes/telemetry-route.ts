@@ -1,9 +1,9 @@
-import { pipeline, Transform } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError, isAppError } from '@sts/errors/app-error';
 import { TELEMETRY_LIMITS, VERDICTS, type TelemetryEvent } from '@sts/events/telemetry';
+import { looksLikeDeviceToken } from '@sts/vocabulary/device-token';
 import { errorResponses } from '../contract-schemas';
 import { clientAddressKey } from '../client-address';
 import type { AuthenticatedDevice, DeviceCredentials } from '../device-credentials';
@@ -17,8 +17,16 @@ const CONTROL_CHARACTER = /\p{Cc}/u;
 /** Seconds an agent should wait before sending again when the batch could not be taken. */
 const RETRY_AFTER_SECONDS = 5;
 const MINUTE_MS = 60_000;
-/** Counter scope of accepted telemetry bytes per organization. */
+/** Counter scope of telemetry bytes per organization (charged before the body is read). */
 const ORG_BYTES_SCOPE = 'telemetry-org-bytes';
+/** Counter scope of lookups of tokens this gateway does not know, per client address. */
+const AUTH_LOOKUPS_SCOPE = 'device-auth-lookups';
+/**
+ * Lookups of unknown tokens an address may cause per minute, as a multiple of its allowed failures. Failures
+ * are counted once a lookup has answered, so requests in flight together could each pass the failure check;
+ * this bounds them (with room for many new devices behind one address after a gateway restart).
+ */
+export const AUTH_LOOKUPS_PER_FAILURE = 10;
 
 const telemetryEvent = z
   .object({
@@ -57,13 +65,6 @@ export function hostOf(url: string): string | null {
   }
 }
 
-/** What the hooks learned of a request before its body was read. */
-interface Admitted {
-  device: AuthenticatedDevice;
-  /** Bytes of the body read so far (its length once parsed). */
-  bytes: number;
-}
-
 /**
  * POST /api/device/telemetry (DESIGN.md section 4): a device's batch of analyzed addresses, authenticated
  * by its X-Device-Token. 202 once the batch is durable in JetStream; the analytics service stores it.
@@ -84,12 +85,25 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
   orgBytesPerMinute: number;
   /** Failed device authentications per client address (shared by the gateway replicas). */
   authFailures: FailureLimiter;
+  /** Lookups of tokens this gateway does not know, per client address per minute. */
+  authLookupsPerMinute: number;
   now: () => number;
 }> = async (
   app,
-  { credentials, sink, bodyLimit, limits, perDevicePerMinute, orgBytesPerMinute, authFailures, now },
+  {
+    credentials,
+    sink,
+    bodyLimit,
+    limits,
+    perDevicePerMinute,
+    orgBytesPerMinute,
+    authFailures,
+    authLookupsPerMinute,
+    now,
+  },
 ) => {
-  const admitted = new WeakMap<FastifyRequest, Admitted>();
+  // The device each request's token named, found before its body was read.
+  const admitted = new WeakMap<FastifyRequest, AuthenticatedDevice>();
 
   /**
    * The device of the request's token. A token this gateway knows to be valid is never held up by
@@ -101,12 +115,25 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
     const header = request.headers['x-device-token'];
     const token = typeof header === 'string' ? header : undefined;
     const address = `address:${clientAddressKey(request.ip)}`;
-    if (!credentials.recognises(token) && (await authFailures.isBlocked(address))) {
-      reply.header('retry-after', String(authFailures.retryAfterSeconds()));
-      throw new AppError(
-        'RATE_LIMITED',
-        'Too many failed device authentications from this address; wait before trying again',
-      );
+    if (!credentials.recognises(token)) {
+      const refuse = () => {
+        reply.header('retry-after', String(authFailures.retryAfterSeconds()));
+        return new AppError(
+          'RATE_LIMITED',
+          'Too many failed device authentications from this address; wait before trying again',
+        );
+      };
+      if (await authFailures.isBlocked(address)) throw refuse();
+      // Counted before the lookup, so that concurrent requests cannot all pass the check above.
+      if (token !== undefined && looksLikeDeviceToken(token)) {
+        const lookups = await limits.increment(
+          AUTH_LOOKUPS_SCOPE,
+          address,
+          MINUTE_MS,
+          authLookupsPerMinute + 1,
+        );
+        if (lookups.count > authLookupsPerMinute) throw refuse();
+      }
     }
     try {
       return await credentials.authenticate(token, callOptionsFor(request));
@@ -129,10 +156,15 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
       bodyLimit,
       onRequest: async (request, reply) => {
         const device = await authenticate(request, reply);
-        // Per device, before the body is read: a batch refused for its size or events counts too.
+        // Before the body is read, per device (a batch refused for its size or events counts too) and per
+        // organization: the bytes the request declares (its whole limit when it declares none) are charged
+        // now, so requests in flight together cannot all pass the budget; a refused batch's bytes count too.
+        const declared = Number(request.headers['content-length']);
+        const bytes =
+          Number.isSafeInteger(declared) && declared > 0 ? Math.min(declared, bodyLimit) : bodyLimit;
         const [sent, used] = await Promise.all([
           limits.increment('telemetry', device.deviceId, MINUTE_MS, perDevicePerMinute + 1),
-          limits.read(ORG_BYTES_SCOPE, device.orgId, MINUTE_MS, orgBytesPerMinute),
+          limits.increment(ORG_BYTES_SCOPE, device.orgId, MINUTE_MS, orgBytesPerMinute + 1, bytes),
         ]);
         if (sent.count > perDevicePerMinute) {
           throw limited(
@@ -141,7 +173,7 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
             (seconds) => `At most ${perDevicePerMinute} batches per device per minute; retry in ${seconds} s`,
           );
         }
-        if (used.count >= orgBytesPerMinute) {
+        if (used.count > orgBytesPerMinute) {
           throw limited(
             reply,
             used.resetInMs,
@@ -149,20 +181,7 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
               `This organization has sent its ${orgBytesPerMinute} bytes of telemetry for this minute; retry in ${seconds} s`,
           );
         }
-        admitted.set(request, { device, bytes: 0 });
-      },
-      // Measures the body as it streams in: what an accepted batch costs its organization's budget.
-      preParsing: (request, _reply, payload, done) => {
-        const state = admitted.get(request);
-        if (!state) return done(null, payload);
-        const counted = new Transform({
-          transform(chunk: Buffer, _encoding, next) {
-            state.bytes += chunk.length;
-            next(null, chunk);
-          },
-        });
-        pipeline(payload, counted, () => undefined);
-        done(null, counted);
+        admitted.set(request, device);
       },
       // Counted before validation: a batch of 200,000 events is refused without checking each.
       preValidation: async (request) => {
@@ -193,9 +212,8 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
       },
     },
     async (request, reply) => {
-      const state = admitted.get(request);
-      if (!state) throw new AppError('INTERNAL', 'telemetry request without an authenticated device');
-      const { device } = state;
+      const device = admitted.get(request);
+      if (!device) throw new AppError('INTERNAL', 'telemetry request without an authenticated device');
       const receivedAt = now();
       const earliest = receivedAt - TELEMETRY_LIMITS.pastMs;
       const latest = receivedAt + TELEMETRY_LIMITS.futureMs;
@@ -241,14 +259,6 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
         }
         throw error;
       }
-      // Accepted: its bytes count against the organization's budget (a repeat too, it was sent again).
-      await limits.increment(
-        ORG_BYTES_SCOPE,
-        device.orgId,
-        MINUTE_MS,
-        orgBytesPerMinute,
-        Math.max(1, state.bytes),
-      );
       return reply.code(202).send({ batch_id: request.body.batch_id, accepted: events.length, duplicate });
     },
   );
