@@ -491,6 +491,17 @@ describe('deploy/compose.yaml and deploy/Dockerfile', () => {
       encoding: 'utf8',
     });
 
+  it('pins every image it does not build by digest, so a pushed-again tag cannot change what runs', () => {
+    const rendered = parseAllDocuments(compose(secrets).stdout)[0]!.toJS() as {
+      services: Record<string, { image?: string }>;
+    };
+    const foreign = Object.values(rendered.services)
+      .map((service) => service.image ?? '')
+      .filter((image) => !image.startsWith('sts-'));
+    expect(foreign.length).toBeGreaterThanOrEqual(3);
+    for (const image of foreign) expect(image).toMatch(/^[\w./-]+:[\w.-]+@sha256:[0-9a-f]{64}$/);
+  });
+
   it('is a valid compose file with the whole system, and refuses to render without its secrets', () => {
     const valid = compose(secrets);
     expect(valid.stderr).toBe('');
@@ -630,7 +641,7 @@ describe('deploy/compose.yaml and deploy/Dockerfile', () => {
 
   it('builds one image per app from a pinned Node, with production dependencies only, as a non-root user, with a health check', () => {
     const dockerfile = readFileSync(join(ROOT, 'deploy/Dockerfile'), 'utf8');
-    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:\d+\.\d+\.\d+-bookworm-slim$/m);
+    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:\d+\.\d+\.\d+-bookworm-slim@sha256:[0-9a-f]{64}$/m);
     expect(dockerfile).not.toMatch(/:latest/);
     expect(dockerfile).toMatch(/^ARG APP$/m);
     expect(dockerfile).toMatch(/npm ci --omit=dev/);
