@@ -99,6 +99,18 @@ export interface DevicePurges {
   park(device: DeviceRef, deletion?: { hostname: string; version: number; eventId: string }): Promise<void>;
 }
 
+/**
+ * How far analytics has applied the device events (its device-event consumer), so that a batch of a
+ * device disabled when it was received is dropped only once no enable before it can still be on its way.
+ */
+export interface DeviceEventProgress {
+  /**
+   * The latest moment (epoch ms) at which every device event the stream held had been applied (nothing
+   * pending, nothing unacknowledged); null while not known. A lower bound: may lag by a moment (cached).
+   */
+  appliedUntil(): Promise<number | null>;
+}
+
 export interface ThreatPublisher {
   publish(data: EventData<'threat.detected'>): Promise<void>;
 }

@@ -2,6 +2,7 @@ import type { TelemetryBatchMessage } from '@sts/events/telemetry';
 import type {
   BatchClaims,
   BlockCount,
+  DeviceEventProgress,
   DevicePurges,
   DeviceRef,
   DeviceTimeline,
@@ -116,12 +117,23 @@ function batch(
   };
 }
 
-const STATE_SETTLE_MS = 30_000;
+const RELAY_GRACE_MS = 5_000;
+
+/** How far the device events are applied, as the test sets it. */
+class SetProgress implements DeviceEventProgress {
+  until: number | null = null;
+  async appliedUntil() {
+    return this.until;
+  }
+}
 
 function setUp(maxRowsPerInsert = 1_000) {
   const store = new MemoryStore();
   const claims = new MemoryClaims();
   const purges = new MemoryPurges();
+  const progress = new SetProgress();
+  // Unless a test says otherwise, every device event is applied as of now.
+  progress.until = NOW.getTime();
   const published: unknown[] = [];
   let now = NOW;
   let messages = 0;
@@ -130,11 +142,12 @@ function setUp(maxRowsPerInsert = 1_000) {
     { publish: async (data) => void published.push(data) },
     claims,
     purges,
+    progress,
     {
       threatRule: DEFAULT_THREAT_RULE,
       ledgerLookbackMs: 86_400_000,
       maxRowsPerInsert,
-      stateSettleMs: STATE_SETTLE_MS,
+      relayGraceMs: RELAY_GRACE_MS,
     },
     { now: () => now },
   );
@@ -145,6 +158,7 @@ function setUp(maxRowsPerInsert = 1_000) {
     store,
     claims,
     purges,
+    progress,
     published,
     ingest,
     advance: (ms: number) => (now = new Date(now.getTime() + ms)),
@@ -231,27 +245,39 @@ describe('TelemetryIngestion', () => {
       expect([...new Set(store.rows.map((row) => row.batch_key))]).toEqual(['d1:before', 'd1:after']);
     });
 
-    it('lets a batch received just after a disable wait for an enable not heard of yet, then drops it', async () => {
-      const { store, ingest, advance } = setUp();
+    it('lets a batch received while its device was disabled wait while the device events are not applied up to it, however long', async () => {
+      const { store, progress, ingest, advance } = setUp();
       store.timelines.set('d1', {
         changes: [{ state: 'disabled', at: NOW.getTime() - 1_000 }],
         enrolledAt: null,
       });
       const late = received('d1', 'late', NOW.getTime() - 500);
+      progress.until = null;
       expect(await ingest([late], ['m1'])).toMatchObject({ stored: 0, unsettled: ['d1:late'] });
-      advance(STATE_SETTLE_MS);
+      // Analytics' device-event consumer is behind (a restart, a retried write): the batch waits, whatever its age.
+      progress.until = late.received_at + RELAY_GRACE_MS - 1;
+      advance(3_600_000);
+      expect(await ingest([late], ['m1'])).toMatchObject({
+        stored: 0,
+        ofDisabledDevices: 0,
+        unsettled: ['d1:late'],
+      });
+      // Applied up to the grace after it: no enable from before it is on its way any more.
+      progress.until = late.received_at + RELAY_GRACE_MS;
       expect(await ingest([late], ['m1'])).toMatchObject({ stored: 0, ofDisabledDevices: 1, unsettled: [] });
       expect(store.rows).toEqual([]);
     });
 
-    it('counts that batch once the enable is heard of', async () => {
-      const { store, ingest } = setUp();
+    it('counts that batch once the enable is heard of, however late', async () => {
+      const { store, progress, ingest, advance } = setUp();
       store.timelines.set('d1', {
         changes: [{ state: 'disabled', at: NOW.getTime() - 1_000 }],
         enrolledAt: null,
       });
       const late = received('d1', 'late', NOW.getTime() - 500);
+      progress.until = NOW.getTime() - 2_000;
       expect(await ingest([late], ['m1'])).toMatchObject({ unsettled: ['d1:late'] });
+      advance(600_000);
       store.timelines.set('d1', {
         changes: [
           { state: 'disabled', at: NOW.getTime() - 1_000 },
@@ -259,7 +285,19 @@ describe('TelemetryIngestion', () => {
         ],
         enrolledAt: null,
       });
+      progress.until = NOW.getTime() + 600_000;
       expect(await ingest([late], ['m1'])).toMatchObject({ stored: 1, unsettled: [] });
+    });
+
+    it('asks how far the device events are applied before it reads the timelines', async () => {
+      const { store, progress, ingest } = setUp();
+      const order: string[] = [];
+      const appliedUntil = progress.appliedUntil.bind(progress);
+      progress.appliedUntil = () => (order.push('progress'), appliedUntil());
+      const timelines = store.deviceTimelines.bind(store);
+      store.deviceTimelines = (devices) => (order.push('timelines'), timelines(devices));
+      await ingest([received('d1', 'a', NOW.getTime())]);
+      expect(order).toEqual(['progress', 'timelines']);
     });
   });
 

@@ -1,6 +1,7 @@
 import { TELEMETRY_LIMITS, telemetryMessageId, type TelemetryBatchMessage } from '@sts/events/telemetry';
 import type {
   BatchClaims,
+  DeviceEventProgress,
   DevicePurges,
   DeviceRef,
   DeviceState,
@@ -41,11 +42,13 @@ export interface IngestionSettings {
   /** Rows per insert at most (whole batches only, so that a batch is stored all at once or not at all). */
   maxRowsPerInsert: number;
   /**
-   * How long a batch received after its device's last known change, a disable, waits for an enable that
-   * may not have reached analytics yet (the gateway that served the enable takes batches at once); after
-   * this it is dropped.
+   * How long after a batch was received a device event from before it may still be on its way to the
+   * events stream (the outbox relay of the service that made the change). A batch received while its
+   * device was disabled is dropped only once the device events are applied up to this long after it was
+   * received; until then it waits for an enable that may not have reached analytics yet (the gateway
+   * that served the enable takes batches at once).
    */
-  stateSettleMs: number;
+  relayGraceMs: number;
 }
 
 export interface IngestionOutcome {
@@ -64,7 +67,10 @@ export interface IngestionOutcome {
   threats: number;
   /** Keys of batches another copy of which another replica is storing: to be tried again later. */
   deferred: string[];
-  /** Keys of batches received just after their device was last heard disabled: to be tried again later. */
+  /**
+   * Keys of batches received while their device was last heard disabled, before analytics has applied the
+   * device events that could enable it again: to be tried again later.
+   */
   unsettled: string[];
 }
 
@@ -75,9 +81,9 @@ export interface IngestionOutcome {
  * only by the replica that claimed its key, so two copies taken by two replicas at once count once.
  * What is counted follows the device's lifecycle: batches of deleted devices, and batches received
  * while their device was disabled (its state as of the batch's `received_at`, so a batch accepted just
- * before a disable still counts), are dropped; so are events observed before the device's enrollment,
- * and latencies count up to MAX_COUNTED_CLASSIFICATION_MS. Then checks the threat rule for the devices
- * that reported blocks.
+ * before a disable still counts; decided once the device events up to then are applied), are dropped;
+ * so are events observed before the device's enrollment, and latencies count up to
+ * MAX_COUNTED_CLASSIFICATION_MS. Then checks the threat rule for the devices that reported blocks.
  */
 export class TelemetryIngestion {
   constructor(
@@ -85,6 +91,7 @@ export class TelemetryIngestion {
     private readonly threats: ThreatPublisher,
     private readonly claims: BatchClaims,
     private readonly purges: DevicePurges,
+    private readonly deviceEvents: DeviceEventProgress,
     private readonly settings: IngestionSettings,
     private readonly clock: { now(): Date },
   ) {}
@@ -118,6 +125,8 @@ export class TelemetryIngestion {
 
     const since = new Date(now.getTime() - this.settings.ledgerLookbackMs);
     const devices = distinctDevices([...unique.values()].map(({ batch }) => batch));
+    // Before the timelines are read: every device event applied by then is in them.
+    const appliedUntil = await this.deviceEvents.appliedUntil();
     const [stored, deleted, timelines] = await Promise.all([
       this.store.storedBatchKeys([...unique.keys()], since),
       this.store.deletedDevices(devices),
@@ -141,9 +150,9 @@ export class TelemetryIngestion {
       }
       const state = stateAt(timelines.get(batch.device_id), batch.received_at);
       if (state === 'active') unstored.push([key, item]);
-      else if (state === 'disabled' && now.getTime() - batch.received_at < this.settings.stateSettleMs)
-        outcome.unsettled.push(key);
-      else if (state === 'disabled') outcome.ofDisabledDevices++;
+      else if (state === 'disabled' && settled(batch.received_at, appliedUntil, this.settings.relayGraceMs))
+        outcome.ofDisabledDevices++;
+      else if (state === 'disabled') outcome.unsettled.push(key);
       else outcome.ofDeletedDevices++;
     }
 
@@ -261,6 +270,14 @@ export function stateAt(timeline: DeviceTimeline | undefined, at: number): Devic
     state = change.state;
   }
   return state;
+}
+
+/**
+ * Whether the state at `receivedAt` is final: every device event from before it (published within
+ * `graceMs` of it) has been applied, however late analytics' device-event consumer got to it.
+ */
+function settled(receivedAt: number, appliedUntil: number | null, graceMs: number): boolean {
+  return appliedUntil !== null && receivedAt + graceMs <= appliedUntil;
 }
 
 function refOf(batch: TelemetryBatchMessage): DeviceRef {

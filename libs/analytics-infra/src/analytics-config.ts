@@ -31,11 +31,16 @@ export const analyticsEnvSchema = z.object({
   /** How long the first batch waits for more before the insert. */
   TELEMETRY_BATCH_WAIT_MS: positiveInt.default(200),
   /**
-   * How long a batch received just after its device was disabled waits for an enable that has not reached
-   * analytics yet, before it is dropped (docs/decisions.md, "Device lifecycle").
+   * How long after a batch was received a device event from before it may still be on its way to the
+   * events stream (the outbox relay). A batch received while its device was disabled is dropped only once
+   * analytics has applied the device events up to this long after it; until then it waits for an enable
+   * (docs/decisions.md, "A device's next batch meets its new state").
    */
-  TELEMETRY_STATE_SETTLE_MS: positiveInt.default(30_000),
-  /** Readiness reports `dependency/device-purges` not serving once a parked purge has waited this long. */
+  TELEMETRY_STATE_SETTLE_MS: positiveInt.default(5_000),
+  /**
+   * Health reports `dependency/device-purges` not serving once a parked purge has waited this long; it does
+   * not decide readiness.
+   */
   DEVICE_PURGE_MAX_WAIT_MS: positiveInt.default(5 * 60_000),
   THREAT_BLOCK_THRESHOLD: positiveInt.default(DEFAULT_THREAT_RULE.threshold),
   THREAT_WINDOW_MINUTES: positiveInt.default(DEFAULT_THREAT_RULE.windowMinutes),

@@ -64,7 +64,7 @@ describe('analytics replicas (ClickHouse, NATS)', () => {
       TELEMETRY_BATCH_WAIT_MS: '10',
       // One cooldown period for the whole test (a period boundary would make a second detection legitimate).
       THREAT_COOLDOWN_MINUTES: '1440',
-      // Batches received after a disable are dropped after this (no enable comes).
+      // Batches received after a disable are dropped once the device events are applied this long past them.
       TELEMETRY_STATE_SETTLE_MS: '200',
     });
     // One after the other: the first migrates.

@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { resolve } from 'node:path';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
+import type { IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
 import { loadConfig } from '@sts/config/load-config';
 import { newEnvelope } from '@sts/events/event-envelope';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
@@ -43,7 +44,8 @@ const env = {
   TELEMETRY_BATCH_WAIT_MS: '50',
   // A killed process's batches come back after this.
   TELEMETRY_ACK_WAIT_MS: '3000',
-  // A batch received just after a disable waits this long for an enable before it is dropped.
+  // A batch received while its device was disabled is dropped once the device events are applied up to
+  // this long after it (the outbox relay's grace); the old rule dropped it at this age, applied or not.
   TELEMETRY_STATE_SETTLE_MS: '1000',
 };
 const config = loadConfig(analyticsEnvSchema, env);
@@ -52,12 +54,21 @@ const queries = new AnalyticsService(store, { now: () => new Date() });
 
 let nats: JetStreamConnection;
 const running: RunningService[] = [];
+/** What the first service's ingestion decided, and when. */
+const outcomes: { at: number; outcome: IngestionOutcome }[] = [];
+/** The first service's device events wait for this (a test holds them up: a consumer far behind). */
+let deviceEventsHeld: Promise<void> = Promise.resolve();
 
 beforeAll(async () => {
   nats = await connectJetStream({ url: natsUrl, name: 'analytics-test', logger });
   await ensureEventsStream(nats.jsm, namespace);
   await ensureTelemetryStream(nats.jsm, namespace);
-  running.push(await startAnalyticsService(config, logger));
+  running.push(
+    await startAnalyticsService(config, logger, {
+      beforeDeviceEvent: () => deviceEventsHeld,
+      afterIngest: (outcome) => void outcomes.push({ at: Date.now(), outcome }),
+    }),
+  );
 });
 
 afterAll(async () => {
@@ -254,6 +265,54 @@ describe('analytics service', () => {
     expect(await rawCount(orgId)).toBe(5);
     expect((await queries.summary(orgId, '24h', deviceId)).total_analyzed).toBe(5);
     expect((await queries.summary(orgId, '24h', null)).total_analyzed).toBe(5);
+  });
+
+  it('counts a batch sent just after a re-enable that analytics applies long after the batch arrived', async () => {
+    const { orgId, deviceId } = org();
+    await enrolled(orgId, deviceId, minutesAgo(10));
+    const device = { org_id: orgId, device_id: deviceId, hostname: 'desk-11' };
+    await publishEvent('device.disabled', { ...device, at: new Date().toISOString() });
+    await eventually(async () => (await stateChanges(deviceId)).includes('disabled'));
+
+    // Analytics' device-event consumer falls behind (a restart, a ClickHouse write retried with backoff).
+    let release = () => undefined as void;
+    deviceEventsHeld = new Promise((resolve) => (release = resolve));
+    try {
+      const enabledAt = Date.now();
+      await publishEvent(
+        'device.enabled',
+        { ...device, at: new Date(enabledAt).toISOString() },
+        new Date(enabledAt),
+      );
+      // The gateway took the re-enable at once and accepts the device's next batch.
+      outcomes.splice(0);
+      const receivedAt = enabledAt + 1;
+      await publishBatch(
+        { org_id: orgId, device_id: deviceId, batch_id: 'next', events: events(4, 'allowed') },
+        undefined,
+        receivedAt,
+      );
+      // Tried again well past the grace (TELEMETRY_STATE_SETTLE_MS), while the enable is still held up;
+      // a batch dropped meanwhile (as the old rule did at the grace) ends the wait at once.
+      const key = telemetryMessageId(deviceId, 'next');
+      await eventually(
+        () =>
+          outcomes.some(
+            ({ at, outcome }) =>
+              outcome.ofDisabledDevices > 0 || (at >= receivedAt + 2_500 && outcome.unsettled.includes(key)),
+          ),
+        20_000,
+      );
+      expect(await stateChanges(deviceId)).toEqual(['active', 'disabled']);
+    } finally {
+      deviceEventsHeld = Promise.resolve();
+      release();
+    }
+
+    await eventually(async () => (await stateChanges(deviceId)).at(-1) === 'active');
+    await eventually(async () => (await rawCount(orgId)) === 4, 30_000);
+    await eventually(() => consumerIdle(nats.jsm));
+    expect((await queries.summary(orgId, '24h', null)).total_analyzed).toBe(4);
   });
 
   it("drops events observed before the device's enrollment and counts a latency up to a minute", async () => {

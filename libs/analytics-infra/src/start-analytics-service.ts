@@ -16,6 +16,7 @@ import { analyticsGrpcHandlers } from './analytics-grpc-handlers';
 import { ANALYTICS_MIGRATIONS } from './analytics-migrations';
 import { dropExpiredPartitions, retentionOf } from './analytics-retention';
 import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
+import { DEVICE_EVENTS_CONSUMER, deviceEventProgress } from './device-event-progress';
 import { deviceLifecycleHandler } from './device-lifecycle-handler';
 import { startDevicePurges } from './device-purges';
 import { openBatchClaims } from './nats-batch-claims';
@@ -29,6 +30,8 @@ export const TELEMETRY_CONSUMER = 'analytics-telemetry' satisfies TelemetryConsu
 export interface AnalyticsServiceOptions {
   /** Called after each batch is stored, before it is acknowledged (tests use it to crash at that point). */
   afterIngest?: (outcome: IngestionOutcome) => void;
+  /** Awaited before each device event is handled (tests hold device events up with it). */
+  beforeDeviceEvent?: () => Promise<void>;
   /** Delay before a failed device event is retried (tests shorten it; default 1 s doubling to 5 min). */
   deviceEventRetryDelay?: { initialMs: number; maxMs: number };
   /** Delay before a failed device purge is retried (tests shorten it; default 1 s doubling to 1 min). */
@@ -39,7 +42,7 @@ export interface AnalyticsServiceOptions {
 
 /**
  * Failures of batches that are not failures of ours: they come back later and are decided then. Named by
- * their code, which is all a log line keeps of an error (`redactedFailure` of @sts/nats/batch-consumer).
+ * their code, which is all a log line keeps of an error (`redactedError` of @sts/logger/redacted-error).
  */
 class TryLater extends Error {
   constructor(
@@ -87,7 +90,9 @@ export async function startAnalyticsService(
     const { js, jsm } = host.nats;
 
     // A deleted device's telemetry must go (privacy), however long ClickHouse is away: its purge is
-    // parked in a stream without an age limit and retried until done; readiness shows one waiting long.
+    // parked in a stream without an age limit and retried until done; health shows one waiting long
+    // (`dependency/device-purges`) without taking the service out of service: every replica shares the
+    // stream, so none would serve better, and analytics' reads do not depend on it.
     const purges = await startDevicePurges({
       js,
       jsm,
@@ -100,10 +105,18 @@ export async function startAnalyticsService(
     host.checkDependency(
       'device-purges',
       async () => (await purges.oldestWaitMs()) < config.DEVICE_PURGE_MAX_WAIT_MS,
+      { decidesReadiness: false },
     );
+    const applyDeviceEvent = deviceLifecycleHandler(store, purges);
+    const { beforeDeviceEvent } = options;
     await host.consume({
-      consumer: 'analytics',
-      handle: deviceLifecycleHandler(store, purges),
+      consumer: DEVICE_EVENTS_CONSUMER,
+      handle: beforeDeviceEvent
+        ? async (event) => {
+            await beforeDeviceEvent();
+            return applyDeviceEvent(event);
+          }
+        : applyDeviceEvent,
       retryDelay: options.deviceEventRetryDelay,
     });
 
@@ -113,6 +126,7 @@ export async function startAnalyticsService(
       threatPublisher(createEventPublisher(js, config.NATS_NAMESPACE), config.THREAT_COOLDOWN_MINUTES),
       await openBatchClaims(host.nats.nc, config.NATS_NAMESPACE),
       purges,
+      deviceEventProgress({ jsm, namespace: config.NATS_NAMESPACE }),
       {
         threatRule: {
           threshold: config.THREAT_BLOCK_THRESHOLD,
@@ -122,7 +136,7 @@ export async function startAnalyticsService(
         // Longer than a batch can wait in the stream (its max age is 7 days).
         ledgerLookbackMs: 8 * 86_400_000,
         maxRowsPerInsert: 200_000,
-        stateSettleMs: config.TELEMETRY_STATE_SETTLE_MS,
+        relayGraceMs: config.TELEMETRY_STATE_SETTLE_MS,
       },
       clock,
     );
@@ -144,7 +158,8 @@ export async function startAnalyticsService(
         logger.debug(outcome, 'telemetry stored');
         options.afterIngest?.(outcome);
         // Another replica is storing another copy of these: by the next try its ledger entry is there.
-        // Those received just after their device was disabled wait for an enable that may be on its way.
+        // Those received while their device was disabled wait, until the device events up to them are
+        // applied, for an enable that may be on its way.
         const later = new Map<string, TryLater>([
           ...outcome.deferred.map(
             (key) =>
@@ -157,7 +172,10 @@ export async function startAnalyticsService(
             (key) =>
               [
                 key,
-                new TryLater('DEVICE_STATE_UNSETTLED', 'received just after its device was disabled'),
+                new TryLater(
+                  'DEVICE_STATE_UNSETTLED',
+                  'received while its device was disabled, before the device events up to it were applied',
+                ),
               ] as const,
           ),
         ]);

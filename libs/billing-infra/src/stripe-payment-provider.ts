@@ -1,6 +1,6 @@
 import Stripe from 'stripe';
 import { z } from 'zod';
-import type { BillingCycle, Plan } from '@sts/billing-domain/billing-model';
+import { SUBSCRIPTION_STATUSES, type BillingCycle, type Plan } from '@sts/billing-domain/billing-model';
 import type { PaymentProvider } from '@sts/billing-domain/billing-ports';
 import type { PaymentEvent, ProviderSubscription } from '@sts/billing-domain/payment-events';
 import { AppError } from '@sts/errors/app-error';
@@ -41,16 +41,7 @@ const unixSeconds = z.number().int().min(0).max(253_402_300_799);
 const subscriptionSchema = z.object({
   id: stripeId,
   customer: reference,
-  status: z.enum([
-    'active',
-    'trialing',
-    'past_due',
-    'unpaid',
-    'paused',
-    'incomplete',
-    'incomplete_expired',
-    'canceled',
-  ]),
+  status: z.enum(SUBSCRIPTION_STATUSES),
   cancel_at_period_end: z.boolean(),
   cancel_at: unixSeconds.nullish(),
   /** Before API version 2025-03-31 the period was the subscription's; now it is each item's. */

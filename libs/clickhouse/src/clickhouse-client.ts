@@ -1,3 +1,4 @@
+import { redactedError } from '@sts/logger/redacted-error';
 import {
   ClickHouseLogLevel,
   createClient,
@@ -73,26 +74,11 @@ function pinoAdapter(logger: Logger): new () => ClientLogger {
       log.info({ module, args }, message);
     }
     warn({ module, message, err }: WarnLogParams): void {
-      log.warn({ module, err: err && describeClickHouseError(err) }, message);
+      log.warn({ module, err: err && redactedError(err) }, message);
     }
     error({ module, message, err }: ErrorLogParams): void {
-      log.error({ module, err: describeClickHouseError(err) }, message);
+      log.error({ module, err: redactedError(err) }, message);
     }
-  };
-}
-
-/**
- * What may be logged of a ClickHouse failure: its name, code and type. Never the message: ClickHouse
- * echoes the failing query in it, and with it the values (URLs, ids) the query carried. The client's
- * `args` (query, parameters) are left out of its log lines for the same reason.
- */
-export function describeClickHouseError(error: unknown): { name: string; code?: string; type?: string } {
-  if (!(error instanceof Error)) return { name: typeof error };
-  const { code, type } = error as { code?: unknown; type?: unknown };
-  return {
-    name: error.name,
-    ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}),
-    ...(typeof type === 'string' ? { type } : {}),
   };
 }
 

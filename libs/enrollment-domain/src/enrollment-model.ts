@@ -59,8 +59,12 @@ export interface DeviceFilter {
   query: string | null;
 }
 
-/** How long an administrator's approval to re-enroll a device without its token stays usable (once). */
-export const RE_ENROLLMENT_APPROVAL_TTL_MS = 24 * 3_600_000;
+/**
+ * How long an administrator's approval to re-enroll a device without its token stays usable (once): while
+ * it does, any enrollment of the machine id with a valid code takes the device, so it is kept to the time a
+ * reinstall takes rather than a day.
+ */
+export const RE_ENROLLMENT_APPROVAL_TTL_MS = 3_600_000;
 /** Codes live 24 hours (contract section 8). */
 export const ENROLLMENT_CODE_TTL_MS = 24 * 3_600_000;
 /** Most codes one request may generate (contract: "not shown"; ours). */

@@ -343,7 +343,9 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
         (await failure(client.allowReEnrollment({ orgId: randomUUID(), deviceId: first.deviceId }))).code,
       ).toBe('DEVICE_NOT_FOUND');
       const { allowedUntil } = await client.allowReEnrollment({ orgId, deviceId: first.deviceId });
-      expect(allowedUntil!.getTime() - Date.now()).toBeGreaterThan(23.9 * 3_600_000);
+      // An hour, not a day: while it lasts any valid code takes the device.
+      expect(allowedUntil!.getTime() - Date.now()).toBeGreaterThan(0.9 * 3_600_000);
+      expect(allowedUntil!.getTime() - Date.now()).toBeLessThanOrEqual(3_600_000);
       const recovered = await enroll(key, codes[1]!, {
         machineId: 'reenroll-proof',
         hostname: 'reinstalled',
@@ -353,6 +355,35 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       expect((await failure(enroll(key, codes[2]!, { machineId: 'reenroll-proof' }))).code).toBe(
         'MACHINE_ALREADY_ENROLLED',
       );
+    });
+
+    it('lets exactly one of concurrent re-enrollments through on one approval, spending one code (issue 26)', async () => {
+      const { orgId, key, codes } = await organization(7);
+      const first = await enroll(key, codes[0]!, { machineId: 'reenroll-race', hostname: 'real' });
+      await client.allowReEnrollment({ orgId, deviceId: first.deviceId });
+      // Six enrollments of the machine id, each with a valid code of its own, none with the device token.
+      const outcomes = await Promise.allSettled(
+        codes
+          .slice(1)
+          .map((code, i) => enroll(key, code, { machineId: 'reenroll-race', hostname: `race-${i}` })),
+      );
+      const won = outcomes.filter((o) => o.status === 'fulfilled');
+      const refused = outcomes.flatMap((o) => (o.status === 'rejected' ? [(o.reason as AppError).code] : []));
+      expect(won).toHaveLength(1);
+      expect(won[0]!.value).toMatchObject({ deviceId: first.deviceId, reEnrolled: true });
+      expect(refused).toEqual(Array<string>(5).fill('MACHINE_ALREADY_ENROLLED'));
+      // The approval went with the re-enrollment it let through, and only that one's code was spent.
+      const [row] = await query<{ re_enrollment_allowed_until: Date | null }>(
+        `select re_enrollment_allowed_until from enrollment.devices where id = $1`,
+        [first.deviceId],
+      );
+      expect(row!.re_enrollment_allowed_until).toBeNull();
+      expect(
+        await count(
+          `select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is not null`,
+          [orgId],
+        ),
+      ).toBe(2);
     });
 
     it('answers 409 for a machine of another organization and leaves the code unused', async () => {

@@ -842,30 +842,49 @@ describe('gateway (fake upstream, real token verifier)', () => {
             expect((await enrollFrom(limited, '203.0.113.1', 'sts_ek_a', `GUESS-${i}`)).statusCode).toBe(400);
           expectProblem(await enrollFrom(limited, '203.0.113.1', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
           expect((await enrollFrom(limited, '198.51.100.7', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
-          // Past the key's ceiling (guessers spread over addresses), addresses that failed with it wait...
+          // Past the key's ceiling (guessers spread over networks), networks that failed with it wait, every
+          // address of their /24...
           for (let i = 0; i < 10; i++)
-            expect((await enrollFrom(limited, `203.0.113.${10 + i}`, 'sts_ek_a', 'GUESS')).statusCode).toBe(
+            expect((await enrollFrom(limited, `192.0.${10 + i}.1`, 'sts_ek_a', 'GUESS')).statusCode).toBe(
               400,
             );
-          expectProblem(await enrollFrom(limited, '203.0.113.10', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
-          // ...with that key only; and agents that have not failed go on enrolling.
-          expect((await enrollFrom(limited, '203.0.113.10', 'sts_ek_b', 'GOOD')).statusCode).toBe(200);
+          expectProblem(await enrollFrom(limited, '192.0.10.1', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
+          expectProblem(await enrollFrom(limited, '192.0.10.200', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
+          // ...with that key only; and agents of networks that have not failed go on enrolling.
+          expect((await enrollFrom(limited, '192.0.10.1', 'sts_ek_b', 'GOOD')).statusCode).toBe(200);
           for (let i = 0; i < 5; i++)
             expect((await enrollFrom(limited, `198.51.100.${20 + i}`, 'sts_ek_a', 'GOOD')).statusCode).toBe(
               200,
             );
-          // A fresh address gets one try past the ceiling, then waits too.
-          expect((await enrollFrom(limited, '203.0.113.99', 'sts_ek_a', 'GUESS')).statusCode).toBe(400);
-          expectProblem(await enrollFrom(limited, '203.0.113.99', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
-          // An IPv6 guesser is one address per /64, whatever addresses it picks in it.
+          // A fresh network gets one try past the ceiling, then waits too: an IPv4 /24, or an IPv6 /48
+          // whatever /64s of it the guesser picks (issue 26 review: by /64, a /48 was 65,536 tries).
+          expect((await enrollFrom(limited, '192.0.99.1', 'sts_ek_a', 'GUESS')).statusCode).toBe(400);
+          expectProblem(await enrollFrom(limited, '192.0.99.2', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
+          const fromOneSite = [];
           for (let i = 0; i < 20; i++)
-            await enrollFrom(limited, `2001:db8:5:6::${(i + 1).toString(16)}`, 'sts_ek_c', 'GUESS');
+            fromOneSite.push(
+              (await enrollFrom(limited, `2001:db8:5:${i.toString(16)}::1`, 'sts_ek_a', 'GUESS')).statusCode,
+            );
+          expect(fromOneSite).toEqual([400, ...Array<number>(19).fill(429)]);
+          expect((await enrollFrom(limited, '2001:db8:6::1', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
+          // At twice the ceiling (32 failures so far, 28 more fresh networks) the key answers no one until
+          // the minute ends, not even a network that never failed; other keys are not concerned.
+          for (let i = 0; i < 28; i++)
+            expect((await enrollFrom(limited, `198.18.${i}.1`, 'sts_ek_a', 'GUESS')).statusCode).toBe(400);
+          expectProblem(await enrollFrom(limited, '198.18.200.1', 'sts_ek_a', 'GUESS'), 429, 'RATE_LIMITED');
+          expectProblem(await enrollFrom(limited, '198.51.100.30', 'sts_ek_a', 'GOOD'), 429, 'RATE_LIMITED');
+          expect((await enrollFrom(limited, '198.51.100.30', 'sts_ek_b', 'GOOD')).statusCode).toBe(200);
+          limited.clock.nowMs += 30_000;
+          expect((await enrollFrom(limited, '198.51.100.30', 'sts_ek_a', 'GOOD')).statusCode).toBe(200);
+          // An IPv6 guesser is one address per /64 for the limit per address, whatever addresses it picks in it.
+          for (let i = 0; i < 20; i++)
+            await enrollFrom(limited, `2001:db8:7:6::${(i + 1).toString(16)}`, 'sts_ek_c', 'GUESS');
           expectProblem(
-            await enrollFrom(limited, '2001:db8:5:6:ffff::1', 'sts_ek_c', 'GOOD'),
+            await enrollFrom(limited, '2001:db8:7:6:ffff::1', 'sts_ek_c', 'GOOD'),
             429,
             'RATE_LIMITED',
           );
-          expect((await enrollFrom(limited, '2001:db8:5:7::1', 'sts_ek_c', 'GOOD')).statusCode).toBe(200);
+          expect((await enrollFrom(limited, '2001:db8:7:7::1', 'sts_ek_c', 'GOOD')).statusCode).toBe(200);
         },
       );
     });

@@ -44,8 +44,9 @@ export const gatewayEnvSchema = z.object({
   ENROLL_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(20),
   /**
    * Failed enrollments per minute per enrollment key, from all addresses together. Beyond it only the
-   * addresses that failed with the key this minute wait; agents elsewhere with good codes go on, so
-   * guessing with an organization's key cannot lock its enrollments.
+   * networks (IPv4 /24, IPv6 /48) that failed with the key this minute wait; agents elsewhere with good
+   * codes go on, so a few guessers cannot lock an organization's enrollments. Beyond twice it every
+   * request with the key waits until the minute ends: the hard bound on guesses per key.
    */
   ENROLL_KEY_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(200),
   /**

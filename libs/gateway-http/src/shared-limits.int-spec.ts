@@ -149,17 +149,15 @@ describe('rate limits shared by two gateways (NATS KV)', () => {
     expect((await enroll(b, '198.51.100.2', 'sts_ek_rate', 'GOOD')).statusCode).toBe(200);
   });
 
-  it('holds a key past ENROLL_KEY_FAILURES_PER_MINUTE across both for the addresses that failed, not for others', async () => {
+  it('holds a key past ENROLL_KEY_FAILURES_PER_MINUTE across both for the networks that failed, not for others', async () => {
     const before = callsOf('enrollDevice');
     const guesses: number[] = [];
     for (let i = 0; i < 3; i++)
-      guesses.push(
-        (await enroll(i % 2 ? b : a, `198.51.100.${10 + i}`, 'sts_ek_guessed', `GUESS-${i}`)).statusCode,
-      );
+      guesses.push((await enroll(i % 2 ? b : a, `10.20.${i}.10`, 'sts_ek_guessed', `GUESS-${i}`)).statusCode);
     expect(guesses).toEqual([400, 400, 400]);
-    // The guessing addresses wait on either replica, even with the right code...
+    // The guessing networks wait on either replica, even with the right code, from any address of their /24...
     for (const gateway of [a, b]) {
-      expect(problem(await enroll(gateway, '198.51.100.11', 'sts_ek_guessed', 'GOOD'))).toEqual({
+      expect(problem(await enroll(gateway, '10.20.1.99', 'sts_ek_guessed', 'GOOD'))).toEqual({
         status: 429,
         type: 'application/problem+json',
         code: 'RATE_LIMITED',
@@ -170,6 +168,34 @@ describe('rate limits shared by two gateways (NATS KV)', () => {
     expect((await enroll(a, '198.51.100.20', 'sts_ek_guessed', 'GOOD')).statusCode).toBe(200);
     expect((await enroll(b, '198.51.100.21', 'sts_ek_guessed', 'GOOD')).statusCode).toBe(200);
     expect(callsOf('enrollDevice') - before).toBe(5);
+  });
+
+  it('bounds a key at twice ENROLL_KEY_FAILURES_PER_MINUTE across both, however many /64s and networks guess (issue 26 review)', async () => {
+    const before = callsOf('enrollDevice');
+    // Good codes never count: two enrollments first, and the key still takes three failures to its ceiling.
+    expect((await enroll(a, '10.30.0.1', 'sts_ek_hard', 'GOOD')).statusCode).toBe(200);
+    expect((await enroll(b, '10.30.0.2', 'sts_ek_hard', 'GOOD')).statusCode).toBe(200);
+    const sameSite: number[] = [];
+    for (let i = 0; i < 6; i++)
+      sameSite.push((await enroll(i % 2 ? b : a, `2001:db8:a:${i}::1`, 'sts_ek_hard', 'GUESS')).statusCode);
+    // Three /64s of one /48 reach the ceiling; the /48's other /64s then wait (by /64 each got a try).
+    expect(sameSite).toEqual([400, 400, 400, 429, 429, 429]);
+    // Fresh networks, an IPv6 /48 or an IPv4 /24 each, get one failure each up to twice the ceiling...
+    const fresh: number[] = [];
+    for (const address of ['2001:db8:b::1', '10.30.1.1', '2001:db8:c::1', '10.30.2.1', '2001:db8:d::1'])
+      fresh.push((await enroll(fresh.length % 2 ? b : a, address, 'sts_ek_hard', 'GUESS')).statusCode);
+    expect(fresh).toEqual([400, 400, 400, 429, 429]);
+    // ...and then none is answered with the key on either replica, not even one that never failed.
+    for (const gateway of [a, b])
+      expect(problem(await enroll(gateway, '192.0.2.1', 'sts_ek_hard', 'GOOD'))).toEqual({
+        status: 429,
+        type: 'application/problem+json',
+        code: 'RATE_LIMITED',
+        retryAfter: '30',
+      });
+    expect(callsOf('enrollDevice') - before).toBe(2 + 3 + 3);
+    // Other keys are not concerned.
+    expect((await enroll(b, '192.0.2.1', 'sts_ek_other_org', 'GOOD')).statusCode).toBe(200);
   });
 
   it('blocks an address after ENROLL_FAILURES_PER_MINUTE failures across both, with any key', async () => {
@@ -275,7 +301,7 @@ describe('rate limits shared by two gateways (NATS KV)', () => {
         400,
       );
     expect((await enroll(cutOff, '198.51.100.53', 'sts_ek_outage', 'GOOD')).statusCode).toBe(429);
-    expect((await enroll(cutOff, '198.51.100.54', 'sts_ek_outage', 'GOOD')).statusCode).toBe(200);
+    expect((await enroll(cutOff, '203.0.113.54', 'sts_ek_outage', 'GOOD')).statusCode).toBe(200);
     // So do the route limits (4 per address) and the telemetry limit (3 per device).
     const perAddress: number[] = [];
     for (let i = 0; i < 5; i++)

@@ -73,8 +73,9 @@ export type OutboundEmailKind = 'invite' | 'enrollment_code';
 
 /**
  * One e-mail an organization had us send (or reserved to send) to an outsider, as its quotas count it:
- * per organization and UTC day, and per recipient within that. The recipient is kept as a SHA-256 of
- * the lower-cased address; the row is forgotten once its day is over.
+ * per organization and UTC day, per recipient within that, and per recipient across all organizations.
+ * The recipient is kept as a SHA-256 of the lower-cased address; the row is forgotten once its day is
+ * over.
  */
 export interface OutboundEmail {
   id: string;

@@ -47,15 +47,16 @@ export interface IdentityRepositories {
    */
   retireSupersededInvites(orgId: string, email: string, now: Date): Promise<void>;
   /**
-   * Locks the organization's e-mail quota until the transaction ends (concurrent senders of one
-   * organization, on any replica, queue here), forgets its e-mails of days before `day`, and counts its
-   * e-mails of `day`: all of them, and those to this recipient.
+   * Locks the organization's e-mail quota and then the recipient's count, always in that order, until the
+   * transaction ends (concurrent senders of one organization, or to one recipient, on any replica, queue
+   * here), forgets the organization's e-mails of days before `day`, and counts the e-mails of `day`: the
+   * organization's, the organization's to this recipient, and all organizations' to this recipient.
    */
   lockOutboundEmailsOfDay(
     orgId: string,
     day: string,
     recipientHash: string,
-  ): Promise<{ ofOrg: number; toRecipient: number }>;
+  ): Promise<{ ofOrg: number; toRecipient: number; toRecipientAllOrgs: number }>;
   insertOutboundEmail(email: OutboundEmail): Promise<void>;
   /** Deletes the organization's e-mail of this id and kind; false when there was none. */
   deleteOutboundEmail(orgId: string, id: string, kind: OutboundEmailKind): Promise<boolean>;

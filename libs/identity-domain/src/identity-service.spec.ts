@@ -14,12 +14,14 @@ const ISSUER = 'https://idp.test/';
 const TTL_HOURS = 168;
 const EMAILS_PER_DAY = 5;
 const EMAILS_PER_RECIPIENT = 2;
+const EMAILS_PER_RECIPIENT_ALL_ORGS = 3;
 const HOUR = 3_600_000;
 const sealingKey = randomBytes(32);
 const settings = {
   inviteTtlHours: TTL_HOURS,
   emailsPerOrgPerDay: EMAILS_PER_DAY,
   emailsPerRecipientPerDay: EMAILS_PER_RECIPIENT,
+  emailsPerRecipientAllOrgsPerDay: EMAILS_PER_RECIPIENT_ALL_ORGS,
   sealingKey,
 };
 const firstPage = { limit: DEFAULT_PAGE_SIZE, after: null };
@@ -705,6 +707,41 @@ describe('IdentityService', () => {
       await service.reserveOutboundEmail(other.org.id, 'grace@example.com');
       clock.advance(24 * HOUR);
       await service.reserveOutboundEmail(orgId, 'grace@example.com');
+    });
+
+    it('limits what one recipient gets per day from all organizations together (issue 26 review)', async () => {
+      // Anyone who signs in gets an organization: each account's organization may write to the victim twice.
+      const callers = [];
+      for (const who of ['a@example.org', 'b@example.org', 'c@example.org'])
+        callers.push(await login(userPrincipal(who)));
+      const [a, b, c] = callers.map((caller) => caller.org.id) as [string, string, string];
+      await service.reserveOutboundEmail(a, 'victim@example.com');
+      const { reservationId } = await service.reserveOutboundEmail(a, 'Victim@Example.com');
+      await service.reserveOutboundEmail(b, 'victim@example.com');
+      // Three in all: B's second and C's first are refused, though neither used its own limit.
+      const refused = await failure(service.reserveOutboundEmail(b, 'victim@example.com'));
+      expect([refused.code, refused.httpStatus]).toEqual(['RATE_LIMITED', 429]);
+      // The answer does not tell who else wrote to the address, nor how often.
+      expect(refused.message).not.toMatch(/organization|3|three/);
+      await expectCode(service.reserveOutboundEmail(c, ' VICTIM@example.com'), 'RATE_LIMITED');
+      await expectCode(
+        service.createInvite(c, 'victim@example.com', 'ANALYST', callers[2]!.memberId),
+        'RATE_LIMITED',
+      );
+      expect(store.eventsOf('invite.created')).toHaveLength(0);
+      expect(
+        [...store.state.outboundEmails.values()].filter(
+          (e) => e.recipientHash === hashSecret('victim@example.com'),
+        ),
+      ).toHaveLength(EMAILS_PER_RECIPIENT_ALL_ORGS);
+      // The refusals took nothing of the organizations' quotas; others may still be e-mailed.
+      await service.reserveOutboundEmail(c, 'someone@example.com');
+      // A reservation given back frees its place for any organization; the next UTC day starts afresh.
+      await service.releaseOutboundEmail(a, reservationId);
+      await service.reserveOutboundEmail(c, 'victim@example.com');
+      await expectCode(service.reserveOutboundEmail(b, 'victim@example.com'), 'RATE_LIMITED');
+      clock.advance(24 * HOUR);
+      await service.reserveOutboundEmail(b, 'victim@example.com');
     });
 
     it('stores a lower-cased pending invite that expires after the TTL and seals its token in invite.created', async () => {

@@ -31,6 +31,11 @@ export interface IdentitySettings {
   emailsPerOrgPerDay: number;
   /** Of those, how many may go to one recipient per UTC day. */
   emailsPerRecipientPerDay: number;
+  /**
+   * How many may go to one recipient per UTC day from all organizations together: anyone who signs in
+   * gets an organization, so without it K accounts would send K times the limit above to one victim.
+   */
+  emailsPerRecipientAllOrgsPerDay: number;
   /** Key that seals invite tokens for the trip through the outbox to the mailer. */
   sealingKey: Buffer;
 }
@@ -212,9 +217,10 @@ export class IdentityService {
 
   /**
    * One e-mail to an outsider, counted in the caller's transaction against the organization's daily
-   * quota and the recipient's daily limit (UTC days); RATE_LIMITED when either is used up. The
-   * organization's quota is locked until the transaction ends, so concurrent requests on any replica
-   * cannot both take its last place.
+   * quota, the recipient's daily limit within the organization and the recipient's daily limit across all
+   * organizations (UTC days); RATE_LIMITED when any is used up. The organization's quota and then the
+   * recipient's count are locked until the transaction ends, so concurrent requests on any replica cannot
+   * both take the last place of either.
    */
   private async takeOutboundEmail(
     repos: IdentityRepositories,
@@ -226,8 +232,12 @@ export class IdentityService {
   ): Promise<void> {
     const day = now.toISOString().slice(0, 10);
     const recipientHash = hashSecret(email);
-    const { ofOrg, toRecipient } = await repos.lockOutboundEmailsOfDay(orgId, day, recipientHash);
-    const { emailsPerOrgPerDay, emailsPerRecipientPerDay } = this.settings;
+    const { ofOrg, toRecipient, toRecipientAllOrgs } = await repos.lockOutboundEmailsOfDay(
+      orgId,
+      day,
+      recipientHash,
+    );
+    const { emailsPerOrgPerDay, emailsPerRecipientPerDay, emailsPerRecipientAllOrgsPerDay } = this.settings;
     if (ofOrg >= emailsPerOrgPerDay) {
       throw new AppError(
         'RATE_LIMITED',
@@ -238,6 +248,13 @@ export class IdentityService {
       throw new AppError(
         'RATE_LIMITED',
         `this organization has sent ${emailsPerRecipientPerDay} e-mails to ${email} today (UTC); try again tomorrow`,
+      );
+    }
+    if (toRecipientAllOrgs >= emailsPerRecipientAllOrgsPerDay) {
+      // Says no more than that the address had its share today: not who else wrote to it, nor how often.
+      throw new AppError(
+        'RATE_LIMITED',
+        `${email} has been sent as many e-mails from us as it may get today (UTC); try again tomorrow`,
       );
     }
     await repos.insertOutboundEmail({ id, orgId, day, recipientHash, kind, createdAt: now });

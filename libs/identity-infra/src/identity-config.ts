@@ -22,6 +22,11 @@ export const identityEnvSchema = z.object({
   OUTBOUND_EMAILS_PER_ORG_PER_DAY: z.coerce.number().int().min(1).default(50),
   /** Of those, how many may go to one recipient per UTC day. */
   OUTBOUND_EMAILS_PER_RECIPIENT_PER_DAY: z.coerce.number().int().min(1).default(3),
+  /**
+   * How many may go to one recipient per UTC day from all organizations together: anyone who signs in
+   * gets an organization, so the limit above alone lets K accounts send 3·K e-mails a day to one victim.
+   */
+  OUTBOUND_EMAILS_PER_RECIPIENT_ALL_ORGS_PER_DAY: z.coerce.number().int().min(1).default(10),
 });
 
 export type IdentityConfig = z.infer<typeof identityEnvSchema>;

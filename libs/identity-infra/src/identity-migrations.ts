@@ -112,10 +112,23 @@ class OutboundEmails extends Migration {
   }
 }
 
+/**
+ * The daily limit per recipient across all organizations counts `outbound_emails` of one day and recipient
+ * hash, whichever organization sent them.
+ */
+class OutboundEmailsByRecipient extends Migration {
+  override up(): void {
+    this.addSql(
+      `create index outbound_emails_day_recipient_idx on identity.outbound_emails (day, recipient_hash);`,
+    );
+  }
+}
+
 export const IDENTITY_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_identity_schema', class: InitialIdentitySchema },
   { name: '0002_outbox_dead_letter', class: OutboxDeadLetter },
   { name: '0003_invite_quota', class: InviteQuota },
   { name: '0004_outbox_trace_context', class: OutboxTraceContext },
   { name: '0005_outbound_emails', class: OutboundEmails },
+  { name: '0006_outbound_emails_by_recipient', class: OutboundEmailsByRecipient },
 ];

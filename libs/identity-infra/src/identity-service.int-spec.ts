@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { loadConfig } from '@sts/config/load-config';
 import type { AppError } from '@sts/errors/app-error';
@@ -219,6 +219,7 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
             GRPC_PORT: '0',
             OUTBOUND_EMAILS_PER_ORG_PER_DAY: '6',
             OUTBOUND_EMAILS_PER_RECIPIENT_PER_DAY: '2',
+            OUTBOUND_EMAILS_PER_RECIPIENT_ALL_ORGS_PER_DAY: '3',
             ...serviceAuth.envOf('identity'),
           }),
           logger,
@@ -323,6 +324,39 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
             .catch((e: unknown) => e)) as AppError
         ).code,
       ).toBe('RATE_LIMITED');
+    });
+
+    it('limits what one recipient gets from all organizations together, under a concurrent burst (issue 26 review)', async () => {
+      // Four accounts, so four organizations, each allowed 2 e-mails a day to the victim: 8 without a cap
+      // across organizations, 3 with it, however the requests race over the replicas.
+      const orgIds: string[] = [];
+      for (let i = 0; i < 4; i++)
+        orgIds.push((await clients[i % 2]!.resolveCaller(user(`sender-${i}@int.test`))).org!.id);
+      const calls = Array.from({ length: 12 }, (_, i) =>
+        clients[i % 2]!.reserveOutboundEmail({ orgId: orgIds[i % 4]!, email: 'victim@int.test' }),
+      );
+      expect(await settle(calls)).toEqual({ sent: 3, refusedWith: ['RATE_LIMITED'] });
+      const victim = createHash('sha256').update('victim@int.test').digest('hex');
+      const toVictim = () =>
+        count(`select count(*) as n from identity.outbound_emails where recipient_hash = $1`, [victim]);
+      expect(await toVictim()).toBe(3);
+      // An invite counts too: refused, with nothing written.
+      const admin = await clients[0]!.resolveCaller(user('sender-0@int.test'));
+      const refused = (await clients[1]!
+        .createInvite({
+          orgId: admin.org!.id,
+          email: 'Victim@Int.test',
+          role: Role.ROLE_ANALYST,
+          invitedByMemberId: admin.memberId,
+        })
+        .catch((e: unknown) => e)) as AppError;
+      expect([refused.code, refused.httpStatus]).toEqual(['RATE_LIMITED', 429]);
+      expect(
+        await count(`select count(*) as n from identity.invites where org_id = $1`, [admin.org!.id]),
+      ).toBe(0);
+      expect(await toVictim()).toBe(3);
+      // Other recipients are not held up by it.
+      await clients[1]!.reserveOutboundEmail({ orgId: orgIds[3]!, email: 'bystander@int.test' });
     });
   });
 });

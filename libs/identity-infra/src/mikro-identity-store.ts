@@ -66,6 +66,9 @@ interface MemberViewRow {
 const MEMBER_VIEW = `select m.id, m.org_id, m.user_id, m.role, m.dashboard_access, m.joined_at, u.email, u.name
   from identity.members m join identity.users u on u.id = m.user_id`;
 
+/** What the advisory lock of a recipient's e-mail count hashes, before the recipient's hash: its own key space. */
+const RECIPIENT_LOCK_PREFIX = 'identity.outbound_emails.recipient:';
+
 /** IdentityStore over PostgreSQL. `onCommitWithEvents` lets the outbox relay publish at once. */
 export class MikroIdentityStore implements IdentityStore {
   constructor(
@@ -269,19 +272,31 @@ class IdentityRepositoriesSql implements IdentityRepositories {
     orgId: string,
     day: string,
     recipientHash: string,
-  ): Promise<{ ofOrg: number; toRecipient: number }> {
+  ): Promise<{ ofOrg: number; toRecipient: number; toRecipientAllOrgs: number }> {
     // Raw: a row lock the ORM does not express (`for no key update`: members and invites referencing the
-    // organization are not blocked). A statement of its own, before the count: in READ COMMITTED the
-    // count's snapshot is then taken after the lock, so it sees what the previous holder committed.
+    // organization are not blocked). Statements of their own, before the count: in READ COMMITTED the
+    // count's snapshot is then taken after the locks, so it sees what the previous holders committed.
     await this.sql.run(`select 1 from identity.organizations where id = ? for no key update`, [orgId]);
+    // Raw: a transaction-level advisory lock per recipient, which the ORM does not express: senders to one
+    // recipient from any organization queue here. Always taken after the organization's lock, never
+    // before it, so two senders never wait on each other in opposite orders (a deadlock).
+    await this.sql.run(`select pg_advisory_xact_lock(hashtextextended(?, 0))`, [
+      `${RECIPIENT_LOCK_PREFIX}${recipientHash}`,
+    ]);
     // Raw: forgetting past days and counting this one in one round trip (a data-modifying CTE).
-    const row = await this.sql.one<{ of_org: number; to_recipient: number }>(
+    const row = await this.sql.one<{ of_org: number; to_recipient: number; to_recipient_all_orgs: number }>(
       `with purged as (delete from identity.outbound_emails where org_id = ? and day < ?::date)
-       select count(*)::int as of_org, (count(*) filter (where recipient_hash = ?))::int as to_recipient
+       select count(*)::int as of_org, (count(*) filter (where recipient_hash = ?))::int as to_recipient,
+              (select count(*)::int from identity.outbound_emails where day = ?::date and recipient_hash = ?)
+                as to_recipient_all_orgs
        from identity.outbound_emails where org_id = ? and day = ?::date`,
-      [orgId, day, recipientHash, orgId, day],
+      [orgId, day, recipientHash, day, recipientHash, orgId, day],
     );
-    return { ofOrg: row?.of_org ?? 0, toRecipient: row?.to_recipient ?? 0 };
+    return {
+      ofOrg: row?.of_org ?? 0,
+      toRecipient: row?.to_recipient ?? 0,
+      toRecipientAllOrgs: row?.to_recipient_all_orgs ?? 0,
+    };
   }
 
   async insertOutboundEmail(email: OutboundEmail): Promise<void> {

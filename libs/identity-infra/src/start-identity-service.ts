@@ -33,6 +33,7 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
           inviteTtlHours: config.INVITE_TTL_HOURS,
           emailsPerOrgPerDay: config.OUTBOUND_EMAILS_PER_ORG_PER_DAY,
           emailsPerRecipientPerDay: config.OUTBOUND_EMAILS_PER_RECIPIENT_PER_DAY,
+          emailsPerRecipientAllOrgsPerDay: config.OUTBOUND_EMAILS_PER_RECIPIENT_ALL_ORGS_PER_DAY,
           sealingKey: Buffer.from(config.SECRET_SEALING_KEY, 'base64'),
         },
         { now: () => new Date() },

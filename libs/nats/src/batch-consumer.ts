@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { ClosedConnectionError, DrainingConnectionError, type Subscription } from '@nats-io/nats-core';
 import type { Logger } from '@sts/logger/create-logger';
+import { redactedError } from '@sts/logger/redacted-error';
 import { consumerBacklog, consumerMessagesEnded, consumerRedeliveries } from '@sts/observability/metrics';
 import { linkToRecordedSpan, SpanKind, startSpan } from '@sts/observability/trace-context';
 import {
@@ -15,25 +16,9 @@ import { natsHeaderGetter } from './trace-headers';
 /** From this delivery on a failure is logged as an error: something is down or broken, not unlucky. */
 const LOUD_AFTER_DELIVERIES = 10;
 
-/**
- * What a log line or a span keeps of a handler's failure: its class, code and type, never its message.
- * A database's message may echo the statement and its values (ClickHouse quotes the failing query or
- * input, and with it a batch's hosts; PostgreSQL the duplicate key), which no log line or trace may
- * carry. The same redaction as `describeClickHouseError` (@sts/clickhouse), for every handler's errors.
- */
-export function redactedFailure(error: unknown): { name: string; code?: string; type?: string } {
-  if (!(error instanceof Error)) return { name: typeof error };
-  const { code, type } = error as { code?: unknown; type?: unknown };
-  return {
-    name: error.name,
-    ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}),
-    ...(typeof type === 'string' ? { type } : {}),
-  };
-}
-
-/** The redacted failure as one line, for a span's status. */
-function redactedFailureText(error: unknown): string {
-  const { name, code, type } = redactedFailure(error);
+/** A handler's failure as one line for a span's status: its class, code and type (`redactedError`), never its message. */
+function redactedErrorText(error: unknown): string {
+  const { name, code, type } = redactedError(error);
   return [name, code, type].filter((part) => part !== undefined).join(' ');
 }
 
@@ -169,7 +154,7 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
       subject: msg.subject,
       seq: msg.seq,
       delivery,
-      err: redactedFailure(error),
+      err: redactedError(error),
     };
     if (isPermanent(error)) {
       consumerMessagesEnded.inc({ consumer: durableName, reason: 'unprocessable' });
@@ -233,9 +218,9 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
       failures = await (span ? span.run(() => options.handleBatch(batch)) : options.handleBatch(batch));
     } catch (error) {
       // Neither the exception nor its message goes into the span: only what the log line keeps.
-      span?.fail(undefined, redactedFailureText(error));
+      span?.fail(undefined, redactedErrorText(error));
       const delivery = Math.max(...batch.map(({ msg }) => msg.info.deliveryCount));
-      const fields = { err: redactedFailure(error), messages: batch.length, delivery };
+      const fields = { err: redactedError(error), messages: batch.length, delivery };
       if (delivery >= LOUD_AFTER_DELIVERIES)
         logger.error(fields, `batch failed ${delivery} times; will retry`);
       else logger.warn(fields, 'batch failed; will retry');

@@ -22,6 +22,19 @@ export interface EventsStreamOptions {
   replicas?: number;
 }
 
+/** What every stream of the system shares: on disk, no limit of count or size, replicas as configured. */
+function unlimitedFileStream(options: EventsStreamOptions) {
+  return {
+    storage: StorageType.File,
+    max_msgs: -1,
+    max_bytes: -1,
+    max_msg_size: -1,
+    max_msgs_per_subject: -1,
+    max_consumers: -1,
+    num_replicas: options.replicas ?? 1,
+  };
+}
+
 /** The configuration of the domain-events stream of a namespace; one place, so every service agrees. */
 export function eventsStreamConfig(
   namespace: string,
@@ -31,18 +44,12 @@ export function eventsStreamConfig(
     name: eventsStreamName(namespace),
     description: `Domain events of namespace ${namespace}`,
     subjects: [allEventsSubject(namespace)],
-    storage: StorageType.File,
+    ...unlimitedFileStream(options),
     retention: RetentionPolicy.Limits,
     discard: DiscardPolicy.Old,
     max_age: nanos(EVENT_RETENTION_MS),
     // Publishers set Nats-Msg-Id = event id; a relay retrying within this window is deduplicated.
     duplicate_window: nanos(2 * 60 * 1000),
-    max_msgs: -1,
-    max_bytes: -1,
-    max_msg_size: -1,
-    max_msgs_per_subject: -1,
-    max_consumers: -1,
-    num_replicas: options.replicas ?? 1,
   };
 }
 
@@ -69,20 +76,15 @@ export function telemetryStreamConfig(
     name: telemetryStreamName(namespace),
     description: `Telemetry batches of namespace ${namespace}`,
     subjects: [allTelemetrySubject(namespace)],
-    storage: StorageType.File,
+    ...unlimitedFileStream(options),
     retention: RetentionPolicy.Interest,
     discard: DiscardPolicy.New,
     max_age: nanos(options.maxAgeMs ?? 7 * 24 * 60 * 60 * 1000),
     // Nats-Msg-Id = device id and batch id: an agent's retry within this window is stored once; the
     // analytics service's ledger catches later ones.
     duplicate_window: nanos(10 * 60 * 1000),
-    max_msgs: -1,
-    // Left as it is on an existing stream unless given (the analytics service owns this setting).
-    ...(options.maxBytes === undefined ? {} : { max_bytes: options.maxBytes }),
-    max_msg_size: -1,
-    max_msgs_per_subject: -1,
-    max_consumers: -1,
-    num_replicas: options.replicas ?? 1,
+    // Left as it is on an existing stream unless given (the analytics service and nats-setup own it).
+    max_bytes: options.maxBytes,
   };
 }
 
@@ -112,18 +114,12 @@ export function devicePurgesStreamConfig(
     name: devicePurgesStreamName(namespace),
     description: `Device purges analytics has still to do, namespace ${namespace}`,
     subjects: [devicePurgeSubject(namespace)],
-    storage: StorageType.File,
+    ...unlimitedFileStream(options),
     retention: RetentionPolicy.Workqueue,
     discard: DiscardPolicy.New,
     max_age: 0,
     // A deletion's purge is parked with the event id as Nats-Msg-Id: a redelivered event parks it once.
     duplicate_window: nanos(2 * 60 * 1000),
-    max_msgs: -1,
-    max_bytes: -1,
-    max_msg_size: -1,
-    max_msgs_per_subject: -1,
-    max_consumers: -1,
-    num_replicas: options.replicas ?? 1,
   };
 }
 

@@ -90,8 +90,12 @@ export interface ServiceHost<Orm extends ServiceOrm | null = ServiceOrm> {
   ): Promise<void>;
   /** Registers something to close at shutdown (before the connections above it). */
   onShutdown(name: string, close: () => unknown): void;
-  /** A dependency besides PostgreSQL and NATS that readiness checks (gRPC health `dependency/<name>`). */
-  checkDependency(name: string, check: DependencyCheck): void;
+  /**
+   * A dependency besides PostgreSQL and NATS that readiness checks (gRPC health `dependency/<name>`).
+   * `decidesReadiness: false`: reported as `dependency/<name>` only, the service stays ready (`''`)
+   * however it answers (something for an operator to see that no replica would serve better without).
+   */
+  checkDependency(name: string, check: DependencyCheck, options?: { decidesReadiness?: boolean }): void;
 }
 
 /** The event types a declared consumer takes. */
@@ -182,14 +186,17 @@ export async function runServiceHost(
 
     let consumesEvents = false;
     const extraChecks: Record<string, DependencyCheck> = {};
+    const informationalChecks: Record<string, DependencyCheck> = {};
     const host: ServiceHost<ServiceOrm | null> = {
       orm,
       nats,
       logger,
       wakeOutbox: () => relay?.wake(),
       onShutdown: (name, close) => lifecycle.add(name, close),
-      checkDependency: (name, check) => {
-        extraChecks[name] = check;
+      checkDependency: (name, check, { decidesReadiness = true } = {}) => {
+        if (name in extraChecks || name in informationalChecks)
+          throw new Error(`dependency ${name} is checked already`);
+        (decidesReadiness ? extraChecks : informationalChecks)[name] = check;
       },
       consume: async ({ consumer, ...handler }) => {
         const declaration: EventConsumerDeclaration = EVENT_CONSUMERS[consumer];
@@ -255,12 +262,17 @@ export async function runServiceHost(
         { nats: () => nats.answers() },
         extraChecks,
       ),
+      informational: informationalChecks,
       intervalMs: options.dependencyCheckIntervalMs ?? DEPENDENCY_CHECK_INTERVAL_MS,
       timeoutMs: DEPENDENCY_CHECK_TIMEOUT_MS,
       onChange: (missing) =>
         missing.length > 0
           ? logger.warn({ missing }, 'not ready: dependencies do not answer')
           : logger.info('ready: every dependency answers'),
+      onInformationalChange: (failing) =>
+        failing.length > 0
+          ? logger.warn({ failing }, 'informational dependency checks fail (readiness unaffected)')
+          : logger.info('every informational dependency check passes'),
     });
     await dependencies.checkNow();
     lifecycle.add('dependency checks', () => dependencies.stop());

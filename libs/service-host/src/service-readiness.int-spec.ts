@@ -26,6 +26,8 @@ describe('service readiness (PostgreSQL through a proxy, NATS)', () => {
   let proxy: TcpProxy;
   let service: RunningService;
   let address: string;
+  // An informational check (as analytics' device-purges): reported, never deciding readiness.
+  let backlogOnTime = true;
 
   beforeAll(async () => {
     database = await createTestDatabase('readiness');
@@ -52,7 +54,10 @@ describe('service readiness (PostgreSQL through a proxy, NATS)', () => {
         logger,
         dependencyCheckIntervalMs: 100,
       },
-      async () => [],
+      async (host) => {
+        host.checkDependency('backlog', async () => backlogOnTime, { decidesReadiness: false });
+        return [];
+      },
     );
     address = `127.0.0.1:${service.grpcPort}`;
   });
@@ -72,6 +77,7 @@ describe('service readiness (PostgreSQL through a proxy, NATS)', () => {
     live: await grpcHealth(address, 2_000, null, LIVENESS_HEALTH_NAME),
     postgres: await grpcHealth(address, 2_000, null, dependencyHealthName('postgres')),
     nats: await grpcHealth(address, 2_000, null, dependencyHealthName('nats')),
+    backlog: await grpcHealth(address, 2_000, null, dependencyHealthName('backlog')),
   });
 
   it('is ready while PostgreSQL and NATS answer, names PostgreSQL when it goes away, and stays alive', async () => {
@@ -80,6 +86,7 @@ describe('service readiness (PostgreSQL through a proxy, NATS)', () => {
       live: 'serving',
       postgres: 'serving',
       nats: 'serving',
+      backlog: 'serving',
     });
     proxy.cut();
     await eventually(async () => (await grpcHealth(address, 2_000)) === 'not-serving', 10_000);
@@ -88,6 +95,7 @@ describe('service readiness (PostgreSQL through a proxy, NATS)', () => {
       live: 'serving',
       postgres: 'not-serving',
       nats: 'serving',
+      backlog: 'serving',
     });
     proxy.restore();
     await eventually(async () => (await grpcHealth(address, 2_000)) === 'serving', 15_000);
@@ -96,6 +104,27 @@ describe('service readiness (PostgreSQL through a proxy, NATS)', () => {
       live: 'serving',
       postgres: 'serving',
       nats: 'serving',
+      backlog: 'serving',
     });
+  });
+
+  it('stays ready while an informational check fails, and reports that check as not serving', async () => {
+    backlogOnTime = false;
+    try {
+      await eventually(
+        async () =>
+          (await grpcHealth(address, 2_000, null, dependencyHealthName('backlog'))) === 'not-serving',
+        10_000,
+      );
+      expect(await states()).toEqual({
+        ready: 'serving',
+        live: 'serving',
+        postgres: 'serving',
+        nats: 'serving',
+        backlog: 'not-serving',
+      });
+    } finally {
+      backlogOnTime = true;
+    }
   });
 });

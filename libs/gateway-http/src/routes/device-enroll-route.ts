@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError, isAppError } from '@sts/errors/app-error';
 import type { ErrorCode } from '@sts/errors/error-code';
-import { clientAddressKey } from '../client-address';
+import { clientAddressKey, clientNetworkKey } from '../client-address';
 import { errorResponses } from '../contract-schemas';
 import type { EnrollFailureLimiter } from '../enroll-failure-limiter';
 import type { UpstreamClients } from '../upstream-clients';
@@ -99,7 +99,11 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
     async (request, reply) => {
       const key = request.headers['x-enrollment-key'];
       // A request without a key is a failure too, counted against its address (docs/decisions.md).
-      const source = { key: key || null, address: clientAddressKey(request.ip) };
+      const source = {
+        key: key || null,
+        address: clientAddressKey(request.ip),
+        network: clientNetworkKey(request.ip),
+      };
       if (await failures.isBlocked(source)) {
         reply.header('retry-after', String(failures.retryAfterSeconds()));
         throw new AppError('RATE_LIMITED', 'Too many failed enrollments; wait before trying again');

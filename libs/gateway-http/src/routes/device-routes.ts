@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { isAppError } from '@sts/errors/app-error';
 import { requireCaller, requireRoles } from '../caller-context';
 import { DEVICE_STATUS_TO_PROTO, devicesToContractJson } from '../contract-mapping';
 import { devicePayload, errorResponses, idParam, pageQuery } from '../contract-schemas';
@@ -21,15 +22,35 @@ function sendDevicePage(reply: FastifyReply, devices: readonly Device[]): Fastif
 }
 
 /**
+ * Whether a failed change may have been made all the same: a deadline, an unavailable or failing
+ * service may have committed it; a refusal (an AppError with a 4xx status, such as a device of another
+ * organization) changed nothing.
+ */
+function mayHaveChanged(error: unknown): boolean {
+  return !(isAppError(error) && error.httpStatus >= 400 && error.httpStatus < 500);
+}
+
+/**
  * Devices of the caller's organization. A disable, enable or delete evicts the device's cached
  * credential on this gateway before it answers (the others evict on the device event), so the device's
- * very next batch through it meets the new state.
+ * very next batch through it meets the new state; a refused call evicts nothing, so that a caller cannot
+ * make another organization's device credentials be looked up again.
  */
 export const deviceRoutes: FastifyPluginAsyncZod<{
   clients: UpstreamClients;
   credentials: Pick<DeviceCredentials, 'deviceChanged'>;
 }> = async (app, { clients, credentials }) => {
   const security = [{ bearerAuth: [] }];
+  /** Runs a change of the device, then evicts its credential when the change may have been made. */
+  const changeDevice = async (deviceId: string, change: () => Promise<unknown>): Promise<void> => {
+    try {
+      await change();
+    } catch (error) {
+      if (mayHaveChanged(error)) credentials.deviceChanged(deviceId);
+      throw error;
+    }
+    credentials.deviceChanged(deviceId);
+  };
   const statusChanges = [
     { action: 'disable', method: 'disableDevice', summary: 'Disable a device (its telemetry is refused)' },
     { action: 'enable', method: 'enableDevice', summary: 'Enable a disabled device' },
@@ -89,15 +110,10 @@ export const deviceRoutes: FastifyPluginAsyncZod<{
         },
       },
       async (request, reply) => {
-        try {
-          await clients.enrollment[method](
-            { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
-            callOptionsFor(request),
-          );
-        } finally {
-          // Also when the answer failed: the change may have been made all the same (a deadline).
-          credentials.deviceChanged(request.params.device_id);
-        }
+        const orgId = requireCaller(request).org.id;
+        await changeDevice(request.params.device_id, () =>
+          clients.enrollment[method]({ orgId, deviceId: request.params.device_id }, callOptionsFor(request)),
+        );
         return reply.code(204).send(null);
       },
     );
@@ -116,14 +132,13 @@ export const deviceRoutes: FastifyPluginAsyncZod<{
       },
     },
     async (request, reply) => {
-      try {
-        await clients.enrollment.deleteDevice(
-          { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
+      const orgId = requireCaller(request).org.id;
+      await changeDevice(request.params.device_id, () =>
+        clients.enrollment.deleteDevice(
+          { orgId, deviceId: request.params.device_id },
           callOptionsFor(request),
-        );
-      } finally {
-        credentials.deviceChanged(request.params.device_id);
-      }
+        ),
+      );
       return reply.code(204).send(null);
     },
   );

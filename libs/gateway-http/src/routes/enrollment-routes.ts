@@ -172,12 +172,12 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
     {
       schema: {
         tags: ['Enrollment'],
-        summary: 'Allow a device to re-enroll without its device token (once, within 24 hours)',
+        summary: 'Allow a device to re-enroll without its device token (once, within 1 hour)',
         description:
           "For a reinstall that lost its credential: the next enrollment of this device's machine id with a " +
           'valid code re-enrolls it (same device_id, new device_token) without X-Device-Token. Without this, ' +
           'such an enrollment is refused with 409 MACHINE_ALREADY_ENROLLED, so that a code and a machine id ' +
-          'never take a device over. Asking again renews the 24 hours.',
+          'never take a device over. Asking again renews the hour.',
         security,
         params: z.object({ device_id: idParam }),
         response: {

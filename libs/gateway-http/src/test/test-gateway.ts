@@ -23,6 +23,8 @@ export async function startTestGateway(
     limits?: (context: { now: () => number; logger: Logger }) => WindowCounter;
     /** NATS's max_payload, as a connected gateway knows it (none by default). */
     natsMaxPayloadBytes?: number;
+    /** How long device credentials are kept (not at all by default). */
+    deviceCacheTtlMs?: number;
   } = {},
 ) {
   // The enrollment failure windows are whole clock minutes: a test started at hh:mm:59 would see its
@@ -36,6 +38,7 @@ export async function startTestGateway(
     { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) },
   );
   const upstreamClients = upstream.clients();
+  const credentials = new DeviceCredentials(upstreamClients, options.deviceCacheTtlMs ?? 0);
   // Telemetry accepted by the gateway, in order (JetStream's part has its own integration tests).
   const published: TelemetryBatchMessage[] = [];
   const now = () => clock.nowMs;
@@ -63,7 +66,7 @@ export async function startTestGateway(
     }),
     logger,
     clients: upstreamClients,
-    credentials: new DeviceCredentials(upstreamClients, 0),
+    credentials,
     telemetry: async (batch) => {
       const duplicate = published.some(
         (p) => p.device_id === batch.device_id && p.batch_id === batch.batch_id,
@@ -79,5 +82,5 @@ export async function startTestGateway(
     now,
   });
   await app.ready();
-  return { app, upstream, tokens, logs, clock, published };
+  return { app, upstream, tokens, logs, clock, published, credentials };
 }

@@ -304,20 +304,23 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
       return true;
     },
     lockOutboundEmailsOfDay: async (orgId, day, recipientHash) => {
-      // Transactions run one at a time here: the lock of the organization's row is implied.
+      // Transactions run one at a time here: the locks of the organization and the recipient are implied.
       if (!s().orgs.has(orgId)) throw new Error(`foreign key: organization ${orgId}`);
       let ofOrg = 0;
       let toRecipient = 0;
+      let toRecipientAllOrgs = 0;
       for (const [id, email] of s().outboundEmails) {
-        if (email.orgId !== orgId) continue;
-        if (email.day < day) {
+        if (email.orgId === orgId && email.day < day) {
           s().outboundEmails.delete(id);
         } else if (email.day === day) {
+          const toThem = email.recipientHash === recipientHash;
+          if (toThem) toRecipientAllOrgs += 1;
+          if (email.orgId !== orgId) continue;
           ofOrg += 1;
-          if (email.recipientHash === recipientHash) toRecipient += 1;
+          if (toThem) toRecipient += 1;
         }
       }
-      return { ofOrg, toRecipient };
+      return { ofOrg, toRecipient, toRecipientAllOrgs };
     },
     insertOutboundEmail: async (email) => {
       if (s().outboundEmails.has(email.id)) throw new UniqueConflict(new Error('outbound_emails_pkey'));

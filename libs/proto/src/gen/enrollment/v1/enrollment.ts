@@ -2744,7 +2744,7 @@ export const EnrollmentServiceService = {
   },
   /**
    * An administrator lets the next enrollment of this device's machine id (with a valid code) re-enroll
-   * it without its device token: how a reinstall that lost its credential comes back. One use, 24 hours.
+   * it without its device token: how a reinstall that lost its credential comes back. One use, 1 hour.
    */
   allowReEnrollment: {
     path: "/enrollment.v1.EnrollmentService/AllowReEnrollment" as const,
@@ -2827,7 +2827,7 @@ export interface EnrollmentServiceServer extends UntypedServiceImplementation {
   enrollDevice: handleUnaryCall<EnrollDeviceRequest, EnrollDeviceResponse>;
   /**
    * An administrator lets the next enrollment of this device's machine id (with a valid code) re-enroll
-   * it without its device token: how a reinstall that lost its credential comes back. One use, 24 hours.
+   * it without its device token: how a reinstall that lost its credential comes back. One use, 1 hour.
    */
   allowReEnrollment: handleUnaryCall<AllowReEnrollmentRequest, AllowReEnrollmentResponse>;
   listDevices: handleUnaryCall<ListDevicesRequest, ListDevicesResponse>;
@@ -2939,7 +2939,7 @@ export interface EnrollmentServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * An administrator lets the next enrollment of this device's machine id (with a valid code) re-enroll
-   * it without its device token: how a reinstall that lost its credential comes back. One use, 24 hours.
+   * it without its device token: how a reinstall that lost its credential comes back. One use, 1 hour.
    */
   allowReEnrollment(
     request: AllowReEnrollmentRequest,
