@@ -3,8 +3,11 @@
  *   npm run demo -- --token <admin access token> [--server http://localhost:8080] [--devices 20]
  *                   [--days 7] [--events-per-day 300] [--seed 1]
  * Enrolls the devices through the public API (with the organization's enrollment key, created if it
- * has none) and sends each device's traffic for the last days through POST /api/device/telemetry,
- * exactly as agents would. Prints progress; safe to run again (new devices each time).
+ * has none) and sends each device `--days` days' worth of traffic through POST /api/device/telemetry,
+ * exactly as agents would. Analytics counts only what a device observed since its enrollment
+ * (docs/decisions.md, "No telemetry from before a device existed"), so the traffic is observed between
+ * the enrollment and now: it lands in the current hour. Prints progress; safe to run again (new devices
+ * each time).
  */
 import { parseArgs } from 'node:util';
 import { seededRandom, simulatedEvents } from '../apps/agent/src/simulated-traffic';
@@ -38,7 +41,6 @@ if (!token) {
 }
 const server = values.server.replace(/\/+$/, '');
 const devices = count('devices', values.devices, 1_000);
-// The service accepts events up to 30 days old.
 const days = count('days', values.days, 29);
 const perDay = count('events-per-day', values['events-per-day'], 100_000);
 const random = seededRandom(count('seed', values.seed, 2 ** 31));
@@ -75,6 +77,8 @@ async function main(): Promise<void> {
   const session = await call<{ org: { name: string } }>('GET', '/api/session');
   const key = await enrollmentKey();
   const run = Date.now().toString(36);
+  // Analytics allows a device's clock to run up to 5 minutes behind its enrollment; stay within a minute.
+  const enrolledFrom = new Date(Date.now() - 60_000);
   const enrolled: { device_token: string; hostname: string }[] = [];
   for (let offset = 0; offset < devices; offset += 100) {
     const { codes } = await call<{ codes: { code: string }[] }>('POST', '/api/enrollment-codes', {
@@ -94,7 +98,7 @@ async function main(): Promise<void> {
   console.log(`enrolled ${enrolled.length} devices in "${session.org.name}"`);
 
   const to = new Date();
-  const from = new Date(to.getTime() - days * 86_400_000);
+  const from = enrolledFrom;
   let sent = 0;
   for (const [index, device] of enrolled.entries()) {
     const events = simulatedEvents(perDay * days, from, to, random);
@@ -111,9 +115,9 @@ async function main(): Promise<void> {
       console.log(`sent ${sent} events for ${index + 1}/${enrolled.length} devices`);
     }
   }
-  console.log(`done: ${sent} events over ${days} days. Try:`);
+  console.log(`done: ${sent} events (${days} days' worth, observed since the enrollment). Try:`);
   console.log(
-    `  curl -s -H "Authorization: Bearer $TOKEN" '${server}/api/analytics/series?metric=total_analyzed&window=30d'`,
+    `  curl -s -H "Authorization: Bearer $TOKEN" '${server}/api/analytics/series?metric=total_analyzed&window=24h'`,
   );
 }
 

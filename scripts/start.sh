@@ -223,7 +223,7 @@ if $START_DEV_IDP; then
     npm run agent -- simulate --events 500 --config .dev/agent.json
     curl -s -H "Authorization: Bearer \$TOKEN" 'http://localhost:$PORT/api/analytics/summary?window=24h'
 
-  Fill the organization with demo traffic (devices enrolled for you, days of history):
+  Fill the organization with demo traffic (devices enrolled for you; days' worth of traffic, observed since):
     npm run demo -- --token \$TOKEN --devices 20 --days 7
 INFO
 fi
