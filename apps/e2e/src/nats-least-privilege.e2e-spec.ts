@@ -1,4 +1,4 @@
-import { eventually, startSystem, type SystemUnderTest } from './system-under-test';
+import { enrollDevice, eventually, startSystem, type SystemUnderTest } from './system-under-test';
 
 interface FeedItem {
   type: string;
@@ -42,26 +42,7 @@ describe('every flow under per-service NATS users (least privilege)', () => {
   });
 
   it('enrolls a device, stores its telemetry, raises a threat alert, and refuses it once disabled', async () => {
-    const key = (await system.api<{ key: string }>('POST', '/api/enrollment-key', { token: admin })).body.key;
-    const codes = await system.api<{ codes: { code: string }[] }>('POST', '/api/enrollment-codes', {
-      token: admin,
-      body: { count: 1 },
-    });
-    const enrolled = await system.api<{ device_id: string; device_token: string }>(
-      'POST',
-      '/api/device/enroll',
-      {
-        headers: { 'x-enrollment-key': key },
-        body: {
-          code: codes.body.codes[0]!.code,
-          machine_id: 'lp-laptop',
-          hostname: 'lp-laptop',
-          metadata: {},
-        },
-      },
-    );
-    expect(enrolled.status).toBe(200);
-    const { device_id: deviceId, device_token: deviceToken } = enrolled.body;
+    const { device_id: deviceId, device_token: deviceToken } = await enrollDevice(system, admin, 'lp-laptop');
     // enrollment → notification: the feed names the hostname.
     await eventually(async () =>
       (await feed()).some((item) => item.type === 'device.enrolled' && item.message.includes('lp-laptop')),

@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
 import { loadConfig } from '@sts/config/load-config';
 import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
 import { gatewayEnvSchema } from '@sts/gateway-http/gateway-config';
@@ -258,4 +260,51 @@ export async function startSystem(
     await lifecycle.close();
     throw error;
   }
+}
+
+/** The organization's enrollment key (made when it has none) and a fresh one-time code, as an ORG_ADMIN gets them. */
+export async function enrollmentCredentials(
+  system: SystemUnderTest,
+  adminToken: string,
+): Promise<{ key: string; code: string }> {
+  const existing = await system.api<{ key: string }>('GET', '/api/enrollment-key', { token: adminToken });
+  const key =
+    existing.status === 200
+      ? existing.body.key
+      : (await system.api<{ key: string }>('POST', '/api/enrollment-key', { token: adminToken })).body.key;
+  const codes = await system.api<{ codes: { code: string }[] }>('POST', '/api/enrollment-codes', {
+    token: adminToken,
+    body: { count: 1 },
+  });
+  return { key, code: codes.body.codes[0]!.code };
+}
+
+/** A device enrolled in the admin's organization through the public API, as an agent enrolls. */
+export async function enrollDevice(
+  system: SystemUnderTest,
+  adminToken: string,
+  machineId: string,
+  hostname = machineId,
+): Promise<{ key: string; device_id: string; device_token: string }> {
+  const { key, code } = await enrollmentCredentials(system, adminToken);
+  const enrolled = await system.api<{ device_id: string; device_token: string }>(
+    'POST',
+    '/api/device/enroll',
+    {
+      headers: { 'x-enrollment-key': key },
+      body: { code, machine_id: machineId, hostname, metadata: {} },
+    },
+  );
+  if (enrolled.status !== 200) throw new Error(`enrolling ${machineId}: HTTP ${enrolled.status}`);
+  return { key, ...enrolled.body };
+}
+
+const execFileAsync = promisify(execFile);
+
+/** Runs the agent CLI from source as a device would; its exit code (0 on success), stdout and stderr. */
+export function runAgent(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return execFileAsync(process.execPath, ['--import', 'tsx', 'apps/agent/src/main.ts', ...args]).then(
+    (result) => ({ code: 0, ...result }),
+    (error: { code: number; stdout: string; stderr: string }) => error,
+  );
 }

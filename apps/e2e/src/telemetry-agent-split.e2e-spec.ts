@@ -1,11 +1,13 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { eventually, startSystem, type SystemUnderTest } from './system-under-test';
-
-const run = promisify(execFile);
+import {
+  enrollmentCredentials,
+  eventually,
+  startSystem,
+  type SystemUnderTest,
+  runAgent,
+} from './system-under-test';
 
 /**
  * The agent against a gateway that takes small batches only (TELEMETRY_BODY_LIMIT_BYTES 4 KiB, far below
@@ -28,17 +30,8 @@ describe('the agent splits batches the gateway refuses as too large', () => {
     const config = join(dir, 'agent.json');
     try {
       const admin = await system.tokenFor('split@agent.test', { name: 'Split' });
-      const key = (await system.api<{ key: string }>('POST', '/api/enrollment-key', { token: admin })).body
-        .key;
-      const codes = await system.api<{ codes: { code: string }[] }>('POST', '/api/enrollment-codes', {
-        token: admin,
-        body: { count: 1 },
-      });
-      const agent = (...args: string[]) =>
-        run(process.execPath, ['--import', 'tsx', 'apps/agent/src/main.ts', ...args]).then(
-          (result) => ({ code: 0, ...result }),
-          (error: { code: number; stdout: string; stderr: string }) => error,
-        );
+      const { key, code } = await enrollmentCredentials(system, admin);
+      const agent = runAgent;
       expect(
         (
           await agent(
@@ -48,7 +41,7 @@ describe('the agent splits batches the gateway refuses as too large', () => {
             '--key',
             key,
             '--code',
-            codes.body.codes[0]!.code,
+            code,
             '--config',
             config,
             '--machine-id',

@@ -1,12 +1,8 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { startTcpProxy, type TcpProxy } from '@sts/testing/tcp-proxy';
-import { eventually, startSystem, type SystemUnderTest } from './system-under-test';
-
-const run = promisify(execFile);
+import { eventually, startSystem, type SystemUnderTest, runAgent } from './system-under-test';
 
 /**
  * Outages of the parts behind the gateway, made with TCP proxies in front of the real servers: the
@@ -114,11 +110,7 @@ describe('telemetry when ClickHouse or NATS is unreachable', () => {
         token: admin,
         body: { count: 1 },
       });
-      const agent = (...args: string[]) =>
-        run(process.execPath, ['--import', 'tsx', 'apps/agent/src/main.ts', ...args]).then(
-          (result) => ({ code: 0, ...result }),
-          (error: { code: number; stdout: string; stderr: string }) => error,
-        );
+      const agent = runAgent;
       const enrolled = await agent(
         'enroll',
         '--server',

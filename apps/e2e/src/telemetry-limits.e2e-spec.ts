@@ -1,12 +1,15 @@
-import { execFile } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { eventually, startSystem, type SystemUnderTest } from './system-under-test';
-
-const run = promisify(execFile);
+import {
+  enrollDevice,
+  enrollmentCredentials,
+  eventually,
+  startSystem,
+  type SystemUnderTest,
+  runAgent,
+} from './system-under-test';
 
 interface Problem {
   code: string;
@@ -43,21 +46,7 @@ describe('telemetry limits, end to end', () => {
   /** A new organization (its own admin and enrollment key) with one enrolled device. */
   async function deviceOfNewOrg(name: string) {
     const admin = await system.tokenFor(`${name}@limits.test`, { name });
-    const key = (await system.api<{ key: string }>('POST', '/api/enrollment-key', { token: admin })).body.key;
-    const codes = await system.api<{ codes: { code: string }[] }>('POST', '/api/enrollment-codes', {
-      token: admin,
-      body: { count: 1 },
-    });
-    const enrolled = await system.api<{ device_id: string; device_token: string }>(
-      'POST',
-      '/api/device/enroll',
-      {
-        headers: { 'x-enrollment-key': key },
-        body: { code: codes.body.codes[0]!.code, machine_id: name, hostname: name, metadata: {} },
-      },
-    );
-    expect(enrolled.status).toBe(200);
-    return { admin, key, ...enrolled.body };
+    return { admin, ...(await enrollDevice(system, admin, name)) };
   }
 
   const send = (
@@ -243,17 +232,8 @@ describe('telemetry limits, end to end', () => {
     const config = join(dir, 'agent.json');
     try {
       const admin = await system.tokenFor('agent-large@limits.test', { name: 'Agent' });
-      const key = (await system.api<{ key: string }>('POST', '/api/enrollment-key', { token: admin })).body
-        .key;
-      const codes = await system.api<{ codes: { code: string }[] }>('POST', '/api/enrollment-codes', {
-        token: admin,
-        body: { count: 1 },
-      });
-      const agent = (...args: string[]) =>
-        run(process.execPath, ['--import', 'tsx', 'apps/agent/src/main.ts', ...args]).then(
-          (result) => ({ code: 0, ...result }),
-          (error: { code: number; stdout: string; stderr: string }) => error,
-        );
+      const { key, code } = await enrollmentCredentials(system, admin);
+      const agent = runAgent;
       const enrolled = await agent(
         'enroll',
         '--server',
@@ -261,7 +241,7 @@ describe('telemetry limits, end to end', () => {
         '--key',
         key,
         '--code',
-        codes.body.codes[0]!.code,
+        code,
         '--config',
         config,
         '--machine-id',
