@@ -20,6 +20,9 @@ import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { NATS_ADMIN_USER, natsAuthorizationConfig } from '@sts/nats/nats-permissions';
 import { provisionNatsTopology } from '@sts/nats/nats-topology';
+import { devicePurgesStreamName } from '@sts/nats/event-stream';
+import { eventsStreamName } from '@sts/events/subjects';
+import { telemetryStreamName } from '@sts/events/telemetry';
 import { startNatsServer } from '@sts/testing/nats-server';
 import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
 import { Lifecycle } from '@sts/runtime/lifecycle';
@@ -59,6 +62,11 @@ export interface SystemUnderTest {
     path: string,
     options?: { token?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> },
   ): Promise<ApiResponse<Body>>;
+  /**
+   * Whether every durable consumer of the system's streams has nothing left to deliver or to be
+   * acknowledged: all that was published is handled, so nothing more can land later.
+   */
+  consumersIdle(): Promise<boolean>;
   stop(): Promise<void>;
 }
 
@@ -87,34 +95,30 @@ export async function startSystem(
     const namespace = uniqueNatsNamespace();
     const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
     let natsUrlOf = (_service: ServiceName) => natsUrl;
+    let adminUrl = natsUrl;
+    let passwords: Record<ServiceName | typeof NATS_ADMIN_USER, string> | undefined;
     if (options.natsUsers) {
-      const passwords = Object.fromEntries(
+      const generated = Object.fromEntries(
         [...SERVICE_NAMES, NATS_ADMIN_USER].map((user) => [user, randomBytes(18).toString('base64url')]),
       ) as Record<ServiceName | typeof NATS_ADMIN_USER, string>;
-      const server = await startNatsServer(natsAuthorizationConfig(namespace, passwords));
+      const server = await startNatsServer(natsAuthorizationConfig(namespace, generated));
       lifecycle.add('nats server', () => server.stop());
-      const admin = await connectJetStream({
-        url: server.url(NATS_ADMIN_USER, passwords[NATS_ADMIN_USER]),
-        name: 'e2e-nats-setup',
+      adminUrl = server.url(NATS_ADMIN_USER, generated[NATS_ADMIN_USER]);
+      natsUrlOf = (service) => server.url(service, generated[service]);
+      passwords = generated;
+    }
+    // The tests' own connection, as the admin where there are users: provisioning, checks, cleanup.
+    const admin = await connectJetStream({ url: adminUrl, name: 'e2e-admin', logger });
+    lifecycle.add('nats admin connection', () => admin.close());
+    if (passwords) {
+      await provisionNatsTopology(
+        admin.nc,
+        admin.jsm,
+        { namespace, telemetryMaxBytes: 256 * 1024 * 1024, telemetryConsumers: {} },
         logger,
-      });
-      try {
-        await provisionNatsTopology(
-          admin.nc,
-          admin.jsm,
-          { namespace, telemetryMaxBytes: 256 * 1024 * 1024, telemetryConsumers: {} },
-          logger,
-        );
-      } finally {
-        await admin.close();
-      }
-      natsUrlOf = (service) => server.url(service, passwords[service]);
+      );
     } else {
-      lifecycle.add('nats streams', async () => {
-        const nats = await connectJetStream({ url: natsUrl, name: 'e2e-cleanup', logger });
-        await deleteNamespaceStreams(nats.jsm, namespace);
-        await nats.close();
-      });
+      lifecycle.add('nats streams', () => deleteNamespaceStreams(admin.jsm, namespace));
     }
 
     const audience = 'https://api.e2e.test';
@@ -253,6 +257,26 @@ export async function startSystem(
         const type = response.headers.get('content-type') ?? '';
         const parsed: unknown = text && type.includes('json') ? JSON.parse(text) : text;
         return { status: response.status, headers: response.headers, body: parsed as Body };
+      },
+      consumersIdle: async () => {
+        for (const stream of [
+          eventsStreamName(namespace),
+          telemetryStreamName(namespace),
+          devicePurgesStreamName(namespace),
+        ]) {
+          // A stream nobody has made yet (the purges stream before any deletion) has nothing waiting.
+          if (
+            !(await admin.jsm.streams.info(stream).then(
+              () => true,
+              () => false,
+            ))
+          )
+            continue;
+          for await (const consumer of admin.jsm.consumers.list(stream)) {
+            if (consumer.num_pending > 0 || consumer.num_ack_pending > 0) return false;
+          }
+        }
+        return true;
       },
       stop: () => lifecycle.close(),
     };

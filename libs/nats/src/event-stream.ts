@@ -1,5 +1,6 @@
 import {
   DiscardPolicy,
+  JetStreamApiCodes,
   JetStreamApiError,
   RetentionPolicy,
   StorageType,
@@ -13,9 +14,8 @@ import { allTelemetrySubject, telemetryStreamName } from '@sts/events/telemetry'
 import type { Logger } from '@sts/logger/create-logger';
 import { isPermissionDenied, NatsProvisioningRequiredError } from './provisioning-errors';
 
-/** JetStream API error codes: "stream name already in use (with a different configuration)", "stream not found". */
+/** JetStream API error code of "stream name already in use (with a different configuration)". */
 const STREAM_NAME_IN_USE = 10058;
-const STREAM_NOT_FOUND = 10059;
 
 export interface EventsStreamOptions {
   /** Copies kept by a NATS cluster (1 on a single server, 3 in production clusters). */
@@ -220,7 +220,8 @@ async function streamInfo(jsm: JetStreamManager, name: string): Promise<StreamIn
   try {
     return await jsm.streams.info(name);
   } catch (error) {
-    if (error instanceof JetStreamApiError && error.code === STREAM_NOT_FOUND) return undefined;
+    if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)
+      return undefined;
     throw error;
   }
 }

@@ -1,6 +1,7 @@
 import {
   jetstream,
   jetstreamManager,
+  JetStreamApiCodes,
   JetStreamApiError,
   StorageType,
   type StreamInfo,
@@ -72,9 +73,6 @@ export function telemetryClaimsBucketSpec(namespace: string, replicas = 1): KvBu
   };
 }
 
-/** JetStream API error code of "stream not found". */
-const STREAM_NOT_FOUND = 10059;
-
 /**
  * Makes sure a bucket exists (created with its spec when missing; an existing one is left as it is) and
  * returns its stream's information. A service's own NATS user may read but not create it.
@@ -84,7 +82,7 @@ export async function ensureKvBucket(nc: NatsConnection, spec: KvBucketSpec): Pr
   try {
     return await jsm.streams.info(`KV_${spec.name}`);
   } catch (error) {
-    if (!(error instanceof JetStreamApiError && error.code === STREAM_NOT_FOUND)) throw error;
+    if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)) throw error;
   }
   try {
     // Created with the default timeout: a clustered server may take longer than one counter write.
