@@ -56,6 +56,7 @@ describe('analytics replicas (ClickHouse, NATS)', () => {
       NATS_NAMESPACE: namespace,
       CLICKHOUSE_URL: clickhouse.url,
       CLICKHOUSE_DATABASE: clickhouse.name,
+      CLICKHOUSE_CLUSTER: clickhouse.cluster ?? '',
       ...testServiceAuth().envOf('analytics'),
       GRPC_PORT: '0',
       // Small batches, so that both replicas hold some at any moment.

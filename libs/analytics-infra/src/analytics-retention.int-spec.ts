@@ -1,14 +1,30 @@
 import { randomUUID } from 'node:crypto';
 import type { TelemetryRow } from '@sts/analytics-domain/analytics-ports';
+import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import { runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
+import { readClusterShards } from '@sts/clickhouse/cluster-shards';
 import { createLogger } from '@sts/logger/create-logger';
 import { testClickHouseDatabase } from '@sts/testing/clickhouse';
-import { ANALYTICS_MIGRATIONS } from './analytics-migrations';
-import { dropExpiredPartitions, retentionOf } from './analytics-retention';
+import { analyticsMigrations } from './analytics-migrations';
+import {
+  clusterPartitions,
+  dropExpiredPartitions,
+  retentionOf,
+  SINGLE_SERVER_PARTITIONS,
+  type PartitionPlacement,
+} from './analytics-retention';
+import { topologyOf } from './analytics-tables';
 import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
 
 const logger = createLogger('analytics-retention-test', 'silent');
 const clickhouse = testClickHouseDatabase('retention');
+const target = { database: clickhouse.name, cluster: clickhouse.cluster };
+const topology = topologyOf(target);
+const client = createClickHouseClient({
+  url: clickhouse.url,
+  database: clickhouse.name,
+  settings: topology.clientSettings,
+});
 const DAY_S = 86_400;
 
 describe('analytics retention (ClickHouse)', () => {
@@ -16,13 +32,19 @@ describe('analytics retention (ClickHouse)', () => {
   const orgId = randomUUID();
   const deviceId = randomUUID();
 
+  let placement: PartitionPlacement = SINGLE_SERVER_PARTITIONS;
+
   beforeAll(async () => {
     await runClickHouseMigrations({
-      connection: { url: clickhouse.url, logger },
+      connection: { url: clickhouse.url, logger, settings: topology.clientSettings },
       database: clickhouse.name,
-      migrations: ANALYTICS_MIGRATIONS,
+      cluster: clickhouse.cluster,
+      migrations: analyticsMigrations(target),
       logger,
     });
+    if (clickhouse.cluster !== null) {
+      placement = clusterPartitions(await readClusterShards(client, clickhouse.cluster), topology.tables);
+    }
     // Two events each 10, 40 and 100 days ago, as ingestion stores them (the views fill rollups and ledger).
     const rows: TelemetryRow[] = [10, 40, 100].flatMap((daysAgo) =>
       [0, 1].map((i) => {
@@ -39,10 +61,11 @@ describe('analytics retention (ClickHouse)', () => {
         };
       }),
     );
-    await new ClickHouseAnalyticsStore(clickhouse.client).insert(rows);
+    await new ClickHouseAnalyticsStore(client, topology.tables).insert(rows);
   });
 
   afterAll(async () => {
+    await client.close();
     await clickhouse.drop();
   });
 
@@ -62,7 +85,14 @@ describe('analytics retention (ClickHouse)', () => {
     });
     expect(await daysKept('telemetry_events', 'observed_at')).toEqual([10, 40, 100]);
 
-    const dropped = await dropExpiredPartitions(clickhouse.client, clickhouse.name, retention, now, logger);
+    const dropped = await dropExpiredPartitions(
+      clickhouse.client,
+      clickhouse.name,
+      retention,
+      now,
+      logger,
+      placement,
+    );
 
     expect(await daysKept('telemetry_events', 'observed_at')).toEqual([10]);
     expect(await daysKept('ingested_batches', 'received_day')).toEqual([10]);
@@ -71,6 +101,8 @@ describe('analytics retention (ClickHouse)', () => {
     // Raw and ledger 40 and 100 days, hourly 100 days: five day partitions.
     expect(dropped).toBe(5);
     // Nothing more to drop on the next pass.
-    expect(await dropExpiredPartitions(clickhouse.client, clickhouse.name, retention, now, logger)).toBe(0);
+    expect(
+      await dropExpiredPartitions(clickhouse.client, clickhouse.name, retention, now, logger, placement),
+    ).toBe(0);
   });
 });

@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
 import type { IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
+import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import { loadConfig } from '@sts/config/load-config';
 import { newEnvelope } from '@sts/events/event-envelope';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
@@ -24,6 +25,7 @@ import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { testServiceAuth } from '@sts/testing/service-auth';
 import { analyticsEnvSchema } from './analytics-config';
+import { topologyOf } from './analytics-tables';
 import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
 import { startAnalyticsService, TELEMETRY_CONSUMER, type RunningService } from './start-analytics-service';
 
@@ -39,6 +41,7 @@ const env = {
   NATS_NAMESPACE: namespace,
   CLICKHOUSE_URL: clickhouse.url,
   CLICKHOUSE_DATABASE: clickhouse.name,
+  CLICKHOUSE_CLUSTER: clickhouse.cluster ?? '',
   ...testServiceAuth().envOf('analytics'),
   GRPC_PORT: '0',
   TELEMETRY_BATCH_WAIT_MS: '50',
@@ -49,7 +52,14 @@ const env = {
   TELEMETRY_STATE_SETTLE_MS: '1000',
 };
 const config = loadConfig(analyticsEnvSchema, env);
-const store = new ClickHouseAnalyticsStore(clickhouse.client);
+// The store as the service makes it, on either topology.
+const topology = topologyOf({ database: clickhouse.name, cluster: clickhouse.cluster });
+const storeClient = createClickHouseClient({
+  url: clickhouse.url,
+  database: clickhouse.name,
+  settings: topology.clientSettings,
+});
+const store = new ClickHouseAnalyticsStore(storeClient, topology.tables);
 const queries = new AnalyticsService(store, { now: () => new Date() });
 
 let nats: JetStreamConnection;
@@ -75,6 +85,7 @@ afterAll(async () => {
   for (const service of running) await service.stop();
   await deleteNamespaceStreams(nats.jsm, namespace);
   await nats.close();
+  await storeClient.close();
   await clickhouse.drop();
 });
 

@@ -19,6 +19,7 @@ import {
   type SqlFragment,
 } from '@sts/clickhouse/sql-escape';
 import { DEVICE_TELEMETRY_TABLES } from './analytics-migrations';
+import { SINGLE_SERVER_TABLES, type AnalyticsTables } from './analytics-tables';
 
 interface TotalsRow {
   bucket?: string | number;
@@ -39,9 +40,16 @@ const TELEMETRY_COLUMNS: [keyof TelemetryRow, ...(keyof TelemetryRow)[]] = [
   'received_at',
 ];
 
-/** Analytics over ClickHouse (tables of analytics-migrations.ts). Every value enters SQL through sql-escape. */
+/**
+ * Analytics over ClickHouse (tables of analytics-migrations.ts). Every value enters SQL through sql-escape.
+ * The summaries and series read the tables by name (on a cluster, the Distributed tables); what ingestion
+ * reads to decide what to write goes where `tables` says (on a cluster, one shard's fresh replicas).
+ */
 export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore, DeviceStateStore {
-  constructor(private readonly client: ClickHouseClient) {}
+  constructor(
+    private readonly client: ClickHouseClient,
+    private readonly tables: AnalyticsTables = SINGLE_SERVER_TABLES,
+  ) {}
 
   // Reads of the rollups.
 
@@ -71,8 +79,8 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
 
   async storedBatchKeys(keys: readonly string[], since: Date): Promise<Set<string>> {
     if (keys.length === 0) return new Set();
-    const rows = await this.rows<{ batch_key: string }>(
-      sql`SELECT DISTINCT batch_key FROM ingested_batches
+    const rows = await this.decidingRows<{ batch_key: string }>(
+      sql`SELECT DISTINCT batch_key FROM ${this.tables.from('ingested_batches')}
           WHERE received_day >= ${dateLiteral(since)} AND batch_key IN ${inList(keys)}`,
     );
     return new Set(rows.map((row) => row.batch_key));
@@ -80,9 +88,9 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
 
   async deletedDevices(devices: readonly DeviceRef[]): Promise<Set<string>> {
     if (devices.length === 0) return new Set();
-    const rows = await this.rows<{ device_id: string }>(
+    const rows = await this.decidingRows<{ device_id: string }>(
       sql`SELECT device_id FROM (
-            SELECT device_id, argMax(state, version) AS current FROM device_states
+            SELECT device_id, argMax(state, version) AS current FROM ${this.tables.from('device_states')}
             WHERE (org_id, device_id) IN ${pairs(devices)} GROUP BY device_id
           ) WHERE current = 'deleted'`,
     );
@@ -91,13 +99,13 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
 
   async deviceTimelines(devices: readonly DeviceRef[]): Promise<Map<string, DeviceTimeline>> {
     if (devices.length === 0) return new Map();
-    const rows = await this.rows<{
+    const rows = await this.decidingRows<{
       device_id: string;
       state: DeviceState;
       version: string | number;
       enrolled_at: string | number;
     }>(
-      sql`SELECT device_id, toString(state) AS state, version, enrolled_at FROM device_state_changes
+      sql`SELECT device_id, toString(state) AS state, version, enrolled_at FROM ${this.tables.from('device_state_changes')}
           WHERE (org_id, device_id) IN ${pairs(devices)}
           ORDER BY device_id, version, state`,
     );
@@ -131,8 +139,8 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
 
   async blockedCounts(devices: readonly DeviceRef[], since: Date, until: Date): Promise<BlockCount[]> {
     if (devices.length === 0) return [];
-    const rows = await this.rows<{ org_id: string; device_id: string; blocked: string | number }>(
-      sql`SELECT org_id, device_id, count() AS blocked FROM telemetry_events
+    const rows = await this.decidingRows<{ org_id: string; device_id: string; blocked: string | number }>(
+      sql`SELECT org_id, device_id, count() AS blocked FROM ${this.tables.from('telemetry_events')}
           WHERE (org_id, device_id) IN ${pairs(devices)}
             AND observed_at >= ${since} AND observed_at < ${until} AND verdict = 'blocked'
           GROUP BY org_id, device_id`,
@@ -142,8 +150,8 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
 
   async recentlyDetected(devices: readonly DeviceRef[], since: Date): Promise<Set<string>> {
     if (devices.length === 0) return new Set();
-    const rows = await this.rows<{ device_id: string }>(
-      sql`SELECT DISTINCT device_id FROM threat_detections
+    const rows = await this.decidingRows<{ device_id: string }>(
+      sql`SELECT DISTINCT device_id FROM ${this.tables.from('threat_detections')}
           WHERE (org_id, device_id) IN ${pairs(devices)} AND detected_at >= ${since}`,
     );
     return new Set(rows.map((row) => row.device_id));
@@ -167,8 +175,8 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
 
   async hostnames(devices: readonly DeviceRef[]): Promise<Map<string, string>> {
     if (devices.length === 0) return new Map();
-    const rows = await this.rows<{ device_id: string; hostname: string }>(
-      sql`SELECT device_id, argMax(hostname, version) AS hostname FROM device_states
+    const rows = await this.decidingRows<{ device_id: string; hostname: string }>(
+      sql`SELECT device_id, argMax(hostname, version) AS hostname FROM ${this.tables.from('device_states')}
           WHERE (org_id, device_id) IN ${pairs(devices)} GROUP BY device_id`,
     );
     return new Map(rows.map((row) => [row.device_id, row.hostname]));
@@ -202,14 +210,26 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
   async purge(device: DeviceRef): Promise<void> {
     for (const table of DEVICE_TELEMETRY_TABLES) {
       await this.client.command({
-        query: sql`ALTER TABLE ${identifier(table)} DELETE
+        query: sql`ALTER TABLE ${this.tables.alter(table)} DELETE
                    WHERE org_id = ${device.orgId} AND device_id = ${device.deviceId}`.text,
+        // On a cluster the answer is a row per server as each has taken the mutation; an error on one
+        // must fail the call (the purge is retried), not arrive after a success status.
+        clickhouse_settings: { wait_end_of_query: 1 },
       });
     }
   }
 
   private async rows<Row>(query: SqlFragment): Promise<Row[]> {
     const result = await this.client.query({ query: query.text, format: 'JSONEachRow' });
+    return result.json<Row>();
+  }
+
+  private async decidingRows<Row>(query: SqlFragment): Promise<Row[]> {
+    const result = await this.client.query({
+      query: query.text,
+      format: 'JSONEachRow',
+      clickhouse_settings: this.tables.decidingReads,
+    });
     return result.json<Row>();
   }
 }

@@ -48,6 +48,7 @@ describe('device purge through a ClickHouse outage (ClickHouse, NATS)', () => {
       NATS_NAMESPACE: namespace,
       CLICKHOUSE_URL: target.toString(),
       CLICKHOUSE_DATABASE: clickhouse.name,
+      CLICKHOUSE_CLUSTER: clickhouse.cluster ?? '',
       ...testServiceAuth().envOf('analytics'),
       GRPC_PORT: '0',
       TELEMETRY_BATCH_WAIT_MS: '20',

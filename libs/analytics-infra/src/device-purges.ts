@@ -26,6 +26,8 @@ export interface DevicePurgesOptions {
   js: JetStreamClient;
   jsm: JetStreamManager;
   namespace: string;
+  /** Copies of the purges stream a NATS cluster keeps, should this process make it (NATS_STREAM_REPLICAS). */
+  streamReplicas?: number;
   store: DeviceStateStore;
   logger: Logger;
   /** Delay before a failed purge is tried again: doubles per attempt (default 1 s to 1 min). */
@@ -56,7 +58,8 @@ export async function startDevicePurges(options: DevicePurgesOptions): Promise<P
     js,
     jsm,
     ...devicePurgesConsumerServerSettings(namespace),
-    ensureStream: () => ensureDevicePurgesStream(jsm, namespace, { logger }),
+    ensureStream: () =>
+      ensureDevicePurgesStream(jsm, namespace, { logger, replicas: options.streamReplicas }),
     decode: (msg) => parseParkedPurge(msg.json()),
     describe: (purge) => ({ org_id: purge.org_id, device_id: purge.device_id }),
     handleBatch: async (batch) => {

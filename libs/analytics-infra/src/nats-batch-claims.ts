@@ -10,8 +10,12 @@ import { openKvBucket, telemetryClaimsBucketSpec } from '@sts/nats/kv-buckets';
  * a failed insert's batch comes back in its own message, which holds the claim. In memory: a NATS
  * restart forgetting claims loses nothing, since stored batches are in ClickHouse's ledger.
  */
-export async function openBatchClaims(nc: NatsConnection, namespace: string): Promise<BatchClaims> {
-  const kv = await openKvBucket(nc, telemetryClaimsBucketSpec(namespace));
+export async function openBatchClaims(
+  nc: NatsConnection,
+  namespace: string,
+  replicas?: number,
+): Promise<BatchClaims> {
+  const kv = await openKvBucket(nc, telemetryClaimsBucketSpec(namespace, replicas));
   // Batch ids may hold any visible ASCII character; keys allow fewer.
   const keyOf = (batchKey: string) => createHash('sha256').update(batchKey).digest('base64url');
   return {

@@ -1,6 +1,8 @@
 import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
 import { TelemetryIngestion, type IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
-import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
+import { createClickHouseClient, type ClickHouseClient } from '@sts/clickhouse/clickhouse-client';
+import { ShardRouter, type ClusterShard } from '@sts/clickhouse/cluster-shards';
+import { identifier, sql } from '@sts/clickhouse/sql-escape';
 import { assertClickHouseMigrated, runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
 import { parseTelemetryBatch, telemetryMessageId } from '@sts/events/telemetry';
 import { registerService } from '@sts/grpc/grpc-server';
@@ -13,8 +15,14 @@ import { AnalyticsServiceService } from '@sts/proto/gen/analytics/v1/analytics';
 import { migratedOnly, runServiceHost, type RunningService } from '@sts/service-host/service-host';
 import type { AnalyticsConfig } from './analytics-config';
 import { analyticsGrpcHandlers } from './analytics-grpc-handlers';
-import { ANALYTICS_MIGRATIONS } from './analytics-migrations';
-import { dropExpiredPartitions, retentionOf } from './analytics-retention';
+import { analyticsMigrations, type AnalyticsSchemaTarget } from './analytics-migrations';
+import {
+  clusterPartitions,
+  dropExpiredPartitions,
+  retentionOf,
+  SINGLE_SERVER_PARTITIONS,
+} from './analytics-retention';
+import { assertTopology, shardTables, topologyOf } from './analytics-tables';
 import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
 import { DEVICE_EVENTS_CONSUMER, deviceEventProgress } from './device-event-progress';
 import { deviceLifecycleHandler } from './device-lifecycle-handler';
@@ -40,6 +48,20 @@ export interface AnalyticsServiceOptions {
   dependencyCheckIntervalMs?: number;
 }
 
+/** At least two seconds: longer than the replica delay ingestion's reads accept (analytics-tables.ts). */
+const TELEMETRY_RETRY_ON_CLUSTER = { initialMs: 2_500, maxMs: 30_000 };
+
+/** Whether any replica of a shard answers. */
+async function shardAnswers(client: ClickHouseClient, shard: ClusterShard): Promise<boolean> {
+  const result = await client.query({
+    query:
+      sql`SELECT count() AS n FROM remote(${shard.replicas}, ${identifier('system')}, ${identifier('one')})`
+        .text,
+    format: 'JSONEachRow',
+  });
+  return Number((await result.json<{ n: string | number }>())[0]?.n) === 1;
+}
+
 /**
  * Failures of batches that are not failures of ours: they come back later and are decided then. Named by
  * their code, which is all a log line keeps of an error (`redactedError` of @sts/logger/redacted-error).
@@ -63,11 +85,16 @@ export async function startAnalyticsService(
   logger: Logger,
   options: AnalyticsServiceOptions = {},
 ): Promise<RunningService> {
-  const connection = { url: config.CLICKHOUSE_URL, logger };
+  const cluster = config.CLICKHOUSE_CLUSTER ?? null;
+  const target: AnalyticsSchemaTarget = { database: config.CLICKHOUSE_DATABASE, cluster };
+  const { clientSettings, tables } = topologyOf(target);
+  const connection = { url: config.CLICKHOUSE_URL, logger, settings: clientSettings };
+  await assertTopology(connection, target);
   const migrations = {
     connection,
     database: config.CLICKHOUSE_DATABASE,
-    migrations: ANALYTICS_MIGRATIONS,
+    cluster,
+    migrations: analyticsMigrations(target),
     logger,
   };
   if (config.MIGRATIONS === 'check') await assertClickHouseMigrated(migrations);
@@ -86,7 +113,29 @@ export async function startAnalyticsService(
     const client = createClickHouseClient({ ...connection, database: config.CLICKHOUSE_DATABASE });
     host.onShutdown('clickhouse', () => client.close());
     host.checkDependency('clickhouse', async () => (await client.ping()).success);
-    const store = new ClickHouseAnalyticsStore(client);
+    // On a cluster: every shard's replicas, so that ingestion for one shard's organizations goes on while
+    // another shard is away, and health names a shard none of whose replicas answers (informational:
+    // every analytics process would see the same, and the other shards are served).
+    const router = cluster === null ? null : await ShardRouter.open(client, cluster);
+    if (router && cluster !== null) {
+      const layout = setInterval(
+        () =>
+          void router
+            .refresh()
+            .catch((error: unknown) =>
+              logger.warn({ err: error }, 'cannot read the ClickHouse cluster layout'),
+            ),
+        60_000,
+      );
+      layout.unref();
+      host.onShutdown('clickhouse cluster layout', () => clearInterval(layout));
+      for (const shard of router.shards) {
+        host.checkDependency(`clickhouse-shard-${shard.number}`, () => shardAnswers(client, shard), {
+          decidesReadiness: false,
+        });
+      }
+    }
+    const store = new ClickHouseAnalyticsStore(client, tables);
     const { js, jsm } = host.nats;
 
     // A deleted device's telemetry must go (privacy), however long ClickHouse is away: its purge is
@@ -97,6 +146,7 @@ export async function startAnalyticsService(
       js,
       jsm,
       namespace: config.NATS_NAMESPACE,
+      streamReplicas: config.NATS_STREAM_REPLICAS,
       store,
       logger,
       retryDelay: options.devicePurgeRetryDelay,
@@ -121,25 +171,58 @@ export async function startAnalyticsService(
     });
 
     // The events stream exists: the device consumer above ensured it.
-    const ingestion = new TelemetryIngestion(
-      store,
-      threatPublisher(createEventPublisher(js, config.NATS_NAMESPACE), config.THREAT_COOLDOWN_MINUTES),
-      await openBatchClaims(host.nats.nc, config.NATS_NAMESPACE),
-      purges,
-      deviceEventProgress({ jsm, namespace: config.NATS_NAMESPACE }),
-      {
-        threatRule: {
-          threshold: config.THREAT_BLOCK_THRESHOLD,
-          windowMinutes: config.THREAT_WINDOW_MINUTES,
-          cooldownMinutes: config.THREAT_COOLDOWN_MINUTES,
-        },
-        // Longer than a batch can wait in the stream (its max age is 7 days).
-        ledgerLookbackMs: 8 * 86_400_000,
-        maxRowsPerInsert: 200_000,
-        relayGraceMs: config.TELEMETRY_STATE_SETTLE_MS,
-      },
-      clock,
+    const threats = threatPublisher(
+      createEventPublisher(js, config.NATS_NAMESPACE),
+      config.THREAT_COOLDOWN_MINUTES,
     );
+    const claims = await openBatchClaims(host.nats.nc, config.NATS_NAMESPACE, config.NATS_STREAM_REPLICAS);
+    const appliedDeviceEvents = deviceEventProgress({ jsm, namespace: config.NATS_NAMESPACE });
+    const ingestionOver = (ingestionStore: ClickHouseAnalyticsStore) =>
+      new TelemetryIngestion(
+        ingestionStore,
+        threats,
+        claims,
+        purges,
+        appliedDeviceEvents,
+        {
+          threatRule: {
+            threshold: config.THREAT_BLOCK_THRESHOLD,
+            windowMinutes: config.THREAT_WINDOW_MINUTES,
+            cooldownMinutes: config.THREAT_COOLDOWN_MINUTES,
+          },
+          // Longer than a batch can wait in the stream (its max age is 7 days).
+          ledgerLookbackMs: 8 * 86_400_000,
+          maxRowsPerInsert: 200_000,
+          relayGraceMs: config.TELEMETRY_STATE_SETTLE_MS,
+        },
+        clock,
+      );
+    const ingestion = ingestionOver(store);
+    const shardIngestion = new Map<string, TelemetryIngestion>();
+    /** The batches of each shard's organizations, with that shard's ingestion (one group on one server). */
+    const groupsOf = async <B extends { value: { org_id: string } }>(
+      batch: B[],
+    ): Promise<{ ingestion: TelemetryIngestion; items: B[] }[]> => {
+      if (router === null || cluster === null) return [{ ingestion, items: batch }];
+      const shards = await router.shardsOf(batch.map((item) => item.value.org_id));
+      const groups = new Map<string, { ingestion: TelemetryIngestion; items: B[] }>();
+      for (const item of batch) {
+        const shard = shards.get(item.value.org_id)!;
+        let group = groups.get(shard.replicas);
+        if (!group) {
+          let shardOwn = shardIngestion.get(shard.replicas);
+          if (!shardOwn) {
+            shardOwn = ingestionOver(
+              new ClickHouseAnalyticsStore(client, shardTables({ ...target, cluster }, shard)),
+            );
+            shardIngestion.set(shard.replicas, shardOwn);
+          }
+          groups.set(shard.replicas, (group = { ingestion: shardOwn, items: [] }));
+        }
+        group.items.push(item);
+      }
+      return [...groups.values()];
+    };
     const telemetry = await startBatchConsumer({
       js,
       jsm,
@@ -148,53 +231,79 @@ export async function startAnalyticsService(
         maxBatchMessages: config.TELEMETRY_BATCH_MESSAGES,
       }),
       ensureStream: () =>
-        ensureTelemetry(jsm, config.NATS_NAMESPACE, logger, { maxBytes: config.TELEMETRY_STREAM_MAX_BYTES }),
+        ensureTelemetry(jsm, config.NATS_NAMESPACE, logger, {
+          maxBytes: config.TELEMETRY_STREAM_MAX_BYTES,
+          replicas: config.NATS_STREAM_REPLICAS,
+        }),
       decode: (msg) => parseTelemetryBatch(msg.json()),
       handleBatch: async (batch) => {
-        const outcome = await ingestion.ingest(
-          batch.map((item) => item.value),
-          batch.map((item) => String(item.msg.seq)),
+        const failures = new Map<(typeof batch)[number]['msg'], unknown>();
+        const groups = await groupsOf(batch);
+        const settled = await Promise.allSettled(
+          groups.map(({ ingestion: shardOwn, items }) =>
+            shardOwn.ingest(
+              items.map((item) => item.value),
+              items.map((item) => String(item.msg.seq)),
+            ),
+          ),
         );
-        logger.debug(outcome, 'telemetry stored');
-        options.afterIngest?.(outcome);
-        // Another replica is storing another copy of these: by the next try its ledger entry is there.
-        // Those received while their device was disabled wait, until the device events up to them are
-        // applied, for an enable that may be on its way.
-        const later = new Map<string, TryLater>([
-          ...outcome.deferred.map(
-            (key) =>
-              [
-                key,
-                new TryLater('BATCH_CLAIMED_ELSEWHERE', 'another replica is storing a copy of this batch'),
-              ] as const,
-          ),
-          ...outcome.unsettled.map(
-            (key) =>
-              [
-                key,
-                new TryLater(
-                  'DEVICE_STATE_UNSETTLED',
-                  'received while its device was disabled, before the device events up to it were applied',
-                ),
-              ] as const,
-          ),
-        ]);
-        return new Map(
-          batch.flatMap(({ msg, value }) => {
+        settled.forEach((result, index) => {
+          const { items } = groups[index]!;
+          if (result.status === 'rejected') {
+            // One shard away fails its own organizations' batches only.
+            if (groups.length === 1) throw result.reason;
+            for (const { msg } of items) failures.set(msg, result.reason);
+            return;
+          }
+          const outcome = result.value;
+          logger.debug(outcome, 'telemetry stored');
+          options.afterIngest?.(outcome);
+          // Another replica is storing another copy of these: by the next try its ledger entry is there.
+          // Those received while their device was disabled wait, until the device events up to them are
+          // applied, for an enable that may be on its way.
+          const later = new Map<string, TryLater>([
+            ...outcome.deferred.map(
+              (key) =>
+                [
+                  key,
+                  new TryLater('BATCH_CLAIMED_ELSEWHERE', 'another replica is storing a copy of this batch'),
+                ] as const,
+            ),
+            ...outcome.unsettled.map(
+              (key) =>
+                [
+                  key,
+                  new TryLater(
+                    'DEVICE_STATE_UNSETTLED',
+                    'received while its device was disabled, before the device events up to it were applied',
+                  ),
+                ] as const,
+            ),
+          ]);
+          for (const { msg, value } of items) {
             const failure = later.get(telemetryMessageId(value.device_id, value.batch_id));
-            return failure ? [[msg, failure] as const] : [];
-          }),
-        );
+            if (failure) failures.set(msg, failure);
+          }
+        });
+        return failures;
       },
+      // On a cluster a failed batch must come back after a lagging replica would be refused (a second):
+      // its insert may have landed on a replica that died before another fetched it.
+      ...(cluster === null ? {} : { retryDelay: TELEMETRY_RETRY_ON_CLUSTER }),
       logger,
       maxWaitMs: config.TELEMETRY_BATCH_WAIT_MS,
     });
     host.onShutdown('telemetry consumer', () => telemetry.stop());
 
     const applyRetention = () =>
-      dropExpiredPartitions(client, config.CLICKHOUSE_DATABASE, retained, clock.now(), logger).catch(
-        (error: unknown) => logger.warn({ err: error }, 'telemetry retention failed; will retry'),
-      );
+      dropExpiredPartitions(
+        client,
+        config.CLICKHOUSE_DATABASE,
+        retained,
+        clock.now(),
+        logger,
+        router === null ? SINGLE_SERVER_PARTITIONS : clusterPartitions(router.shards, tables),
+      ).catch((error: unknown) => logger.warn({ err: error }, 'telemetry retention failed; will retry'));
     void applyRetention();
     const retention = setInterval(() => void applyRetention(), 60 * 60_000);
     retention.unref();

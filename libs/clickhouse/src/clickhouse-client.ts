@@ -27,6 +27,8 @@ export interface ClickHouseClientOptions {
   database?: string;
   /** Per-request timeout. Default 30 s. */
   requestTimeoutMs?: number;
+  /** Settings sent with every request besides {@link CLICKHOUSE_SETTINGS} (a topology's, for instance). */
+  settings?: ClickHouseSettings;
   /** Receives the client library's own warnings and errors. Without it they are dropped: every failed
    *  call also rejects, and the caller decides what to log. */
   logger?: Logger;
@@ -54,7 +56,7 @@ export function createClickHouseClient(options: ClickHouseClientOptions): ClickH
     url,
     ...(options.database === undefined ? {} : { database: options.database }),
     request_timeout: options.requestTimeoutMs ?? 30_000,
-    clickhouse_settings: CLICKHOUSE_SETTINGS,
+    clickhouse_settings: { ...CLICKHOUSE_SETTINGS, ...options.settings },
     log: logger
       ? { LoggerClass: pinoAdapter(logger), level: ClickHouseLogLevel.WARN }
       : { level: ClickHouseLogLevel.OFF },

@@ -26,6 +26,12 @@ export interface ClickHouseMigrationOptions {
   database: string;
   /** In the order they must be applied. */
   migrations: readonly ClickHouseMigration[];
+  /**
+   * A cluster of the servers' `remote_servers` (CLICKHOUSE_CLUSTER): the database and the migration ledger
+   * are created `ON CLUSTER`, the ledger replicated to every server, so that a release's migrations are
+   * recorded once for the whole cluster. The migrations' own statements say `ON CLUSTER` themselves.
+   */
+  cluster?: string | null;
   logger?: Logger;
 }
 
@@ -38,14 +44,20 @@ export interface ClickHouseMigrationResult {
 
 export const MIGRATIONS_TABLE = 'schema_migrations';
 
+/**
+ * `ON CLUSTER` answers with one row per server as each finishes: without waiting for the end of the
+ * query, an error on the third server would arrive after a 200 status and pass for success.
+ */
+const DDL_SETTINGS = { wait_end_of_query: 1 } as const;
+
 const MIGRATION_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 /**
  * Creates the database and its `schema_migrations` table if missing, then applies, in the given order,
  * the migrations not yet recorded there. DDL is plain enough for ClickHouse 18.16 and current versions.
  *
- * ClickHouse has no locks: run migrations from one process at a time (a service at start, or a test
- * file on its own database).
+ * ClickHouse has no locks: every statement must be idempotent (`IF NOT EXISTS`), so that two processes
+ * migrating at once (two replicas starting together) only repeat each other's work.
  */
 export async function runClickHouseMigrations(
   options: ClickHouseMigrationOptions,
@@ -54,22 +66,35 @@ export async function runClickHouseMigrations(
   const db = identifier(database);
   checkMigrations(migrations);
 
+  const cluster = options.cluster ?? null;
+  const onCluster = cluster === null ? sql`` : sql`ON CLUSTER ${identifier(cluster)}`;
+
   // The database may not exist yet, so this client works in `default`.
   const admin = createClickHouseClient({ ...options.connection, database: 'default' });
   try {
-    await admin.command({ query: sql`CREATE DATABASE IF NOT EXISTS ${db}`.text });
+    await admin.command({
+      query: sql`CREATE DATABASE IF NOT EXISTS ${db} ${onCluster}`.text,
+      clickhouse_settings: DDL_SETTINGS,
+    });
   } finally {
     await admin.close();
   }
 
   const client = createClickHouseClient({ ...options.connection, database });
   try {
+    // On a cluster, one ledger for all servers: replicated to each of them (the replica name has the shard
+    // in it, since replica macros need only be unique within a shard).
+    const engine =
+      cluster === null
+        ? sql`MergeTree()`
+        : sql`ReplicatedMergeTree(${`/clickhouse/${cluster}/tables/all/${database}/${MIGRATIONS_TABLE}`}, '{shard}-{replica}')`;
     await client.command({
-      query: sql`CREATE TABLE IF NOT EXISTS ${identifier(MIGRATIONS_TABLE)} (
+      query: sql`CREATE TABLE IF NOT EXISTS ${identifier(database, MIGRATIONS_TABLE)} ${onCluster} (
         id String,
         statement UInt32,
         applied_at DateTime DEFAULT now()
-      ) ENGINE = MergeTree() ORDER BY id`.text,
+      ) ENGINE = ${engine} ORDER BY id`.text,
+      clickhouse_settings: DDL_SETTINGS,
     });
     const progress = await migrationProgress(client);
     const result: ClickHouseMigrationResult = { applied: [], skipped: [] };
@@ -82,7 +107,10 @@ export async function runClickHouseMigrations(
       for (let index = done; index < migration.statements.length; index++) {
         const statement = migration.statements[index]!;
         try {
-          await client.command({ query: statement instanceof SqlFragment ? statement.text : statement });
+          await client.command({
+            query: statement instanceof SqlFragment ? statement.text : statement,
+            clickhouse_settings: DDL_SETTINGS,
+          });
         } catch (error) {
           throw new Error(
             `ClickHouse migration ${migration.id} failed at statement ${index + 1} of ${migration.statements.length} in database ${database}: ${(error as Error).message}`,

@@ -33,8 +33,28 @@ export const postgresEnv = {
   DATABASE_URL: url(['postgres:', 'postgresql:']).default('postgresql://postgres@127.0.0.1:5432/sts'),
 };
 
+/** One URL, or several separated by commas (the servers of a cluster). */
+const urlList = (protocols: string[]) =>
+  z.string().refine(
+    (value) =>
+      value.split(',').every((item) => {
+        try {
+          return protocols.includes(new URL(item.trim()).protocol);
+        } catch {
+          return false;
+        }
+      }),
+    `must be a URL with scheme ${protocols.join(' or ')}, or several separated by commas`,
+  );
+
 export const natsEnv = {
-  NATS_URL: url(['nats:', 'tls:']).default('nats://127.0.0.1:4222'),
+  /** The NATS server, or the servers of a NATS cluster separated by commas (the client rides out a node's loss). */
+  NATS_URL: urlList(['nats:', 'tls:']).default('nats://127.0.0.1:4222'),
+  /**
+   * Copies a NATS cluster keeps of every stream and key-value bucket (1 on a single server; 3 on a
+   * three-node cluster). Whoever makes or updates a stream or bucket uses it.
+   */
+  NATS_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   /** Prefix of stream names and subjects, so that test runs (or tenants of one NATS) stay apart. */
   NATS_NAMESPACE: z
     .string()

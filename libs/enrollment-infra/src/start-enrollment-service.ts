@@ -49,7 +49,8 @@ export function startEnrollmentService(config: EnrollmentConfig, logger: Logger)
         jsm,
         // Only the sender headers are read: the batches themselves (up to 2 MiB each) stay on the server.
         ...telemetryConsumerServerSettings(config.NATS_NAMESPACE, 'enrollment-last-seen'),
-        ensureStream: () => ensureTelemetry(jsm, config.NATS_NAMESPACE, logger),
+        ensureStream: () =>
+          ensureTelemetry(jsm, config.NATS_NAMESPACE, logger, { replicas: config.NATS_STREAM_REPLICAS }),
         decode: (msg) => {
           const orgId = msg.headers?.get(TELEMETRY_HEADERS.orgId) ?? '';
           const deviceId = msg.headers?.get(TELEMETRY_HEADERS.deviceId) ?? '';

@@ -64,14 +64,17 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       deviceSubscriptions.forEach((subscription) => subscription.unsubscribe()),
     );
     // The analytics service creates the stream too; whichever starts first does it.
-    await ensureTelemetry(nats.jsm, config.NATS_NAMESPACE, logger);
+    await ensureTelemetry(nats.jsm, config.NATS_NAMESPACE, logger, { replicas: config.NATS_STREAM_REPLICAS });
     const telemetry = jetStreamTelemetrySink(
       nats.js,
       config.NATS_NAMESPACE,
       config.TELEMETRY_PUBLISH_TIMEOUT_MS,
     );
     const limits = new KvWindowCounter(
-      await openLimitsBucket(nats.nc, config.NATS_NAMESPACE, { timeoutMs: LIMITS_TIMEOUT_MS }),
+      await openLimitsBucket(nats.nc, config.NATS_NAMESPACE, {
+        timeoutMs: LIMITS_TIMEOUT_MS,
+        replicas: config.NATS_STREAM_REPLICAS,
+      }),
       { logger },
     );
     const service = (address: string) => () => probeGrpcHealth(address, READINESS_TIMEOUT_MS, tls);

@@ -72,6 +72,8 @@ export type EventConsumerOptions<Type extends EventType = EventType> = EventHand
     js: JetStreamClient;
     jsm: JetStreamManager;
     namespace: string;
+    /** Copies of the events stream a NATS cluster keeps, should this consumer make it (NATS_STREAM_REPLICAS). */
+    streamReplicas?: number;
     logger: Logger;
   };
 
@@ -147,7 +149,8 @@ export function startEventConsumer<Type extends EventType>(
     ...eventConsumerServerSettings(namespace, options),
     js: options.js,
     jsm: options.jsm,
-    ensureStream: () => ensureEventsStream(options.jsm, namespace, { logger }),
+    ensureStream: () =>
+      ensureEventsStream(options.jsm, namespace, { logger, replicas: options.streamReplicas }),
     decode,
     // A per-event handler continues each event's trace in a span of its own; a batch gets one span.
     spanPerBatch: !options.handle,

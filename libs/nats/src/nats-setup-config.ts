@@ -9,6 +9,4 @@ export const natsSetupEnvSchema = z.object({
   ...commonEnv,
   ...natsEnv,
   ...telemetryStreamEnv,
-  /** Copies of every stream and bucket a NATS cluster keeps (1 on a single server). */
-  NATS_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
 });

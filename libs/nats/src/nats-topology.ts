@@ -99,10 +99,11 @@ export function ensureTelemetry(
   jsm: JetStreamManager,
   namespace: string,
   logger: Logger,
-  options: { maxBytes?: number } = {},
+  options: { maxBytes?: number; replicas?: number } = {},
 ): Promise<unknown> {
   return ensureTelemetryStream(jsm, namespace, {
     maxBytes: options.maxBytes,
+    replicas: options.replicas,
     logger,
     consumers: async () => {
       for (const name of Object.keys(TELEMETRY_CONSUMERS) as TelemetryConsumerName[]) {

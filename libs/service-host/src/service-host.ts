@@ -36,6 +36,8 @@ export interface ServiceHostConfig extends ObservabilityConfig {
   DATABASE_URL?: string;
   NATS_URL: string;
   NATS_NAMESPACE: string;
+  /** Copies of the events stream a NATS cluster keeps, should this service make it (default 1). */
+  NATS_STREAM_REPLICAS?: number;
   GRPC_HOST: string;
   GRPC_PORT: number;
   /** The public keys of the services that call this one (SERVICE_TRUSTED_KEYS, parsed). */
@@ -169,7 +171,10 @@ export async function runServiceHost(
     let relay: OutboxRelay | undefined;
     if (orm && database?.publishesEvents) {
       // Consumers ensure the stream themselves (and again when it vanishes); the relay needs it to publish.
-      await ensureEventsStream(nats.jsm, config.NATS_NAMESPACE, { logger });
+      await ensureEventsStream(nats.jsm, config.NATS_NAMESPACE, {
+        logger,
+        replicas: config.NATS_STREAM_REPLICAS,
+      });
       relay = new OutboxRelay(orm, createEventPublisher(nats.js, config.NATS_NAMESPACE), logger, {
         brokerAnswers: () => nats.jsm.getAccountInfo().then(() => true),
         maxPayloadBytes: nats.nc.info?.max_payload,
@@ -212,6 +217,7 @@ export async function runServiceHost(
           js: nats.js,
           jsm: nats.jsm,
           namespace: config.NATS_NAMESPACE,
+          streamReplicas: config.NATS_STREAM_REPLICAS,
           logger,
         });
         lifecycle.add(`event consumer ${consumer}`, () => running.stop());

@@ -4,6 +4,11 @@ import { identifier, sql } from '@sts/clickhouse/sql-escape';
 
 export interface TestClickHouseDatabase {
   url: string;
+  /**
+   * CLICKHOUSE_CLUSTER of the run (the cluster tier sets it; null on a single server): the code under
+   * test makes the database and its tables on every server of that cluster.
+   */
+  cluster: string | null;
   /** Not created here: the code under test creates it (as a service does at start). */
   name: string;
   /** A client on the database, for assertions. */
@@ -11,9 +16,13 @@ export interface TestClickHouseDatabase {
   drop(): Promise<void>;
 }
 
-/** A ClickHouse database name per test file (CLICKHOUSE_URL, default local), dropped at the end. */
+/**
+ * A ClickHouse database name per test file (CLICKHOUSE_URL, default local; CLICKHOUSE_CLUSTER when the
+ * run is on a cluster), dropped at the end.
+ */
 export function testClickHouseDatabase(label = 'test'): TestClickHouseDatabase {
   const url = process.env.CLICKHOUSE_URL ?? 'http://127.0.0.1:8123';
+  const cluster = process.env.CLICKHOUSE_CLUSTER || null;
   const name = `sts_${label
     .replace(/[^a-z0-9]/gi, '')
     .toLowerCase()
@@ -21,13 +30,20 @@ export function testClickHouseDatabase(label = 'test'): TestClickHouseDatabase {
   const client = createClickHouseClient({ url, database: name });
   return {
     url,
+    cluster,
     name,
     client,
     drop: async () => {
       await client.close();
       const admin = createClickHouseClient({ url, database: 'default' });
       try {
-        await admin.command({ query: sql`DROP DATABASE IF EXISTS ${identifier(name)}`.text });
+        await admin.command({
+          query: (cluster === null
+            ? sql`DROP DATABASE IF EXISTS ${identifier(name)}`
+            : sql`DROP DATABASE IF EXISTS ${identifier(name)} ON CLUSTER ${identifier(cluster)}`
+          ).text,
+          clickhouse_settings: { wait_end_of_query: 1 },
+        });
       } finally {
         await admin.close();
       }
