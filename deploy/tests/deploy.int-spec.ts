@@ -1,17 +1,20 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import type { z } from 'zod';
 import { analyticsEnvSchema } from '@sts/analytics-infra/analytics-config';
 import { billingEnvSchema } from '@sts/billing-infra/billing-config';
 import { loadConfig } from '@sts/config/load-config';
 import { enrollmentEnvSchema } from '@sts/enrollment-infra/enrollment-config';
+import { TELEMETRY_CONSUMERS } from '@sts/events/event-consumers';
 import { gatewayEnvSchema } from '@sts/gateway-http/gateway-config';
 import { identityEnvSchema } from '@sts/identity-infra/identity-config';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { natsSetupEnvSchema } from '@sts/nats/nats-setup-config';
+import { consumerBacklog } from '@sts/observability/metrics';
 import { startNatsServer } from '@sts/testing/nats-server';
 import { notificationEnvSchema } from '@sts/notification-infra/notification-config';
 import { deployNatsAuthConfig } from '../../scripts/nats-deploy-config';
@@ -39,8 +42,10 @@ interface EnvVar {
 interface Container {
   name: string;
   image: string;
+  command?: string[];
+  args?: string[];
   env?: EnvVar[];
-  envFrom?: unknown[];
+  envFrom?: { configMapRef?: { name: string }; secretRef?: { name: string } }[];
   ports?: { name?: string; containerPort: number }[];
   readinessProbe?: { grpc?: { port: number }; httpGet?: { path: string } };
   livenessProbe?: { httpGet?: { path: string }; grpc?: { port: number; service?: string } };
@@ -51,32 +56,85 @@ interface Container {
 }
 interface PodSpec {
   containers: Container[];
-  volumes: { name: string; secret?: { secretName: string } }[];
+  volumes: { name: string; secret?: { secretName: string }; configMap?: { name: string } }[];
   initContainers?: Container[];
-  securityContext: { runAsNonRoot?: boolean };
+  securityContext: { runAsNonRoot?: boolean; seccompProfile?: { type: string } };
   automountServiceAccountToken?: boolean;
+  affinity?: {
+    podAntiAffinity?: {
+      requiredDuringSchedulingIgnoredDuringExecution?: { topologyKey: string; labelSelector: Selector }[];
+    };
+  };
 }
 interface Selector {
   matchLabels?: Record<string, string>;
+  matchExpressions?: unknown[];
+}
+/** A pod template: a workload's, or one of a ClickHouseInstallation's. */
+interface PodTemplate {
+  metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec: PodSpec;
 }
 /** The parts of the rendered objects these checks read; the schema check covers the rest. */
 interface K8sObject {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; labels?: Record<string, string> };
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
   data?: Record<string, string>;
   spec: {
     replicas?: number;
-    template: { metadata?: { annotations?: Record<string, string> }; spec: PodSpec };
+    template: PodTemplate;
     selector: Selector;
-    scaleTargetRef: { name: string };
+    scaleTargetRef: { kind?: string; name: string };
     minReplicas: number;
+    maxUnavailable?: number;
     podSelector: Selector;
     policyTypes: string[];
-    ingress: {
+    ingress?: {
       from?: { podSelector?: Selector; namespaceSelector?: Selector }[];
       ports?: { port: number }[];
     }[];
+    // StatefulSet, Service
+    serviceName?: string;
+    podManagementPolicy?: string;
+    volumeClaimTemplates?: { metadata: { name: string } }[];
+    clusterIP?: string;
+    publishNotReadyAddresses?: boolean;
+  };
+}
+/** The parts of the ClickHouseInstallation these checks read (its CRD's schema checks the rest). */
+interface ClickHouseInstallation {
+  metadata: { name: string };
+  spec: {
+    defaults: { templates: { podTemplate: string; serviceTemplate: string } };
+    configuration: {
+      zookeeper: { nodes: { host: string; port: number }[] };
+      users: Record<string, unknown>;
+      clusters: {
+        name: string;
+        secret?: { auto?: string };
+        layout: { shardsCount: number; replicasCount: number };
+      }[];
+    };
+    templates: {
+      podTemplates: (PodTemplate & { name: string; podDistribution?: { type: string }[] })[];
+      serviceTemplates: { name: string; generateName?: string; spec: { type?: string } }[];
+    };
+  };
+}
+/** The parts of a KEDA ScaledObject these checks read (its CRD's schema checks the rest). */
+interface ScaledObject {
+  metadata: { name: string };
+  spec: {
+    scaleTargetRef: { apiVersion?: string; kind?: string; name: string };
+    minReplicaCount: number;
+    maxReplicaCount: number;
+    advanced?: {
+      horizontalPodAutoscalerConfig?: {
+        behavior?: { scaleDown?: { stabilizationWindowSeconds?: number } };
+      };
+    };
+    triggers: { type: string; metricType?: string; metadata: Record<string, string> }[];
   };
 }
 
@@ -110,7 +168,8 @@ const SECRET_VALUES: Record<string, string> = {
       `postgresql://${user}:secret@postgres:5432/sts`,
     ]),
   ),
-  CLICKHOUSE_URL: 'http://sts:secret@clickhouse:8123',
+  // The analytics user of the ClickHouseInstallation, at its Service (deploy/README.md).
+  CLICKHOUSE_URL: 'http://analytics:secret@clickhouse-sts:8123',
   SMTP_URL: 'smtps://user:secret@smtp.example.com:465',
   ...SERVICE_KEYS,
   SECRET_SEALING_KEY: KEY,
@@ -171,6 +230,40 @@ describe('deploy/k8s', () => {
     ...ofKind('Deployment').map((object) => [object.metadata.name, object.spec.template.spec] as const),
     ...ofKind('Job').map((object) => [object.metadata.name, object.spec.template.spec] as const),
   ];
+  /** The workloads' ConfigMap (the others hold the servers' configuration files). */
+  const config = () => {
+    const found = ofKind('ConfigMap').filter((object) => /^sts-config-[a-z0-9]+$/.test(object.metadata.name));
+    expect(found).toHaveLength(1);
+    return found[0]!;
+  };
+  const customResources = <T>(kind: string) => ofKind(kind) as unknown as T[];
+  const clickhouse = () => {
+    const [installation, ...others] = customResources<ClickHouseInstallation>('ClickHouseInstallation');
+    expect(others).toEqual([]);
+    return installation!;
+  };
+  /** The HorizontalPodAutoscalers and KEDA ScaledObjects that scale the Deployment `name`, with their minimum. */
+  const autoscalersOf = (name: string) => [
+    ...ofKind('HorizontalPodAutoscaler')
+      .filter((hpa) => hpa.spec.scaleTargetRef.name === name)
+      .map((hpa) => ({ kind: hpa.kind, min: hpa.spec.minReplicas })),
+    ...customResources<ScaledObject>('ScaledObject')
+      .filter((scaled) => scaled.spec.scaleTargetRef.name === name)
+      .map((scaled) => ({ kind: 'ScaledObject', min: scaled.spec.minReplicaCount })),
+  ];
+  /** What a container's process sees: the ConfigMap it takes, then its own variables (secrets as given). */
+  const environmentOf = (container: Container): Record<string, string> => {
+    const env: Record<string, string> = {};
+    for (const source of container.envFrom ?? []) {
+      const map = ofKind('ConfigMap').find((object) => object.metadata.name === source.configMapRef?.name);
+      Object.assign(env, map?.data ?? {});
+    }
+    for (const variable of container.env ?? []) {
+      const secret = variable.valueFrom?.secretKeyRef?.key;
+      env[variable.name] = secret ? (SECRET_VALUES[secret] ?? `<${secret}>`) : variable.value!;
+    }
+    return env;
+  };
 
   it('renders the base and the production overlay into objects valid against the Kubernetes schemas', () => {
     for (const yaml of [render('deploy/k8s/base'), production]) {
@@ -183,6 +276,30 @@ describe('deploy/k8s', () => {
     expect(validate(broken).errors).toEqual([
       expect.stringMatching(/^Deployment\/gateway: .*containerPort must be integer/),
     ]);
+    // The operators' resources are checked against their CRDs (deploy/tests/crds), an unknown field included,
+    // and the ClickHouse servers' pod template against the Kubernetes schemas.
+    expect(ofKind('ClickHouseInstallation')).toHaveLength(1);
+    expect(ofKind('ScaledObject')).toHaveLength(1);
+    for (const [from, to, error] of [
+      [
+        'shardsCount: 2',
+        'shardCount: 2',
+        /^ClickHouseInstallation\/sts: .*layout must NOT have additional properties \(shardCount\)/,
+      ],
+      [
+        'minReplicaCount: 2',
+        'minReplicaCount: two',
+        /^ScaledObject\/analytics: \/spec\/minReplicaCount must be integer/,
+      ],
+      [
+        'storage: 100Gi',
+        'storage: plenty',
+        /^ClickHouseInstallation\/sts: template PersistentVolumeClaim\/data: /,
+      ],
+    ] as const) {
+      expect(production).toContain(from);
+      expect(validate(production.replace(from, to)).errors).toEqual([expect.stringMatching(error)]);
+    }
   });
 
   it('runs every service as a Deployment of two or more replicas with probes, resources and a locked-down pod', () => {
@@ -193,14 +310,13 @@ describe('deploy/k8s', () => {
     ).toEqual([...WORKLOADS].sort());
     for (const deployment of ofKind('Deployment')) {
       const name = deployment.metadata.name;
-      // Two or more replicas: set here, or (gateway, analytics) left to the autoscaler, whose minimum is 2.
-      const autoscaled = ofKind('HorizontalPodAutoscaler').find(
-        (hpa) => hpa.spec.scaleTargetRef.name === name,
-      );
-      if (autoscaled) {
-        expect([name, deployment.spec.replicas, autoscaled.spec.minReplicas >= 2]).toEqual([
+      // Two or more replicas: set here, or (gateway, analytics) left to one autoscaler, whose minimum is 2.
+      const autoscalers = autoscalersOf(name);
+      if (autoscalers.length > 0) {
+        expect([name, deployment.spec.replicas, autoscalers.length, autoscalers[0]!.min >= 2]).toEqual([
           name,
           undefined,
+          1,
           true,
         ]);
       } else {
@@ -258,14 +374,18 @@ describe('deploy/k8s', () => {
 
   it('takes configuration from the ConfigMap and every secret from a Secret reference, never a literal', () => {
     expect(ofKind('Secret')).toEqual([]);
-    const config = ofKind('ConfigMap');
-    expect(config).toHaveLength(1);
-    expect(Object.keys(config[0]!.data ?? {}).filter((key) => SECRET_NAME.test(key))).toEqual([]);
+    expect(Object.keys(config().data ?? {}).filter((key) => SECRET_NAME.test(key))).toEqual([]);
+    // The other ConfigMaps are the servers' configuration files, whose passwords are the servers' environment's.
+    expect(
+      ofKind('ConfigMap')
+        .map((object) => object.metadata.name.replace(/-[a-z0-9]+$/, ''))
+        .sort(),
+    ).toEqual(['clickhouse-keeper-config', 'nats-config', 'sts-config']);
     for (const [name, pod] of podSpecs()) {
       for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
         expect([name, container.envFrom]).toEqual([
           name,
-          [{ configMapRef: { name: config[0]!.metadata.name } }],
+          [{ configMapRef: { name: config().metadata.name } }],
         ]);
         for (const variable of container.env ?? []) {
           if (!SECRET_NAME.test(variable.name)) continue;
@@ -281,7 +401,7 @@ describe('deploy/k8s', () => {
   });
 
   it("connects every workload to NATS as its own user, and only the NATS servers' namespace policy lets the system in", () => {
-    expect(ofKind('ConfigMap')[0]!.data?.NATS_URL).toBeUndefined();
+    expect(config().data?.NATS_URL).toBeUndefined();
     for (const name of WORKLOADS) {
       const container = named('Deployment', name).spec.template.spec.containers[0]!;
       const nats = container.env?.find((variable) => variable.name === 'NATS_URL');
@@ -290,7 +410,7 @@ describe('deploy/k8s', () => {
     const access = render('deploy/k8s/nats-access');
     expect(validate(access).errors).toEqual([]);
     const [policy] = objectsOf(access);
-    expect(policy?.spec.ingress[0]).toEqual({
+    expect(policy?.spec.ingress?.[0]).toEqual({
       from: [
         {
           namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'sts' } },
@@ -345,14 +465,13 @@ describe('deploy/k8s', () => {
         'app.kubernetes.io/name': name,
       });
     }
-    expect(
-      ofKind('HorizontalPodAutoscaler')
-        .map((hpa) => [hpa.spec.scaleTargetRef.name, hpa.spec.minReplicas >= 2])
-        .sort(),
-    ).toEqual([
-      ['analytics', true],
-      ['gateway', true],
-    ]);
+    // One autoscaler per Deployment: the gateway's on CPU, analytics' KEDA's (which makes its own HPA).
+    expect(WORKLOADS.map((name) => [name, autoscalersOf(name).map((autoscaler) => autoscaler.kind)])).toEqual(
+      WORKLOADS.map((name) => [
+        name,
+        name === 'gateway' ? ['HorizontalPodAutoscaler'] : name === 'analytics' ? ['ScaledObject'] : [],
+      ]),
+    );
   });
 
   it('lets only the gateway be reached, through the ingress controller alone, and each service only from those that call it', () => {
@@ -361,7 +480,7 @@ describe('deploy/k8s', () => {
     const callersOf = (name: string) => {
       const policy = named('NetworkPolicy', `${name}-ingress`).spec;
       expect(policy.podSelector.matchLabels).toEqual({ 'app.kubernetes.io/name': name });
-      return policy.ingress.flatMap((rule) =>
+      return (policy.ingress ?? []).flatMap((rule) =>
         rule.from
           ? rule.from.map(
               (peer) =>
@@ -372,7 +491,7 @@ describe('deploy/k8s', () => {
       );
     };
     // TRUST_PROXY=1 believes the last X-Forwarded-For hop: only the ingress controller may make it.
-    expect(ofKind('ConfigMap')[0]!.data?.TRUST_PROXY).toBe('1');
+    expect(config().data?.TRUST_PROXY).toBe('1');
     expect(callersOf('gateway')).toEqual(['namespace ingress-nginx']);
     expect(callersOf('identity').sort()).toEqual(['gateway', 'notification']);
     for (const name of ['notification', 'billing', 'enrollment', 'analytics']) {
@@ -381,10 +500,10 @@ describe('deploy/k8s', () => {
   });
 
   it('exports metrics from every workload to Prometheus in `monitoring` only, and traces to a collector', () => {
-    const config = ofKind('ConfigMap')[0]!.data ?? {};
-    expect([config.METRICS_HOST, config.METRICS_PORT]).toEqual(['0.0.0.0', '9464']);
-    expect(config.OTEL_EXPORTER_OTLP_ENDPOINT).toMatch(/^https?:\/\//);
-    expect(config.OTEL_TRACES_SAMPLER).toBe('parentbased_traceidratio');
+    const data = config().data ?? {};
+    expect([data.METRICS_HOST, data.METRICS_PORT]).toEqual(['0.0.0.0', '9464']);
+    expect(data.OTEL_EXPORTER_OTLP_ENDPOINT).toMatch(/^https?:\/\//);
+    expect(data.OTEL_TRACES_SAMPLER).toBe('parentbased_traceidratio');
     for (const deployment of ofKind('Deployment')) {
       const name = deployment.metadata.name;
       const ports = deployment.spec.template.spec.containers[0]!.ports ?? [];
@@ -405,8 +524,8 @@ describe('deploy/k8s', () => {
   });
 
   it('speaks gRPC over mutual TLS between every workload, probing the services with a certificate', () => {
-    const config = ofKind('ConfigMap')[0]!.data ?? {};
-    expect([config.GRPC_TLS_CA_FILE, config.GRPC_TLS_CERT_FILE, config.GRPC_TLS_KEY_FILE]).toEqual([
+    const data = config().data ?? {};
+    expect([data.GRPC_TLS_CA_FILE, data.GRPC_TLS_CERT_FILE, data.GRPC_TLS_KEY_FILE]).toEqual([
       '/etc/sts/grpc-tls/ca.crt',
       '/etc/sts/grpc-tls/tls.crt',
       '/etc/sts/grpc-tls/tls.key',
@@ -433,22 +552,33 @@ describe('deploy/k8s', () => {
   });
 
   it("gives every container the configuration its app requires at start (each app's own schema)", () => {
-    const config = ofKind('ConfigMap')[0]!.data ?? {};
+    const data = config().data ?? {};
     for (const [name, pod] of podSpecs()) {
       for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
         const app = appOf(container.image);
-        const env: Record<string, string> = Object.assign({}, config);
+        const env: Record<string, string> = Object.assign({}, data);
         for (const variable of container.env ?? []) {
           const secret = variable.valueFrom?.secretKeyRef?.key;
           env[variable.name] = secret ? SECRET_VALUES[secret]! : variable.value!;
         }
         expect([name, container.name, configProblem(app, env)]).toEqual([name, container.name, null]);
+        // NATS_URL may also list the NATS cluster's servers (deploy/README.md).
+        if (env.NATS_URL) {
+          const list = [0, 1, 2]
+            .map((index) => env.NATS_URL!.replace('@nats:4222', `@nats-${index}.nats-headless:4222`))
+            .join(',');
+          expect([name, container.name, configProblem(app, { ...env, NATS_URL: list })]).toEqual([
+            name,
+            container.name,
+            null,
+          ]);
+        }
       }
     }
   });
 
   it('migrates once per release in a Job, and the replicas only check', () => {
-    expect(ofKind('ConfigMap')[0]!.data?.MIGRATIONS).toBe('check');
+    expect(config().data?.MIGRATIONS).toBe('check');
     const pod = named('Job', 'migrate').spec.template.spec;
     const steps = [...(pod.initContainers ?? []), ...pod.containers];
     expect(steps.map((container) => container.image.split('/').pop()!.split(':')[0]).sort()).toEqual(
@@ -465,6 +595,347 @@ describe('deploy/k8s', () => {
         'only',
       ]);
     }
+  });
+
+  /** The servers' pods: the StatefulSets' (NATS, Keeper), and the ClickHouse servers' the operator makes. */
+  const serverPods = (): (readonly [string, PodTemplate])[] => [
+    ...ofKind('StatefulSet').map((object) => [object.metadata.name, object.spec.template] as const),
+    ...clickhouse().spec.templates.podTemplates.map(
+      (template) => [`clickhouse/${template.name}`, template as PodTemplate] as const,
+    ),
+  ];
+  /** The ConfigMap a pod mounts as its volume `volume`. */
+  const mountedConfig = (pod: PodSpec, volume: string) => {
+    const name = pod.volumes.find((candidate) => candidate.name === volume)?.configMap?.name;
+    const found = ofKind('ConfigMap').find((object) => object.metadata.name === name);
+    if (!found) throw new Error(`no ConfigMap mounted as ${volume}`);
+    return found.data ?? {};
+  };
+  /** What a StatefulSet's pods need to survive a node: a quorum (3), one per node, one down at a time. */
+  const expectQuorumStatefulSet = (name: string) => {
+    const set = named('StatefulSet', name);
+    expect([name, set.spec.replicas, set.spec.podManagementPolicy]).toEqual([name, 3, 'Parallel']);
+    expect([
+      name,
+      set.spec.template.spec.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution,
+    ]).toEqual([name, [{ topologyKey: 'kubernetes.io/hostname', labelSelector: set.spec.selector }]]);
+    expect([name, named('PodDisruptionBudget', name).spec]).toEqual([
+      name,
+      { maxUnavailable: 1, selector: set.spec.selector },
+    ]);
+    // The servers' stable names resolve before they are ready: a quorum forms before any server is.
+    const headless = named('Service', set.spec.serviceName!);
+    expect([name, headless.spec.clusterIP, headless.spec.publishNotReadyAddresses]).toEqual([
+      name,
+      'None',
+      true,
+    ]);
+    return set;
+  };
+
+  it('runs the servers (NATS, ClickHouse, Keeper) in locked-down pods with probes and resources, from images pinned by digest', () => {
+    expect(
+      ofKind('StatefulSet')
+        .map((object) => object.metadata.name)
+        .sort(),
+    ).toEqual(['clickhouse-keeper', 'nats']);
+    // The compose file's servers, at the same digests: one version of each to run and to test.
+    const compose = parse(readFileSync(join(ROOT, 'deploy/compose.yaml'), 'utf8'), { merge: true }) as {
+      services: Record<string, { image: string }>;
+    };
+    const images = new Set<string>();
+    for (const [name, template] of serverPods()) {
+      const pod = template.spec;
+      // The restricted Pod Security Standard the namespace enforces.
+      expect([
+        name,
+        pod.securityContext.runAsNonRoot,
+        pod.securityContext.seccompProfile?.type,
+        pod.automountServiceAccountToken,
+      ]).toEqual([name, true, 'RuntimeDefault', false]);
+      for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
+        expect([name, container.image]).toEqual([
+          name,
+          expect.stringMatching(/^[\w./-]+:[\w.-]+@sha256:[0-9a-f]{64}$/),
+        ]);
+        images.add(container.image);
+        expect([name, container.securityContext]).toEqual([
+          name,
+          expect.objectContaining({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } }),
+        ]);
+        expect([name, Boolean(container.readinessProbe), Boolean(container.livenessProbe)]).toEqual([
+          name,
+          true,
+          true,
+        ]);
+        for (const bound of ['requests', 'limits'] as const) {
+          expect([name, bound, Object.keys(container.resources[bound]).sort()]).toEqual([
+            name,
+            bound,
+            ['cpu', 'memory'],
+          ]);
+        }
+      }
+    }
+    expect([...images].sort()).toEqual(
+      [compose.services.clickhouse!.image, compose.services.nats!.image].sort(),
+    );
+  });
+
+  it('runs NATS as a JetStream cluster of three servers, one per node, and every stream and bucket on all three', () => {
+    const nats = expectQuorumStatefulSet('nats');
+    const replicas = nats.spec.replicas!;
+    expect(nats.spec.volumeClaimTemplates?.map((claim) => claim.metadata.name)).toEqual(['jetstream']);
+    const pod = nats.spec.template.spec;
+    const server = pod.containers[0]!;
+    // Its configuration: routes to every server by its stable name, and the users of auth.conf, current.
+    const files = mountedConfig(pod, 'config');
+    expect(server.args).toEqual(['--config', '/etc/nats-config/nats-cluster.conf']);
+    expect(server.volumeMounts).toContainEqual(
+      expect.objectContaining({ name: 'config', mountPath: '/etc/nats-config' }),
+    );
+    expect(files['nats-cluster.conf']).toBe(
+      readFileSync(join(ROOT, 'deploy/nats/nats-cluster.conf'), 'utf8'),
+    );
+    expect(files['auth.conf']).toBe(deployNatsAuthConfig());
+    const conf = files['nats-cluster.conf']!;
+    expect(conf).toMatch(/^include \.\/auth\.conf$/m);
+    expect([...conf.matchAll(/nats:\/\/([\w.-]+):6222/g)].map((match) => match[1])).toEqual(
+      Array.from(
+        { length: replicas },
+        (_, index) => `${nats.metadata.name}-${index}.${nats.spec.serviceName}`,
+      ),
+    );
+    // Each user's password from the Secret sts-nats-users, in the variable auth.conf reads.
+    const passwords = [
+      ...new Set([...deployNatsAuthConfig().matchAll(/\$(NATS_PASSWORD_\w+)/g)].map((match) => match[1]!)),
+    ];
+    expect(passwords.length).toBe(WORKLOADS.length + 1);
+    expect(
+      (server.env ?? [])
+        .filter((variable) => variable.name.startsWith('NATS_PASSWORD_'))
+        .map((variable) => [variable.name, variable.valueFrom?.secretKeyRef])
+        .sort(),
+    ).toEqual(passwords.sort().map((name) => [name, { name: 'sts-nats-users', key: name }]));
+    // nats-setup makes, and every service expects, each stream and bucket with a copy on every server.
+    for (const [name, spec] of podSpecs()) {
+      for (const container of [...(spec.initContainers ?? []), ...spec.containers]) {
+        expect([name, container.name, environmentOf(container).NATS_STREAM_REPLICAS]).toEqual([
+          name,
+          container.name,
+          String(replicas),
+        ]);
+      }
+    }
+    // A NATS server takes the configuration (this machine's, with the passwords and the server name set).
+    const dir = mkdtempSync(join(tmpdir(), 'sts-nats-cluster-'));
+    try {
+      for (const [file, text] of Object.entries(files)) writeFileSync(join(dir, file), text);
+      const binary =
+        [process.env.NATS_SERVER_BIN, '/usr/sbin/nats-server', '/usr/bin/nats-server'].find(
+          (path) => path && existsSync(path),
+        ) ?? 'nats-server';
+      const checked = spawnSync(binary, ['-t', '-c', join(dir, 'nats-cluster.conf')], {
+        env: {
+          PATH: process.env.PATH ?? '',
+          SERVER_NAME: 'nats-0',
+          ...Object.fromEntries(passwords.map((name) => [name, 'secret'])),
+        },
+        encoding: 'utf8',
+      });
+      expect([checked.status, `${checked.stdout}${checked.stderr}`]).toEqual([
+        0,
+        expect.stringContaining('is valid'),
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('runs ClickHouse as 2 shards × 2 replicas on ClickHouse Keeper, the cluster analytics migrates and queries', () => {
+    const installation = clickhouse();
+    const [cluster, ...otherClusters] = installation.spec.configuration.clusters;
+    expect(otherClusters).toEqual([]);
+    expect(cluster!.layout).toEqual({ shardsCount: 2, replicasCount: 2 });
+    // Queries over the Distributed tables run on the other shards as their sender.
+    expect(cluster!.secret).toEqual({ auto: 'true' });
+    // The two replicas of a shard on two nodes.
+    const template = installation.spec.templates.podTemplates.find(
+      (candidate) => candidate.name === installation.spec.defaults.templates.podTemplate,
+    )!;
+    expect(template.podDistribution).toContainEqual(expect.objectContaining({ type: 'ShardAntiAffinity' }));
+    expect(template.spec.containers.map((container) => container.name)).toEqual(['clickhouse']);
+    // The analytics service and its migrations: that cluster, at the installation's Service, as its user.
+    const job = named('Job', 'migrate').spec.template.spec;
+    const analytics = [
+      named('Deployment', 'analytics').spec.template.spec.containers[0]!,
+      job.containers.find((container) => container.name === 'migrate-analytics')!,
+    ];
+    for (const container of analytics) {
+      const env = environmentOf(container);
+      expect([container.name, env.CLICKHOUSE_CLUSTER]).toEqual([container.name, cluster!.name]);
+      expect([
+        container.name,
+        container.env?.find((variable) => variable.name === 'CLICKHOUSE_URL')?.valueFrom?.secretKeyRef,
+      ]).toEqual([container.name, { name: 'sts-secrets', key: 'CLICKHOUSE_URL' }]);
+    }
+    // No other container is given the cluster or ClickHouse's address as its own variable.
+    const service = installation.spec.templates.serviceTemplates.find(
+      (candidate) => candidate.name === installation.spec.defaults.templates.serviceTemplate,
+    )!;
+    expect([service.generateName, service.spec.type]).toEqual(['clickhouse-{chi}', 'ClusterIP']);
+    const host = `clickhouse-${installation.metadata.name}`;
+    expect(new URL(SECRET_VALUES.CLICKHOUSE_URL!).hostname).toBe(host);
+    const readme = readFileSync(join(ROOT, 'deploy/README.md'), 'utf8');
+    const documented = `CLICKHOUSE_URL='http://analytics:…@${host}:8123'`;
+    expect([documented, readme.includes(documented)]).toEqual([documented, true]);
+    // The servers keep the analytics user's password hash only, from a Secret.
+    expect(installation.spec.configuration.users['analytics/password_sha256_hex']).toEqual({
+      valueFrom: { secretKeyRef: { name: 'sts-clickhouse-users', key: 'analytics_password_sha256_hex' } },
+    });
+    expect(Object.keys(installation.spec.configuration.users).filter((key) => /password/.test(key))).toEqual([
+      'analytics/password_sha256_hex',
+    ]);
+    // Keeper: three servers the ClickHouse servers know, whose Raft group names the same three.
+    const keeper = expectQuorumStatefulSet('clickhouse-keeper');
+    const hosts = Array.from(
+      { length: keeper.spec.replicas! },
+      (_, index) => `${keeper.metadata.name}-${index}.${keeper.spec.serviceName}`,
+    );
+    expect(installation.spec.configuration.zookeeper.nodes).toEqual(
+      hosts.map((name) => ({ host: name, port: 2181 })),
+    );
+    const xml = mountedConfig(keeper.spec.template.spec, 'config')['keeper_config.xml']!;
+    expect(xml).toBe(readFileSync(join(ROOT, 'deploy/k8s/clickhouse-cluster/keeper_config.xml'), 'utf8'));
+    expect(xml).toMatch(/<tcp_port>2181<\/tcp_port>/);
+    const raft = [
+      ...xml.matchAll(
+        /<server>\s*<id>(\d+)<\/id>\s*<hostname>([^<]+)<\/hostname>\s*<port>(\d+)<\/port>\s*<\/server>/g,
+      ),
+    ].map((match) => [Number(match[1]), match[2], Number(match[3])]);
+    expect(raft).toEqual(hosts.map((name, index) => [index + 1, name, 9234]));
+    // Each pod runs as the server of its ordinal (clickhouse-keeper-N is server N+1), with that configuration.
+    const [shell, flag, script] = keeper.spec.template.spec.containers[0]!.command!;
+    expect([shell, flag]).toEqual(['/bin/sh', '-c']);
+    expect(script).toMatch(
+      /exec \/usr\/bin\/clickhouse-keeper --config-file=\/etc\/clickhouse-keeper\/keeper_config\.xml$/,
+    );
+    hosts.forEach((_, index) => {
+      const ran = spawnSync('/bin/sh', ['-c', script!.replace(/exec .*$/, 'echo "$KEEPER_SERVER_ID"')], {
+        env: { POD_NAME: `${keeper.metadata.name}-${index}` },
+        encoding: 'utf8',
+      });
+      expect(ran.stdout.trim()).toBe(String(index + 1));
+    });
+  });
+
+  it('scales analytics with KEDA on its telemetry backlog, the gauge its replicas export, and on CPU', () => {
+    const [scaled, ...others] = customResources<ScaledObject>('ScaledObject');
+    expect(others).toEqual([]);
+    expect(scaled!.spec.scaleTargetRef).toEqual({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      name: 'analytics',
+    });
+    expect(scaled!.spec.minReplicaCount).toBe(2);
+    expect(scaled!.spec.maxReplicaCount).toBeGreaterThanOrEqual(2 * scaled!.spec.minReplicaCount);
+    // The metric and the consumer as the code names them; every replica reports the consumer's one backlog.
+    const gauge = consumerBacklog.gauges.pending as unknown as { name: string; labelNames: string[] };
+    expect(gauge.labelNames).toEqual(['consumer']);
+    const [consumer] = Object.entries(TELEMETRY_CONSUMERS)
+      .filter(([, declaration]) => declaration.service === 'analytics')
+      .map(([name]) => name);
+    const namespace = named('Deployment', 'analytics').metadata.namespace;
+    const backlog = scaled!.spec.triggers.filter((trigger) => trigger.type === 'prometheus');
+    expect(backlog).toEqual([
+      {
+        type: 'prometheus',
+        name: 'telemetry-backlog',
+        metricType: 'AverageValue',
+        metadata: expect.objectContaining({
+          query: `max(${gauge.name}{namespace="${namespace}", consumer="${consumer}"})`,
+          threshold: expect.stringMatching(/^[1-9]\d*$/),
+          serverAddress: expect.stringMatching(/^https?:\/\//),
+        }),
+      },
+    ]);
+    expect(scaled!.spec.triggers.filter((trigger) => trigger.type === 'cpu')).toEqual([
+      { type: 'cpu', metricType: 'Utilization', metadata: { value: expect.stringMatching(/^\d+$/) } },
+    ]);
+    // A drained backlog removes replicas slowly.
+    expect(
+      scaled!.spec.advanced?.horizontalPodAutoscalerConfig?.behavior?.scaleDown?.stabilizationWindowSeconds,
+    ).toBeGreaterThanOrEqual(60);
+  });
+
+  it("admits the servers' own traffic (the NATS routes, replication, Keeper's quorum) and only the workloads that use them", () => {
+    const NAMESPACE = named('Deployment', 'gateway').metadata.namespace!;
+    type Peer = { namespace: string; labels: Record<string, string> };
+    const matches = (selector: Selector | undefined, labels: Record<string, string>) => {
+      expect(selector?.matchExpressions).toBeUndefined();
+      return Object.entries(selector?.matchLabels ?? {}).every(([key, value]) => labels[key] === value);
+    };
+    /** Whether the namespace's NetworkPolicies let `from` reach a pod labelled `to` on `port`. */
+    const admitted = (from: Peer, to: Record<string, string>, port: number) => {
+      const policies = ofKind('NetworkPolicy').filter(
+        (policy) => policy.spec.policyTypes.includes('Ingress') && matches(policy.spec.podSelector, to),
+      );
+      expect(policies.length).toBeGreaterThan(0);
+      return policies.some((policy) =>
+        (policy.spec.ingress ?? []).some(
+          (rule) =>
+            (!rule.ports || rule.ports.some((allowed) => allowed.port === port)) &&
+            (!rule.from ||
+              rule.from.some((peer) =>
+                peer.namespaceSelector
+                  ? matches(peer.namespaceSelector, { 'kubernetes.io/metadata.name': from.namespace }) &&
+                    (!peer.podSelector || matches(peer.podSelector, from.labels))
+                  : from.namespace === NAMESPACE && matches(peer.podSelector, from.labels),
+              )),
+        ),
+      );
+    };
+    const inside = (labels: Record<string, string>): Peer => ({ namespace: NAMESPACE, labels });
+    const podLabels = (kind: string, name: string) => named(kind, name).spec.template.metadata?.labels ?? {};
+    const nats = podLabels('StatefulSet', 'nats');
+    const keeper = podLabels('StatefulSet', 'clickhouse-keeper');
+    const server = clickhouse().spec.templates.podTemplates[0]!.metadata?.labels ?? {};
+    const workloads = [
+      ...WORKLOADS.map((name) => [name, podLabels('Deployment', name)] as const),
+      ['migrate', podLabels('Job', 'migrate')] as const,
+    ];
+    for (const [name, labels] of workloads) {
+      const client = inside(labels);
+      const usesClickHouse = name === 'analytics' || name === 'migrate';
+      expect([
+        name,
+        admitted(client, nats, 4222),
+        admitted(client, nats, 6222),
+        admitted(client, server, 8123),
+        admitted(client, server, 9000),
+        admitted(client, keeper, 2181),
+      ]).toEqual([name, true, false, usesClickHouse, false, false]);
+    }
+    // The servers to each other: NATS routes, ClickHouse's distributed queries and replication, Keeper's Raft.
+    expect([
+      admitted(inside(nats), nats, 6222),
+      admitted(inside(server), server, 9000),
+      admitted(inside(server), server, 9009),
+      admitted(inside(server), keeper, 2181),
+      admitted(inside(keeper), keeper, 9234),
+    ]).toEqual([true, true, true, true, true]);
+    // The clickhouse-operator (its install bundle's namespace), and Prometheus on the metrics ports.
+    const operator = { app: 'clickhouse-operator' };
+    expect([
+      admitted({ namespace: 'kube-system', labels: operator }, server, 8123),
+      admitted({ namespace: 'elsewhere', labels: operator }, server, 8123),
+    ]).toEqual([true, false]);
+    const prometheus = { namespace: 'monitoring', labels: {} };
+    expect([
+      admitted(prometheus, server, 9464),
+      admitted(prometheus, keeper, 9464),
+      admitted(prometheus, nats, 8222),
+    ]).toEqual([true, true, true]);
   });
 });
 
