@@ -96,7 +96,13 @@ const withTesting = (constraints) =>
         }
       : c,
   );
-const testFiles = ['**/*.spec.ts', '**/*.int-spec.ts', '**/*.e2e-spec.ts', '**/test/**/*.ts'];
+const testFiles = [
+  '**/*.spec.ts',
+  '**/*.int-spec.ts',
+  '**/*.e2e-spec.ts',
+  '**/*.cluster-spec.ts',
+  '**/test/**/*.ts',
+];
 
 export default tseslint.config(
   { ignores: ['**/node_modules/**', '**/dist/**', 'libs/proto/src/gen/**', '.nx/**', '.dev/**', 'tmp/**'] },

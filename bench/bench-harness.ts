@@ -288,6 +288,8 @@ export async function startSystem(
     /** Analytics processes to start (sharing one durable consumer), against `clickhouse`. */
     analytics?: { processes: number; clickhouseUrl: string; database: string; env?: Record<string, string> };
     gatewayEnv?: Record<string, string>;
+    /** Given to every service and gateway (a cluster's NATS_URL and NATS_STREAM_REPLICAS, say). */
+    sharedEnv?: Record<string, string>;
     notificationEnv?: Record<string, string>;
     billingEnv?: Record<string, string>;
     /** A second gateway process (same backends), at `secondGatewayUrl`. */
@@ -307,7 +309,7 @@ export async function startSystem(
   const database = await createTestDatabase('bench');
   lifecycle.add('database', () => database.drop());
   const namespace = uniqueNatsNamespace('bench');
-  const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+  const natsUrl = options.sharedEnv?.NATS_URL ?? process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
   lifecycle.add('nats streams', async () => {
     const nats = await connectJetStream({
       url: natsUrl,
@@ -367,6 +369,7 @@ export async function startSystem(
     NATS_NAMESPACE: namespace,
     SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
     SERVICE_TRUSTED_KEYS: serviceAuth.SERVICE_TRUSTED_KEYS,
+    ...options.sharedEnv,
   };
   const [identityPort, notificationPort, billingPort, enrollmentPort, gatewayPort, baselinePort] =
     (await Promise.all([1, 2, 3, 4, 5, 6].map(() => freePort()))) as [

@@ -20,13 +20,20 @@
  *   --baseline N     BENCH_BASELINE     rows of the raw-insert baseline (1000000)
  *   --rate N         BENCH_RATE         events/s offered as an open loop (batches at fixed intervals, latency from
  *                                       each batch's due time); 0: as fast as the connections go (capacity) (0)
+ *   --cluster 1      BENCH_CLUSTER      also on the local cluster (scripts/infra/ensure-cluster.sh: ClickHouse 2 shards
+ *                                       x 2 replicas, NATS x 3 with 3 copies of every stream), after the single-server
+ *                                       run, and the cluster's figures as a share of the single server's (0)
  * The analytics processes take TELEMETRY_BATCH_MESSAGES and TELEMETRY_BATCH_WAIT_MS from the environment when set.
  * Exit code 0 when the measurement completed (whether or not the target is met), 1 on any error.
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { execFileSync } from 'node:child_process';
 import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
+import { identifier, sql } from '@sts/clickhouse/sql-escape';
+import { Lifecycle } from '@sts/runtime/lifecycle';
 import { testClickHouseDatabase } from '@sts/testing/clickhouse';
+import { clickhouseNodeUrl, localCluster, natsClusterUrl } from '@sts/testing/local-cluster';
 import {
   enrollDevices,
   machineDescription,
@@ -47,6 +54,7 @@ const options = parseOptions(
     analytics: { variable: 'BENCH_ANALYTICS', fallback: 1, min: 1 },
     baseline: { variable: 'BENCH_BASELINE', fallback: 1_000_000, min: 100_000 },
     rate: { variable: 'BENCH_RATE', fallback: 0, min: 0 },
+    cluster: { variable: 'BENCH_CLUSTER', fallback: 0, min: 0 },
   },
   {},
 );
@@ -63,15 +71,60 @@ const VERDICTS = [
   'blocked',
 ];
 
+/** What one topology measured. */
+interface Figures {
+  rate: number;
+  baselineRate: number;
+  requestP99: number;
+  queryableP50: number;
+  queryableP99: number;
+}
+
 runBenchmark(async (lifecycle) => {
   console.log(`machine: ${machineDescription()}`);
   console.log(
     `settings: ${options.duration} s of load at ${options.connections} concurrent requests, batches of ${options.batch} events from ${options.devices} devices, ${options.analytics} analytics process(es)`,
   );
+  const single = await measure(lifecycle, null);
+  if (!options.cluster) return;
+  execFileSync('bash', ['scripts/infra/ensure-cluster.sh'], { stdio: ['ignore', 'inherit', 'inherit'] });
+  const cluster = await measure(lifecycle, localCluster().clickhouse.cluster);
+  console.log('');
+  console.log(
+    `cluster / single server: ingestion ${(cluster.rate / single.rate).toFixed(2)}× (target ≥ 0.6), raw insert baseline ${(cluster.baselineRate / single.baselineRate).toFixed(2)}×, request p99 ${(cluster.requestP99 / single.requestP99).toFixed(2)}×, request → queryable p99 ${(cluster.queryableP99 / single.queryableP99).toFixed(2)}×`,
+  );
+});
+
+/** One run on a single server (`cluster` null) or on the local cluster. */
+async function measure(outer: Lifecycle, cluster: string | null): Promise<Figures> {
+  // Stopped before the next topology is measured, so that only one system loads the machine.
+  const lifecycle = new Lifecycle((name, error) =>
+    console.error(`cleanup: ${name} failed: ${error instanceof Error ? error.message : String(error)}`),
+  );
+  outer.add(cluster === null ? 'single-server system' : 'cluster system', () => lifecycle.close());
+  try {
+    return await measureOn(lifecycle, cluster);
+  } finally {
+    await lifecycle.close();
+  }
+}
+
+async function measureOn(lifecycle: Lifecycle, cluster: string | null): Promise<Figures> {
+  console.log('');
+  console.log(
+    cluster === null
+      ? '== single server (ClickHouse, NATS)'
+      : `== cluster ${cluster} (ClickHouse 2 × 2, NATS × 3, 3 copies)`,
+  );
+  if (cluster !== null) {
+    process.env.CLICKHOUSE_URL = clickhouseNodeUrl(localCluster().clickhouse.nodes[0]!.name);
+    process.env.CLICKHOUSE_CLUSTER = cluster;
+  }
   const clickhouse = testClickHouseDatabase('bench');
   lifecycle.add('clickhouse database', () => clickhouse.drop());
   const system = await startSystem(lifecycle, {
     enrollment: true,
+    ...(cluster === null ? {} : { sharedEnv: { NATS_URL: natsClusterUrl(), NATS_STREAM_REPLICAS: '3' } }),
     // A few devices of one organization send every batch here; the per-device and per-organization
     // defaults are meant for real agents. Still counted.
     gatewayEnv: {
@@ -84,6 +137,7 @@ runBenchmark(async (lifecycle) => {
       database: clickhouse.name,
       // Threat checks run after every insert with blocks (1 event in 9 here): measured too.
       env: {
+        ...(cluster === null ? {} : { CLICKHOUSE_CLUSTER: cluster }),
         ...(process.env.TELEMETRY_BATCH_MESSAGES
           ? { TELEMETRY_BATCH_MESSAGES: process.env.TELEMETRY_BATCH_MESSAGES }
           : {}),
@@ -111,16 +165,38 @@ runBenchmark(async (lifecycle) => {
     })),
   );
 
-  // Baseline: the same number of rows straight into ClickHouse.
-  const raw = createClickHouseClient({ url: clickhouse.url, database: clickhouse.name });
-  lifecycle.add('baseline client', () => raw.close());
-  await raw.command({
-    // The raw table's columns, engine, partitions and order, without its materialized views.
-    query: 'CREATE TABLE baseline_events AS telemetry_events',
+  // Baseline: the same number of rows straight into ClickHouse (on a cluster, into a Distributed table
+  // over replicated local tables, synchronously, as analytics inserts).
+  const raw = createClickHouseClient({
+    url: clickhouse.url,
+    database: clickhouse.name,
+    settings: cluster === null ? {} : { insert_distributed_sync: 1 },
   });
+  lifecycle.add(`baseline client${cluster === null ? '' : ' (cluster)'}`, () => raw.close());
+  if (cluster === null) {
+    await raw.command({
+      // The raw table's columns, engine, partitions and order, without its materialized views.
+      query: 'CREATE TABLE baseline_events AS telemetry_events',
+    });
+  } else {
+    const onCluster = sql`ON CLUSTER ${identifier(cluster)}`;
+    await raw.command({
+      query: sql`CREATE TABLE ${identifier(clickhouse.name, 'baseline_events_local')} ${onCluster}
+        AS ${identifier(clickhouse.name, 'telemetry_events_local')}
+        ENGINE = ReplicatedMergeTree(${`/clickhouse/${cluster}/tables/{shard}/${clickhouse.name}/baseline_events_local`}, '{replica}')
+        PARTITION BY toYYYYMMDD(observed_at) ORDER BY (org_id, device_id, observed_at)`.text,
+    });
+    await raw.command({
+      query: sql`CREATE TABLE ${identifier(clickhouse.name, 'baseline_events')} ${onCluster}
+        AS ${identifier(clickhouse.name, 'baseline_events_local')}
+        ENGINE = Distributed(${identifier(cluster)}, ${identifier(clickhouse.name)}, baseline_events_local, cityHash64(org_id))`
+        .text,
+    });
+  }
   const seconds = Math.floor(Date.now() / 1000) - 60;
   const baselineRows = Array.from({ length: 100_000 }, (_, i) => ({
-    org_id: '00000000-0000-4000-8000-000000000001',
+    // Four organizations, so that a cluster's shards share the rows.
+    org_id: `00000000-0000-4000-8000-00000000000${1 + (i % 4)}`,
     device_id: `00000000-0000-4000-8000-${String(i % options.devices).padStart(12, '0')}`,
     batch_key: `device:${Math.floor(i / options.batch)}`,
     observed_at: seconds,
@@ -235,4 +311,11 @@ runBenchmark(async (lifecycle) => {
     `check: ClickHouse holds ${stored} events, ${stored === sent ? 'exactly what was sent' : `expected ${sent}`}`,
   );
   if (stored !== sent) throw new Error(`stored ${stored} events, sent ${sent}`);
-});
+  return {
+    rate,
+    baselineRate,
+    requestP99: percentile(requestMs, 99),
+    queryableP50: percentile(queryable, 50),
+    queryableP99: percentile(queryable, 99),
+  };
+}

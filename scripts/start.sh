@@ -2,7 +2,9 @@
 # `npm start`: brings the whole system up on this machine and stays in the foreground.
 # Ctrl-C stops every service it started. Honours the variables of DESIGN.md section 5: set
 # OIDC_ISSUER, SMTP_URL or DATABASE_URL to use your own identity provider, mail server or database
-# (the development identity provider and mailbox then stay off).
+# (the development identity provider and mailbox then stay off). STS_CLUSTER=1 runs the system on the
+# local cluster instead of single servers: ClickHouse 2 shards x 2 replicas with ZooKeeper, and a
+# three-node NATS JetStream keeping three copies of every stream and bucket.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -20,6 +22,13 @@ bash scripts/ensure-deps.sh
 
 say "infrastructure"
 bash scripts/infra/ensure-all.sh </dev/null
+CLUSTER=false
+NATS_NODES=1
+if [ "${STS_CLUSTER:-}" = 1 ]; then
+  CLUSTER=true
+  say "local cluster (ZooKeeper, ClickHouse 2 shards x 2 replicas, NATS)"
+  bash scripts/infra/ensure-cluster.sh </dev/null
+fi
 
 # --- configuration ------------------------------------------------------------------------------
 export NODE_ENV="${NODE_ENV:-development}"
@@ -32,7 +41,14 @@ OWN_NATS=false
 if [ -z "${NATS_URL:-}" ]; then OWN_NATS=true; fi
 export NATS_URL="${NATS_URL:-nats://127.0.0.1:4222}"
 export NATS_NAMESPACE="${NATS_NAMESPACE:-sts}"
-export CLICKHOUSE_URL="${CLICKHOUSE_URL:-http://127.0.0.1:8123}"
+if $CLUSTER; then
+  # The first replica of the first shard takes the requests; the Distributed tables reach the others.
+  export CLICKHOUSE_URL="${CLICKHOUSE_URL:-http://127.0.0.1:8131}"
+  export CLICKHOUSE_CLUSTER="${CLICKHOUSE_CLUSTER:-sts_cluster}"
+  export NATS_STREAM_REPLICAS="${NATS_STREAM_REPLICAS:-3}"
+else
+  export CLICKHOUSE_URL="${CLICKHOUSE_URL:-http://127.0.0.1:8123}"
+fi
 export PORT="${PORT:-8080}"
 export PUBLIC_APP_URL="${PUBLIC_APP_URL:-http://localhost:$PORT}"
 # dev_key VAR FILE: unless VAR is set, exports it from .dev/FILE, a random 32-byte key (base64)
@@ -143,23 +159,45 @@ wait_for_port() {
 if $OWN_NATS; then
   NATS_BIN=$(command -v nats-server || echo /usr/sbin/nats-server)
   if [ -x "$NATS_BIN" ]; then
-    STS_NATS_PORT="${STS_NATS_PORT:-4223}"
-    say "NATS with a user per service (port $STS_NATS_PORT)"
-    node --import tsx scripts/nats-config.ts "$DEV_DIR/nats" "$STS_NATS_PORT" "$NATS_NAMESPACE"
-    "$NATS_BIN" -c "$DEV_DIR/nats/nats.conf" >>"$LOG_DIR/nats.log" 2>&1 &
-    PIDS+=($!)
-    NAMES+=(nats)
-    wait_for_port nats "$STS_NATS_PORT"
+    if $CLUSTER; then
+      # Three nodes of the project's own, each with the per-service users: clients on STS_NATS_PORT and the
+      # two ports after it, routes 2000 higher.
+      STS_NATS_PORT="${STS_NATS_PORT:-4224}"
+      NATS_NODES=3
+      NATS_DIR="$DEV_DIR/nats-cluster"
+      say "NATS cluster of $NATS_NODES nodes with a user per service (ports $STS_NATS_PORT-$((STS_NATS_PORT + NATS_NODES - 1)))"
+      node --import tsx scripts/nats-config.ts "$NATS_DIR" "$STS_NATS_PORT" "$NATS_NAMESPACE" "$NATS_NODES"
+      for node in $(seq 1 "$NATS_NODES"); do
+        "$NATS_BIN" -c "$NATS_DIR/n$node.conf" >>"$LOG_DIR/nats-n$node.log" 2>&1 &
+        PIDS+=($!)
+        NAMES+=("nats-n$node")
+      done
+      for node in $(seq 1 "$NATS_NODES"); do wait_for_port "nats-n$node" $((STS_NATS_PORT + node - 1)); done
+    else
+      STS_NATS_PORT="${STS_NATS_PORT:-4223}"
+      NATS_NODES=1
+      NATS_DIR="$DEV_DIR/nats"
+      say "NATS with a user per service (port $STS_NATS_PORT)"
+      node --import tsx scripts/nats-config.ts "$NATS_DIR" "$STS_NATS_PORT" "$NATS_NAMESPACE"
+      "$NATS_BIN" -c "$NATS_DIR/nats.conf" >>"$LOG_DIR/nats.log" 2>&1 &
+      PIDS+=($!)
+      NAMES+=(nats)
+      wait_for_port nats "$STS_NATS_PORT"
+    fi
   else
     echo "nats-server not found: the services share the NATS at $NATS_URL without per-service users" >&2
     OWN_NATS=false
   fi
 fi
-# nats_url SERVICE: the NATS_URL a service connects with (its own user on the project's server).
+# nats_url SERVICE: the NATS_URL a service connects with (its own user on the project's servers).
 nats_url() {
   if $OWN_NATS; then
-    node -e 'const p = require(process.argv[1]); process.stdout.write(`nats://${process.argv[2]}:${encodeURIComponent(p[process.argv[2]])}@127.0.0.1:${process.argv[3]}`)' \
-      "$DEV_DIR/nats/passwords.json" "$1" "$STS_NATS_PORT"
+    node -e '
+      const [file, user, port, nodes] = process.argv.slice(1);
+      const password = encodeURIComponent(require(file)[user]);
+      const urls = Array.from({ length: Number(nodes) }, (_, i) => `nats://${user}:${password}@127.0.0.1:${Number(port) + i}`);
+      process.stdout.write(urls.join(","));' \
+      "$NATS_DIR/passwords.json" "$1" "$STS_NATS_PORT" "$NATS_NODES"
   else
     printf '%s' "$NATS_URL"
   fi
@@ -196,13 +234,20 @@ wait_for_port gateway "$PORT"
 
 cat <<INFO
 
-  Security telemetry service is up.
+  Security telemetry service is up$($CLUSTER && printf ' on the local cluster'; true).
 
   API          http://localhost:$PORT/api
   API docs     http://localhost:$PORT/docs
   Metrics      http://localhost:$METRICS_BASE_PORT/metrics (gateway); identity, notification, billing,
                enrollment, analytics on ports $((METRICS_BASE_PORT + 1))–$((METRICS_BASE_PORT + 5))
 INFO
+if $CLUSTER; then
+  cat <<INFO
+  Cluster      ClickHouse $CLICKHOUSE_CLUSTER: 2 shards x 2 replicas, HTTP on 127.0.0.1:8131-8134 (ZooKeeper 127.0.0.1:2181)
+               NATS: $($OWN_NATS && echo "$NATS_NODES nodes on 127.0.0.1:$STS_NATS_PORT-$((STS_NATS_PORT + NATS_NODES - 1))" || echo "$NATS_URL" | sed 's#//[^@]*@#//#g'), $NATS_STREAM_REPLICAS copies of every stream and bucket
+               Try a fault: bash scripts/infra/cluster-node.sh kill ch-s1-r2   (then: start ch-s1-r2)
+INFO
+fi
 if $START_DEV_MAILBOX; then echo "  Mailbox      http://localhost:$DEV_MAILBOX_HTTP_PORT   (invitation e-mails land here)"; fi
 if $START_DEV_IDP; then
   cat <<INFO

@@ -57,6 +57,7 @@ describe('analytics replicas (ClickHouse, NATS)', () => {
       CLICKHOUSE_URL: clickhouse.url,
       CLICKHOUSE_DATABASE: clickhouse.name,
       CLICKHOUSE_CLUSTER: clickhouse.cluster ?? '',
+      NATS_STREAM_REPLICAS: process.env.NATS_STREAM_REPLICAS ?? '1',
       ...testServiceAuth().envOf('analytics'),
       GRPC_PORT: '0',
       // Small batches, so that both replicas hold some at any moment.

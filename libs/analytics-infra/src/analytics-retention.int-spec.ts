@@ -1,30 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { TelemetryRow } from '@sts/analytics-domain/analytics-ports';
-import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import { runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
-import { readClusterShards } from '@sts/clickhouse/cluster-shards';
 import { createLogger } from '@sts/logger/create-logger';
 import { testClickHouseDatabase } from '@sts/testing/clickhouse';
 import { analyticsMigrations } from './analytics-migrations';
-import {
-  clusterPartitions,
-  dropExpiredPartitions,
-  retentionOf,
-  SINGLE_SERVER_PARTITIONS,
-  type PartitionPlacement,
-} from './analytics-retention';
-import { topologyOf } from './analytics-tables';
+import { dropExpiredPartitions, retentionOf } from './analytics-retention';
+import { clientSettingsOf, openAnalyticsClickHouse, type AnalyticsClickHouse } from './analytics-tables';
 import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
 
 const logger = createLogger('analytics-retention-test', 'silent');
 const clickhouse = testClickHouseDatabase('retention');
 const target = { database: clickhouse.name, cluster: clickhouse.cluster };
-const topology = topologyOf(target);
-const client = createClickHouseClient({
-  url: clickhouse.url,
-  database: clickhouse.name,
-  settings: topology.clientSettings,
-});
+
 const DAY_S = 86_400;
 
 describe('analytics retention (ClickHouse)', () => {
@@ -32,19 +19,17 @@ describe('analytics retention (ClickHouse)', () => {
   const orgId = randomUUID();
   const deviceId = randomUUID();
 
-  let placement: PartitionPlacement = SINGLE_SERVER_PARTITIONS;
+  let analytics: AnalyticsClickHouse;
 
   beforeAll(async () => {
     await runClickHouseMigrations({
-      connection: { url: clickhouse.url, logger, settings: topology.clientSettings },
+      connection: { url: clickhouse.url, logger, settings: clientSettingsOf(target) },
       database: clickhouse.name,
       cluster: clickhouse.cluster,
       migrations: analyticsMigrations(target),
       logger,
     });
-    if (clickhouse.cluster !== null) {
-      placement = clusterPartitions(await readClusterShards(client, clickhouse.cluster), topology.tables);
-    }
+    analytics = await openAnalyticsClickHouse({ url: clickhouse.url, target });
     // Two events each 10, 40 and 100 days ago, as ingestion stores them (the views fill rollups and ledger).
     const rows: TelemetryRow[] = [10, 40, 100].flatMap((daysAgo) =>
       [0, 1].map((i) => {
@@ -61,11 +46,11 @@ describe('analytics retention (ClickHouse)', () => {
         };
       }),
     );
-    await new ClickHouseAnalyticsStore(client, topology.tables).insert(rows);
+    await new ClickHouseAnalyticsStore(analytics.client, analytics.tables).insert(rows);
   });
 
   afterAll(async () => {
-    await client.close();
+    await analytics?.close();
     await clickhouse.drop();
   });
 
@@ -91,7 +76,7 @@ describe('analytics retention (ClickHouse)', () => {
       retention,
       now,
       logger,
-      placement,
+      analytics.tables,
     );
 
     expect(await daysKept('telemetry_events', 'observed_at')).toEqual([10]);
@@ -102,7 +87,14 @@ describe('analytics retention (ClickHouse)', () => {
     expect(dropped).toBe(5);
     // Nothing more to drop on the next pass.
     expect(
-      await dropExpiredPartitions(clickhouse.client, clickhouse.name, retention, now, logger, placement),
+      await dropExpiredPartitions(
+        clickhouse.client,
+        clickhouse.name,
+        retention,
+        now,
+        logger,
+        analytics.tables,
+      ),
     ).toBe(0);
   });
 });

@@ -1,9 +1,8 @@
 import type { ClickHouseClient } from '@sts/clickhouse/clickhouse-client';
-import type { ClusterShard } from '@sts/clickhouse/cluster-shards';
-import { identifier, inList, integerLiteral, sql, type SqlFragment } from '@sts/clickhouse/sql-escape';
+import { inList, integerLiteral, sql } from '@sts/clickhouse/sql-escape';
 import type { Logger } from '@sts/logger/create-logger';
-import { LOCAL_TABLE_SUFFIX, type AnalyticsSchemaTarget, type AnalyticsTable } from './analytics-migrations';
-import { SINGLE_SERVER_TABLES, type AnalyticsTables } from './analytics-tables';
+import type { AnalyticsSchemaTarget, AnalyticsTable } from './analytics-migrations';
+import { singleServerTables, type AnalyticsTables } from './analytics-tables';
 
 /** A table partitioned by UTC day (`toYYYYMMDD`) or month (`toYYYYMM`), and how many days it keeps. */
 export interface PartitionRetention {
@@ -26,36 +25,6 @@ export function retentionOf(config: {
   ];
 }
 
-/** Where the partitions are: the parts a server lists, and the tables as `ALTER TABLE` names them. */
-export interface PartitionPlacement {
-  /** A `system.parts` to read the tables' active parts from. */
-  readonly parts: SqlFragment;
-  /** The name of a table in `parts`. */
-  readonly partsName: (table: AnalyticsTable) => string;
-  readonly tables: AnalyticsTables;
-}
-
-export const SINGLE_SERVER_PARTITIONS: PartitionPlacement = {
-  parts: identifier('system', 'parts'),
-  partsName: (table) => table,
-  tables: SINGLE_SERVER_TABLES,
-};
-
-/**
- * A cluster's partitions: the local tables' parts on one replica of each shard that answers (a shard
- * that is away keeps its old partitions until the next pass), dropped `ON CLUSTER` from every replica.
- */
-export function clusterPartitions(
-  shards: readonly ClusterShard[],
-  tables: AnalyticsTables,
-): PartitionPlacement {
-  return {
-    parts: sql`remote(${shards.map((shard) => shard.replicas).join(',')}, ${identifier('system')}, ${identifier('parts')})`,
-    partsName: (table) => table + LOCAL_TABLE_SUFFIX,
-    tables,
-  };
-}
-
 /**
  * Drops whole partitions older than each table's retention: no `TTL` (ClickHouse 18.16 has none for
  * rows of this kind), no mutations, no rewritten parts. A month partition goes once its last day is
@@ -67,11 +36,11 @@ export async function dropExpiredPartitions(
   tables: readonly PartitionRetention[],
   now: Date,
   logger: Logger,
-  placement: PartitionPlacement = SINGLE_SERVER_PARTITIONS,
+  placement: AnalyticsTables = singleServerTables(client),
 ): Promise<number> {
-  const byPartsName = new Map(tables.map((rule) => [placement.partsName(rule.table), rule]));
+  const byPartsName = new Map(tables.map((rule) => [placement.parts.nameOf(rule.table), rule]));
   const result = await client.query({
-    query: sql`SELECT DISTINCT table, partition FROM ${placement.parts}
+    query: sql`SELECT DISTINCT table, partition FROM ${placement.parts.from}
                WHERE database = ${database} AND active AND table IN ${inList([...byPartsName.keys()])}`.text,
     format: 'JSONEachRow',
     clickhouse_settings: { skip_unavailable_shards: 1 },
@@ -83,13 +52,8 @@ export async function dropExpiredPartitions(
     if (!rule || !/^\d{6}(\d{2})?$/.test(partition)) continue;
     const cutoff = new Date(now.getTime() - rule.days * 86_400_000);
     if (partitionEnd(partition, rule.partitionedBy) > cutoff) continue;
-    await client.command({
-      // The partition key is a number (toYYYYMMDD, toYYYYMM): 18.16 refuses it as a string.
-      query:
-        sql`ALTER TABLE ${placement.tables.alter(rule.table)} DROP PARTITION ${integerLiteral(Number(partition))}`
-          .text,
-      clickhouse_settings: { wait_end_of_query: 1 },
-    });
+    // The partition key is a number (toYYYYMMDD, toYYYYMM): 18.16 refuses it as a string.
+    await placement.alter(rule.table, sql`DROP PARTITION ${integerLiteral(Number(partition))}`);
     dropped++;
     logger.info({ table: rule.table, partition }, 'dropped an expired partition');
   }

@@ -5,7 +5,6 @@ import { resolve } from 'node:path';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
 import type { IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
-import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import { loadConfig } from '@sts/config/load-config';
 import { newEnvelope } from '@sts/events/event-envelope';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
@@ -25,7 +24,7 @@ import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { testServiceAuth } from '@sts/testing/service-auth';
 import { analyticsEnvSchema } from './analytics-config';
-import { topologyOf } from './analytics-tables';
+import { openAnalyticsClickHouse, type AnalyticsClickHouse } from './analytics-tables';
 import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
 import { startAnalyticsService, TELEMETRY_CONSUMER, type RunningService } from './start-analytics-service';
 
@@ -42,6 +41,7 @@ const env = {
   CLICKHOUSE_URL: clickhouse.url,
   CLICKHOUSE_DATABASE: clickhouse.name,
   CLICKHOUSE_CLUSTER: clickhouse.cluster ?? '',
+  NATS_STREAM_REPLICAS: process.env.NATS_STREAM_REPLICAS ?? '1',
   ...testServiceAuth().envOf('analytics'),
   GRPC_PORT: '0',
   TELEMETRY_BATCH_WAIT_MS: '50',
@@ -52,15 +52,9 @@ const env = {
   TELEMETRY_STATE_SETTLE_MS: '1000',
 };
 const config = loadConfig(analyticsEnvSchema, env);
-// The store as the service makes it, on either topology.
-const topology = topologyOf({ database: clickhouse.name, cluster: clickhouse.cluster });
-const storeClient = createClickHouseClient({
-  url: clickhouse.url,
-  database: clickhouse.name,
-  settings: topology.clientSettings,
-});
-const store = new ClickHouseAnalyticsStore(storeClient, topology.tables);
-const queries = new AnalyticsService(store, { now: () => new Date() });
+// The store as the service makes it, on either topology (opened once the service has made the database).
+let analyticsClickHouse: AnalyticsClickHouse;
+let queries: AnalyticsService;
 
 let nats: JetStreamConnection;
 const running: RunningService[] = [];
@@ -71,13 +65,23 @@ let deviceEventsHeld: Promise<void> = Promise.resolve();
 
 beforeAll(async () => {
   nats = await connectJetStream({ url: natsUrl, name: 'analytics-test', logger });
-  await ensureEventsStream(nats.jsm, namespace);
-  await ensureTelemetryStream(nats.jsm, namespace);
+  await ensureEventsStream(nats.jsm, namespace, { replicas: config.NATS_STREAM_REPLICAS });
+  await ensureTelemetryStream(nats.jsm, namespace, { replicas: config.NATS_STREAM_REPLICAS });
   running.push(
     await startAnalyticsService(config, logger, {
       beforeDeviceEvent: () => deviceEventsHeld,
       afterIngest: (outcome) => void outcomes.push({ at: Date.now(), outcome }),
     }),
+  );
+  analyticsClickHouse = await openAnalyticsClickHouse({
+    url: clickhouse.url,
+    target: { database: clickhouse.name, cluster: clickhouse.cluster },
+  });
+  queries = new AnalyticsService(
+    new ClickHouseAnalyticsStore(analyticsClickHouse.client, analyticsClickHouse.tables),
+    {
+      now: () => new Date(),
+    },
   );
 });
 
@@ -85,7 +89,7 @@ afterAll(async () => {
   for (const service of running) await service.stop();
   await deleteNamespaceStreams(nats.jsm, namespace);
   await nats.close();
-  await storeClient.close();
+  await analyticsClickHouse?.close();
   await clickhouse.drop();
 });
 
@@ -220,6 +224,26 @@ describe('analytics service', () => {
     await eventually(() => consumerIdle(nats.jsm));
     expect(await rawCount(orgId)).toBe(5);
     expect((await queries.summary(orgId, '24h', null)).total_analyzed).toBe(5);
+  });
+
+  it('counts each of two batches whose rollup rows are the same', async () => {
+    // On a cluster, replicated tables drop an insert whose block equals a recent one's: two batches of
+    // one device with the same figures in the same hour make the same rollup block.
+    const { orgId, deviceId } = org();
+    const same = events(3, 'blocked', minutesAgo(2));
+    await publishBatch({ org_id: orgId, device_id: deviceId, batch_id: 'same-1', events: same });
+    await eventually(async () => (await rawCount(orgId)) === 3);
+    await publishBatch({ org_id: orgId, device_id: deviceId, batch_id: 'same-2', events: same });
+    await eventually(async () => (await rawCount(orgId)) === 6);
+    await eventually(() => consumerIdle(nats.jsm));
+    for (const window of ['24h', '30d'] as const) {
+      const summary = await queries.summary(orgId, window, deviceId);
+      expect({ window, total: summary.total_analyzed, blocked: summary.dangerous_blocks }).toEqual({
+        window,
+        total: 6,
+        blocked: 6,
+      });
+    }
   });
 
   it('leaves disabled devices out of organization figures until they are enabled again', async () => {

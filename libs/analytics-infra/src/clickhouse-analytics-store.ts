@@ -19,7 +19,7 @@ import {
   type SqlFragment,
 } from '@sts/clickhouse/sql-escape';
 import { DEVICE_TELEMETRY_TABLES } from './analytics-migrations';
-import { SINGLE_SERVER_TABLES, type AnalyticsTables } from './analytics-tables';
+import { singleServerTables, type AnalyticsTables } from './analytics-tables';
 
 interface TotalsRow {
   bucket?: string | number;
@@ -48,7 +48,7 @@ const TELEMETRY_COLUMNS: [keyof TelemetryRow, ...(keyof TelemetryRow)[]] = [
 export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore, DeviceStateStore {
   constructor(
     private readonly client: ClickHouseClient,
-    private readonly tables: AnalyticsTables = SINGLE_SERVER_TABLES,
+    private readonly tables: AnalyticsTables = singleServerTables(client),
   ) {}
 
   // Reads of the rollups.
@@ -126,15 +126,11 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
 
   /** Rows go as they are (no copy through `insertJsonEachRow`): they are built in column shape (bench/ingestion.bench.ts). */
   async insert(rows: readonly TelemetryRow[]): Promise<void> {
-    if (rows.length === 0) return;
-    await observeInsert('telemetry_events', rows.length, () =>
-      this.client.insert({
-        table: 'telemetry_events',
-        columns: TELEMETRY_COLUMNS,
-        values: rows,
-        format: 'JSONEachRow',
-      }),
-    );
+    await this.tables.insert('telemetry_events', rows, async (client, table, part) => {
+      await observeInsert('telemetry_events', part.length, () =>
+        client.insert({ table, columns: TELEMETRY_COLUMNS, values: part, format: 'JSONEachRow' }),
+      );
+    });
   }
 
   async blockedCounts(devices: readonly DeviceRef[], since: Date, until: Date): Promise<BlockCount[]> {
@@ -158,18 +154,14 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
   }
 
   async recordDetection(detection: BlockCount & { detectedAt: Date }): Promise<void> {
-    await insertJsonEachRow(
-      this.client,
-      'threat_detections',
-      ['org_id', 'device_id', 'detected_at', 'dangerous_blocks'],
-      [
-        {
-          org_id: detection.orgId,
-          device_id: detection.deviceId,
-          detected_at: dateTimeInputValue(detection.detectedAt),
-          dangerous_blocks: detection.blocked,
-        },
-      ],
+    const row = {
+      org_id: detection.orgId,
+      device_id: detection.deviceId,
+      detected_at: dateTimeInputValue(detection.detectedAt),
+      dangerous_blocks: detection.blocked,
+    };
+    await this.tables.insert('threat_detections', [row], (client, table, rows) =>
+      insertJsonEachRow(client, table, ['org_id', 'device_id', 'detected_at', 'dangerous_blocks'], rows),
     );
   }
 
@@ -192,30 +184,29 @@ export class ClickHouseAnalyticsStore implements AnalyticsReader, TelemetryStore
     version: number,
     enrolledAt = 0,
   ): Promise<void> {
-    await insertJsonEachRow(
-      this.client,
-      'device_state_changes',
-      ['org_id', 'device_id', 'version', 'state', 'enrolled_at'],
-      [{ org_id: device.orgId, device_id: device.deviceId, version, state, enrolled_at: enrolledAt }],
+    const change = {
+      org_id: device.orgId,
+      device_id: device.deviceId,
+      version,
+      state,
+      enrolled_at: enrolledAt,
+    };
+    await this.tables.insert('device_state_changes', [change], (client, table, rows) =>
+      insertJsonEachRow(client, table, ['org_id', 'device_id', 'version', 'state', 'enrolled_at'], rows),
     );
-    await insertJsonEachRow(
-      this.client,
-      'device_states',
-      ['org_id', 'device_id', 'hostname', 'state', 'version'],
-      [{ org_id: device.orgId, device_id: device.deviceId, hostname, state, version }],
+    const current = { org_id: device.orgId, device_id: device.deviceId, hostname, state, version };
+    await this.tables.insert('device_states', [current], (client, table, rows) =>
+      insertJsonEachRow(client, table, ['org_id', 'device_id', 'hostname', 'state', 'version'], rows),
     );
   }
 
   /** An asynchronous mutation per table: queries leave the device out at once (its state is `deleted`). */
   async purge(device: DeviceRef): Promise<void> {
     for (const table of DEVICE_TELEMETRY_TABLES) {
-      await this.client.command({
-        query: sql`ALTER TABLE ${this.tables.alter(table)} DELETE
-                   WHERE org_id = ${device.orgId} AND device_id = ${device.deviceId}`.text,
-        // On a cluster the answer is a row per server as each has taken the mutation; an error on one
-        // must fail the call (the purge is retried), not arrive after a success status.
-        clickhouse_settings: { wait_end_of_query: 1 },
-      });
+      await this.tables.alter(
+        table,
+        sql`DELETE WHERE org_id = ${device.orgId} AND device_id = ${device.deviceId}`,
+      );
     }
   }
 

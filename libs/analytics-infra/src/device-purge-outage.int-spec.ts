@@ -49,6 +49,7 @@ describe('device purge through a ClickHouse outage (ClickHouse, NATS)', () => {
       CLICKHOUSE_URL: target.toString(),
       CLICKHOUSE_DATABASE: clickhouse.name,
       CLICKHOUSE_CLUSTER: clickhouse.cluster ?? '',
+      NATS_STREAM_REPLICAS: process.env.NATS_STREAM_REPLICAS ?? '1',
       ...testServiceAuth().envOf('analytics'),
       GRPC_PORT: '0',
       TELEMETRY_BATCH_WAIT_MS: '20',

@@ -1,8 +1,5 @@
 import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
 import { TelemetryIngestion, type IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
-import { createClickHouseClient, type ClickHouseClient } from '@sts/clickhouse/clickhouse-client';
-import { ShardRouter, type ClusterShard } from '@sts/clickhouse/cluster-shards';
-import { identifier, sql } from '@sts/clickhouse/sql-escape';
 import { assertClickHouseMigrated, runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
 import { parseTelemetryBatch, telemetryMessageId } from '@sts/events/telemetry';
 import { registerService } from '@sts/grpc/grpc-server';
@@ -16,13 +13,14 @@ import { migratedOnly, runServiceHost, type RunningService } from '@sts/service-
 import type { AnalyticsConfig } from './analytics-config';
 import { analyticsGrpcHandlers } from './analytics-grpc-handlers';
 import { analyticsMigrations, type AnalyticsSchemaTarget } from './analytics-migrations';
+import { dropExpiredPartitions, retentionOf } from './analytics-retention';
 import {
-  clusterPartitions,
-  dropExpiredPartitions,
-  retentionOf,
-  SINGLE_SERVER_PARTITIONS,
-} from './analytics-retention';
-import { assertTopology, shardTables, topologyOf } from './analytics-tables';
+  assertTopology,
+  clientSettingsOf,
+  openAnalyticsClickHouse,
+  shardAnswers,
+  type AnalyticsTables,
+} from './analytics-tables';
 import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
 import { DEVICE_EVENTS_CONSUMER, deviceEventProgress } from './device-event-progress';
 import { deviceLifecycleHandler } from './device-lifecycle-handler';
@@ -51,17 +49,6 @@ export interface AnalyticsServiceOptions {
 /** At least two seconds: longer than the replica delay ingestion's reads accept (analytics-tables.ts). */
 const TELEMETRY_RETRY_ON_CLUSTER = { initialMs: 2_500, maxMs: 30_000 };
 
-/** Whether any replica of a shard answers. */
-async function shardAnswers(client: ClickHouseClient, shard: ClusterShard): Promise<boolean> {
-  const result = await client.query({
-    query:
-      sql`SELECT count() AS n FROM remote(${shard.replicas}, ${identifier('system')}, ${identifier('one')})`
-        .text,
-    format: 'JSONEachRow',
-  });
-  return Number((await result.json<{ n: string | number }>())[0]?.n) === 1;
-}
-
 /**
  * Failures of batches that are not failures of ours: they come back later and are decided then. Named by
  * their code, which is all a log line keeps of an error (`redactedError` of @sts/logger/redacted-error).
@@ -87,8 +74,7 @@ export async function startAnalyticsService(
 ): Promise<RunningService> {
   const cluster = config.CLICKHOUSE_CLUSTER ?? null;
   const target: AnalyticsSchemaTarget = { database: config.CLICKHOUSE_DATABASE, cluster };
-  const { clientSettings, tables } = topologyOf(target);
-  const connection = { url: config.CLICKHOUSE_URL, logger, settings: clientSettings };
+  const connection = { url: config.CLICKHOUSE_URL, logger, settings: clientSettingsOf(target) };
   await assertTopology(connection, target);
   const migrations = {
     connection,
@@ -110,18 +96,23 @@ export async function startAnalyticsService(
     dependencyCheckIntervalMs: options.dependencyCheckIntervalMs,
   };
   return runServiceHost(hostOptions, async (host) => {
-    const client = createClickHouseClient({ ...connection, database: config.CLICKHOUSE_DATABASE });
-    host.onShutdown('clickhouse', () => client.close());
+    const clickhouse = await openAnalyticsClickHouse({ url: config.CLICKHOUSE_URL, target, logger });
+    host.onShutdown('clickhouse', () => clickhouse.close());
+    const { client } = clickhouse;
     host.checkDependency('clickhouse', async () => (await client.ping()).success);
-    // On a cluster: every shard's replicas, so that ingestion for one shard's organizations goes on while
-    // another shard is away, and health names a shard none of whose replicas answers (informational:
-    // every analytics process would see the same, and the other shards are served).
-    const router = cluster === null ? null : await ShardRouter.open(client, cluster);
-    if (router && cluster !== null) {
+    // On a cluster, health names a shard none of whose replicas answers (informational: every analytics
+    // process would see the same, and the other shards are served), and the layout is read again now and
+    // then (a shard added).
+    for (const shard of clickhouse.shards()) {
+      host.checkDependency(`clickhouse-shard-${shard.number}`, () => shardAnswers(client, shard), {
+        decidesReadiness: false,
+      });
+    }
+    if (cluster !== null) {
       const layout = setInterval(
         () =>
-          void router
-            .refresh()
+          void clickhouse
+            .refreshLayout()
             .catch((error: unknown) =>
               logger.warn({ err: error }, 'cannot read the ClickHouse cluster layout'),
             ),
@@ -129,13 +120,8 @@ export async function startAnalyticsService(
       );
       layout.unref();
       host.onShutdown('clickhouse cluster layout', () => clearInterval(layout));
-      for (const shard of router.shards) {
-        host.checkDependency(`clickhouse-shard-${shard.number}`, () => shardAnswers(client, shard), {
-          decidesReadiness: false,
-        });
-      }
     }
-    const store = new ClickHouseAnalyticsStore(client, tables);
+    const store = new ClickHouseAnalyticsStore(client, clickhouse.tables);
     const { js, jsm } = host.nats;
 
     // A deleted device's telemetry must go (privacy), however long ClickHouse is away: its purge is
@@ -197,31 +183,13 @@ export async function startAnalyticsService(
         },
         clock,
       );
-    const ingestion = ingestionOver(store);
-    const shardIngestion = new Map<string, TelemetryIngestion>();
-    /** The batches of each shard's organizations, with that shard's ingestion (one group on one server). */
-    const groupsOf = async <B extends { value: { org_id: string } }>(
-      batch: B[],
-    ): Promise<{ ingestion: TelemetryIngestion; items: B[] }[]> => {
-      if (router === null || cluster === null) return [{ ingestion, items: batch }];
-      const shards = await router.shardsOf(batch.map((item) => item.value.org_id));
-      const groups = new Map<string, { ingestion: TelemetryIngestion; items: B[] }>();
-      for (const item of batch) {
-        const shard = shards.get(item.value.org_id)!;
-        let group = groups.get(shard.replicas);
-        if (!group) {
-          let shardOwn = shardIngestion.get(shard.replicas);
-          if (!shardOwn) {
-            shardOwn = ingestionOver(
-              new ClickHouseAnalyticsStore(client, shardTables({ ...target, cluster }, shard)),
-            );
-            shardIngestion.set(shard.replicas, shardOwn);
-          }
-          groups.set(shard.replicas, (group = { ingestion: shardOwn, items: [] }));
-        }
-        group.items.push(item);
-      }
-      return [...groups.values()];
+    // One ingestion per shard (its reads go to that shard's replicas), one on a single server.
+    const ingestions = new Map<AnalyticsTables, TelemetryIngestion>();
+    const ingestionOf = (tables: AnalyticsTables) => {
+      let found = ingestions.get(tables);
+      if (!found)
+        ingestions.set(tables, (found = ingestionOver(new ClickHouseAnalyticsStore(client, tables))));
+      return found;
     };
     const telemetry = await startBatchConsumer({
       js,
@@ -238,10 +206,10 @@ export async function startAnalyticsService(
       decode: (msg) => parseTelemetryBatch(msg.json()),
       handleBatch: async (batch) => {
         const failures = new Map<(typeof batch)[number]['msg'], unknown>();
-        const groups = await groupsOf(batch);
+        const groups = await clickhouse.byShard(batch, (item) => item.value.org_id);
         const settled = await Promise.allSettled(
-          groups.map(({ ingestion: shardOwn, items }) =>
-            shardOwn.ingest(
+          groups.map(({ tables, items }) =>
+            ingestionOf(tables).ingest(
               items.map((item) => item.value),
               items.map((item) => String(item.msg.seq)),
             ),
@@ -302,7 +270,7 @@ export async function startAnalyticsService(
         retained,
         clock.now(),
         logger,
-        router === null ? SINGLE_SERVER_PARTITIONS : clusterPartitions(router.shards, tables),
+        clickhouse.tables,
       ).catch((error: unknown) => logger.warn({ err: error }, 'telemetry retention failed; will retry'));
     void applyRetention();
     const retention = setInterval(() => void applyRetention(), 60 * 60_000);

@@ -363,7 +363,7 @@ describe('JetStream events', () => {
 
   it('resumes consuming after the connection to NATS drops and comes back', async () => {
     // A TCP proxy in front of the shared server stands in for a NATS restart.
-    const upstream = new URL(NATS_URL);
+    const upstream = new URL(NATS_URL.split(',')[0]!);
     const sockets = new Set<Socket>();
     const proxy = createServer((client) => {
       const server = tcpConnect(Number(upstream.port || 4222), upstream.hostname);

@@ -1,13 +1,22 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
-export interface TcpBalancer {
+/** A backend: a port on 127.0.0.1, or `host:port`. */
+export type TcpBackend = number | string;
+
+export interface TcpBalancer<Backend extends TcpBackend = number> {
   /** 127.0.0.1 port the balancer listens on. */
   port: number;
-  /** Open connections through the balancer to each backend port. */
-  connections(): Map<number, number>;
+  /** Open connections through the balancer to each backend. */
+  connections(): Map<Backend, number>;
   /** Backends a health check took out of rotation at least once (they may be back since). */
-  everUnhealthy(): Set<number>;
+  everUnhealthy(): Set<Backend>;
   close(): Promise<void>;
+}
+
+function addressOf(backend: TcpBackend): { host: string; port: number } {
+  if (typeof backend === 'number') return { host: '127.0.0.1', port: backend };
+  const at = backend.lastIndexOf(':');
+  return { host: backend.slice(0, at), port: Number(backend.slice(at + 1)) };
 }
 
 /**
@@ -17,13 +26,16 @@ export interface TcpBalancer {
  * reaches the client as a reset. With `healthCheck`, backends are polled and those failing it leave
  * the rotation until they pass again (a readiness probe).
  */
-export async function startTcpBalancer(
-  backendPorts: number[],
-  options: { healthCheck?: (backendPort: number) => Promise<boolean>; healthIntervalMs?: number } = {},
-): Promise<TcpBalancer> {
-  const unhealthy = new Set<number>();
-  const everUnhealthy = new Set<number>();
-  const open = new Map<number, Set<Socket>>(backendPorts.map((port) => [port, new Set<Socket>()]));
+export async function startTcpBalancer<Backend extends TcpBackend = number>(
+  backendPorts: Backend[],
+  options: {
+    healthCheck?: (backend: Backend) => Promise<boolean>;
+    healthIntervalMs?: number;
+  } = {},
+): Promise<TcpBalancer<Backend>> {
+  const unhealthy = new Set<Backend>();
+  const everUnhealthy = new Set<Backend>();
+  const open = new Map<Backend, Set<Socket>>(backendPorts.map((port) => [port, new Set<Socket>()]));
   const clients = new Set<Socket>();
   /** Connections to backends not yet established (closed too when the balancer closes). */
   const connecting = new Set<Socket>();
@@ -36,7 +48,7 @@ export async function startTcpBalancer(
     clients.add(client);
     client.on('close', () => clients.delete(client));
     client.on('error', () => client.destroy());
-    const tried = new Set<number>();
+    const tried = new Set<Backend>();
     const attempt = () => {
       const ports = candidates().filter((port) => !tried.has(port));
       if (ports.length === 0 || closed) {
@@ -45,7 +57,8 @@ export async function startTcpBalancer(
       }
       const backendPort = ports[next++ % ports.length]!;
       tried.add(backendPort);
-      const upstream = connect(backendPort, '127.0.0.1');
+      const backend = addressOf(backendPort);
+      const upstream = connect(backend.port, backend.host);
       connecting.add(upstream);
       let connected = false;
       upstream.once('close', () => connecting.delete(upstream));
