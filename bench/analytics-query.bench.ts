@@ -24,15 +24,22 @@
  *   --duration N   BENCH_DURATION   seconds of each measured run (10)
  *   --warmup N     BENCH_WARMUP     seconds of warm-up run before each measured one (3)
  *   --rounds N     BENCH_ROUNDS     rounds; each measures every scenario, order rotated (3)
+ *   --cluster 1    BENCH_CLUSTER    also on the local cluster (scripts/infra/ensure-cluster.sh: ClickHouse 2 shards x
+ *                                   2 replicas, NATS x 3), after the single-server run, and the cluster's p99 as a
+ *                                   multiple of the single server's (0)
  * Exit code 0 when the measurement completed (whether or not the target is met), 1 on any error.
  */
+import { execFileSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
 import { windowRange, type AnalyticsWindow } from '@sts/analytics-domain/analytics-model';
 import { bucketTotalsQuery, totalsQuery } from '@sts/analytics-infra/clickhouse-analytics-store';
 import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import { sql, type SqlFragment } from '@sts/clickhouse/sql-escape';
+import { clientSettingsOf } from '@sts/analytics-infra/analytics-tables';
+import { Lifecycle } from '@sts/runtime/lifecycle';
 import { testClickHouseDatabase } from '@sts/testing/clickhouse';
+import { clickhouseNodeUrl, localCluster, natsClusterUrl } from '@sts/testing/local-cluster';
 import {
   DatabaseMonitor,
   call,
@@ -65,6 +72,7 @@ const options = parseOptions(
     duration: { variable: 'BENCH_DURATION', fallback: 10, min: 1 },
     warmup: { variable: 'BENCH_WARMUP', fallback: 3, min: 0 },
     rounds: { variable: 'BENCH_ROUNDS', fallback: 3, min: 1 },
+    cluster: { variable: 'BENCH_CLUSTER', fallback: 0, min: 0 },
   },
   {},
 );
@@ -85,17 +93,60 @@ interface Scenario {
   requests: autocannon.Request[];
 }
 
+type Medians = Map<string, { p50: number; p99: number; rps: number }>;
+
 runBenchmark(async (lifecycle) => {
   console.log(`machine: ${machineDescription()}`);
   console.log(
     `settings: ${options.events} events from ${options.devices} devices over ${options.days} days; open loops at ` +
       `${options.rate} req/s (REST) and ${options['baseline-rate']} req/s (straight to ClickHouse), ${options.warmup} s warm-up + ${options.duration} s measured, ${options.rounds} rounds`,
   );
+  const single = await measure(lifecycle, null);
+  if (!options.cluster) return;
+  execFileSync('bash', ['scripts/infra/ensure-cluster.sh'], { stdio: ['ignore', 'inherit', 'inherit'] });
+  const cluster = await measure(lifecycle, localCluster().clickhouse.cluster);
+  console.log('\ncluster / single server, REST p99 (target ≤ 2):');
+  for (const [name, figures] of cluster) {
+    if (!name.includes('(REST)')) continue;
+    console.log(
+      `  ${name}: ${(figures.p99 / single.get(name)!.p99).toFixed(2)}× (${figures.p99.toFixed(1)} ms vs ${single.get(name)!.p99.toFixed(1)} ms)`,
+    );
+  }
+});
+
+/** One run on a single server (`cluster` null) or on the local cluster; the medians of each scenario. */
+async function measure(outer: Lifecycle, cluster: string | null): Promise<Medians> {
+  // Stopped before the next topology is measured, so that only one system loads the machine.
+  const lifecycle = new Lifecycle((name, error) =>
+    console.error(`cleanup: ${name} failed: ${error instanceof Error ? error.message : String(error)}`),
+  );
+  outer.add(cluster === null ? 'single-server system' : 'cluster system', () => lifecycle.close());
+  try {
+    return await measureOn(lifecycle, cluster);
+  } finally {
+    await lifecycle.close();
+  }
+}
+
+async function measureOn(lifecycle: Lifecycle, cluster: string | null): Promise<Medians> {
+  console.log(
+    cluster === null ? '\n== single server' : `\n== cluster ${cluster} (ClickHouse 2 × 2, NATS × 3)`,
+  );
+  if (cluster !== null) {
+    process.env.CLICKHOUSE_URL = clickhouseNodeUrl(localCluster().clickhouse.nodes[0]!.name);
+    process.env.CLICKHOUSE_CLUSTER = cluster;
+  }
   const clickhouse = testClickHouseDatabase('benchqueries');
   lifecycle.add('clickhouse database', () => clickhouse.drop());
   const system = await startSystem(lifecycle, {
     enrollment: true,
-    analytics: { processes: 1, clickhouseUrl: clickhouse.url, database: clickhouse.name },
+    ...(cluster === null ? {} : { sharedEnv: { NATS_URL: natsClusterUrl(), NATS_STREAM_REPLICAS: '3' } }),
+    analytics: {
+      processes: 1,
+      clickhouseUrl: clickhouse.url,
+      database: clickhouse.name,
+      ...(cluster === null ? {} : { env: { CLICKHOUSE_CLUSTER: cluster } }),
+    },
     // 1,000 enrollments from one address: more than a minute's default allowance of 600.
     gatewayEnv: { ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: '100000' },
   });
@@ -109,10 +160,12 @@ runBenchmark(async (lifecycle) => {
     `enrolled ${devices.length} devices in ${((performance.now() - enrollStart) / 1000).toFixed(1)} s`,
   );
 
+  const clusterSettings = clientSettingsOf({ database: clickhouse.name, cluster });
   const ch = createClickHouseClient({
     url: clickhouse.url,
     database: clickhouse.name,
     requestTimeoutMs: 600_000,
+    settings: clusterSettings,
   });
   lifecycle.add('clickhouse client', () => ch.close());
   const scalar = async (query: SqlFragment): Promise<number> => {
@@ -228,7 +281,9 @@ runBenchmark(async (lifecycle) => {
     rate: options['baseline-rate'],
     requests: cases.map((item) => ({
       method: 'POST',
-      path: `/?database=${encodeURIComponent(clickhouse.name)}`,
+      path: `/?database=${encodeURIComponent(clickhouse.name)}${Object.entries(clusterSettings)
+        .map(([name, value]) => `&${name}=${encodeURIComponent(String(value))}`)
+        .join('')}`,
       body: `${item.sql.text} FORMAT JSONEachRow`,
     })),
   });
@@ -316,4 +371,5 @@ runBenchmark(async (lifecycle) => {
   );
   console.log('\nCPU per scenario (mean of rounds; % of one core · µs of CPU per request):\n');
   console.log(cpuTable([...cpuColumns.values()]));
-});
+  return new Map(scenarios.map((scenario) => [scenario.name, medians(scenario.name)]));
+}
