@@ -43,6 +43,8 @@ export interface ApiResponse<Body = unknown> {
 
 export interface SystemUnderTest {
   gateway: RunningGateway;
+  /** The NATS namespace of this system's streams and buckets. */
+  namespace: string;
   /** host:port of the services' gRPC servers, for checks no public route offers. */
   grpcAddresses: Record<'identity' | 'notification' | 'billing' | 'enrollment' | 'analytics', string>;
   /** The ClickHouse database of the analytics service (a client on it, for checks). */
@@ -146,6 +148,8 @@ export async function startSystem(
       PUBLIC_APP_URL: 'https://dashboard.e2e.test',
       ENROLLMENT_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
       LAST_SEEN_FLUSH_MS: '50',
+      // The cluster tier's: three copies of every stream and bucket on its NATS cluster.
+      NATS_STREAM_REPLICAS: process.env.NATS_STREAM_REPLICAS ?? '1',
     };
     const identity = await startIdentityService(
       loadConfig(identityEnvSchema, { ...shared, NATS_URL: natsUrlOf('identity') }),
@@ -188,6 +192,7 @@ export async function startSystem(
         NATS_URL: natsUrlOf('analytics'),
         CLICKHOUSE_URL: clickhouse.url,
         CLICKHOUSE_DATABASE: clickhouse.name,
+        CLICKHOUSE_CLUSTER: clickhouse.cluster ?? '',
         TELEMETRY_BATCH_WAIT_MS: '20',
         ...options.analyticsEnv,
       }),
@@ -226,6 +231,7 @@ export async function startSystem(
 
     return {
       gateway,
+      namespace,
       grpcAddresses: {
         identity: `127.0.0.1:${identity.grpcPort}`,
         notification: `127.0.0.1:${notification.grpcPort}`,

@@ -31,6 +31,11 @@ export interface OutboxRelayOptions {
    */
   brokerAnswers?: () => Promise<boolean>;
   /**
+   * Whether a publish failed for the broker's sake whatever else answers (no responders while a stream
+   * elects a leader, a timeout, a lost connection): such a failure never counts against its row.
+   */
+  isBrokerFailure?: (error: unknown) => boolean;
+  /**
    * The largest message the broker takes (NATS `max_payload`). A larger event fails before anything of
    * the batch is sent, so that it can block its organization's later events (see `publishBatch`).
    */
@@ -241,6 +246,7 @@ export class OutboxRelay {
   private async recordFailures(failed: FailedRow[], blame: boolean): Promise<void> {
     const schema = this.orm.config.get('schema');
     const maxAttempts = this.options.maxAttempts ?? 10;
+    const blamed = failed.map((row) => blame && !(this.options.isBrokerFailure?.(row.error) ?? false));
     // Under the relays' lock, in one transaction: a row locked by this update must not be skipped by
     // another relay's claim, which would then send its organization's later rows first.
     const outcomes = await this.orm.em.fork().transactional(async (tx) => {
@@ -253,15 +259,16 @@ export class OutboxRelay {
         context,
       );
       const rows: ({ attempts: number; parked: boolean } | undefined)[] = [];
-      for (const row of failed) {
+      for (const [index, row] of failed.entries()) {
         const message = String((row.error as Error)?.message ?? row.error).slice(0, 500);
+        const rowBlamed = blamed[index]!;
         const [updated] = await connection.execute<{ attempts: number; parked: boolean }[]>(
           `update "${schema}"."outbox"
            set attempts = attempts + ?, last_error = ?,
                dead_lettered_at = case when attempts + ? >= ? then now() end
            where id = ? and published_at is null
            returning attempts, dead_lettered_at is not null as parked`,
-          [blame ? 1 : 0, message, blame ? 1 : 0, maxAttempts, row.id],
+          [rowBlamed ? 1 : 0, message, rowBlamed ? 1 : 0, maxAttempts, row.id],
           'all',
           context,
         );
@@ -278,7 +285,7 @@ export class OutboxRelay {
           'outbox row parked after repeated publish failures; later events of its organization go on',
         );
       } else {
-        this.logger.warn({ err: row.error, eventId: row.id, blamed: blame }, 'outbox publish failed');
+        this.logger.warn({ err: row.error, eventId: row.id, blamed: blamed[index] }, 'outbox publish failed');
       }
     }
   }

@@ -10,6 +10,7 @@ import type { EventEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { ensureEventsStream } from '@sts/nats/event-stream';
+import { isBrokerUnavailable } from '@sts/nats/broker-failures';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
@@ -208,6 +209,41 @@ describe('transactional outbox', () => {
     await em
       .getConnection()
       .execute(`update outbox_test.outbox set published_at = now() where id = ?`, [waiting.id]);
+  });
+
+  it('blames no row for "no responders" while the broker answers (a NATS cluster electing a stream leader)', async () => {
+    const nats = await connectJetStream({
+      url: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+      name: 'outbox-no-responders',
+      logger,
+    });
+    const em = orm.em.fork();
+    const waiting = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('electing')));
+    try {
+      // No stream takes the namespace's subjects: every publish gets "no responders", as while a stream of
+      // a cluster elects its leader, and yet the account answers.
+      const relay = new OutboxRelay(orm, createEventPublisher(nats.js, uniqueNatsNamespace()), logger, {
+        maxAttempts: 1,
+        brokerAnswers: () => nats.jsm.getAccountInfo().then(() => true),
+        isBrokerFailure: isBrokerUnavailable,
+      });
+      for (let pass = 0; pass < 3; pass += 1) expect(await relay.drain()).toBe(0);
+      const [row] = await em
+        .getConnection()
+        .execute<
+          { attempts: number; parked: boolean; last_error: string }[]
+        >(`select attempts, dead_lettered_at is not null as parked, last_error from outbox_test.outbox where id = ?`, [waiting.id]);
+      expect(row).toEqual({
+        attempts: 0,
+        parked: false,
+        last_error: expect.stringMatching(/no responders|jetstream is not enabled/i),
+      });
+    } finally {
+      await em
+        .getConnection()
+        .execute(`update outbox_test.outbox set published_at = now() where id = ?`, [waiting.id]);
+      await nats.close();
+    }
   });
 
   it('deletes published rows past the retention, never unpublished ones', async () => {

@@ -23,6 +23,7 @@ import type { ServiceName } from '@sts/vocabulary/services';
 import type { Logger } from '@sts/logger/create-logger';
 import { startEventConsumer, type EventConsumerSettings, type EventHandler } from '@sts/nats/event-consumer';
 import { createEventPublisher } from '@sts/nats/event-publisher';
+import { isBrokerUnavailable } from '@sts/nats/broker-failures';
 import { ensureEventsStream } from '@sts/nats/event-stream';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import { OUTBOX_RETENTION } from '@sts/outbox/outbox';
@@ -177,6 +178,7 @@ export async function runServiceHost(
       });
       relay = new OutboxRelay(orm, createEventPublisher(nats.js, config.NATS_NAMESPACE), logger, {
         brokerAnswers: () => nats.jsm.getAccountInfo().then(() => true),
+        isBrokerFailure: isBrokerUnavailable,
         maxPayloadBytes: nats.nc.info?.max_payload,
       });
       relay.start();
