@@ -29,7 +29,6 @@
  *                                   multiple of the single server's (0)
  * Exit code 0 when the measurement completed (whether or not the target is met), 1 on any error.
  */
-import { execFileSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
 import { windowRange, type AnalyticsWindow } from '@sts/analytics-domain/analytics-model';
@@ -37,9 +36,9 @@ import { bucketTotalsQuery, totalsQuery } from '@sts/analytics-infra/clickhouse-
 import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import { sql, type SqlFragment } from '@sts/clickhouse/sql-escape';
 import { clientSettingsOf } from '@sts/analytics-infra/analytics-tables';
-import { Lifecycle } from '@sts/runtime/lifecycle';
+import type { Lifecycle } from '@sts/runtime/lifecycle';
 import { testClickHouseDatabase } from '@sts/testing/clickhouse';
-import { clickhouseNodeUrl, localCluster, natsClusterUrl } from '@sts/testing/local-cluster';
+import { localCluster, natsClusterUrl } from '@sts/testing/local-cluster';
 import {
   DatabaseMonitor,
   call,
@@ -51,6 +50,7 @@ import {
   parseOptions,
   percentile,
   rotate,
+  onTopology,
   runBenchmark,
   runOpenLoad,
   slowRequestsDuringGc,
@@ -101,10 +101,10 @@ runBenchmark(async (lifecycle) => {
     `settings: ${options.events} events from ${options.devices} devices over ${options.days} days; open loops at ` +
       `${options.rate} req/s (REST) and ${options['baseline-rate']} req/s (straight to ClickHouse), ${options.warmup} s warm-up + ${options.duration} s measured, ${options.rounds} rounds`,
   );
-  const single = await measure(lifecycle, null);
+  const single = await onTopology(lifecycle, null, (own) => measureOn(own, null));
   if (!options.cluster) return;
-  execFileSync('bash', ['scripts/infra/ensure-cluster.sh'], { stdio: ['ignore', 'inherit', 'inherit'] });
-  const cluster = await measure(lifecycle, localCluster().clickhouse.cluster);
+  const name = localCluster().clickhouse.cluster;
+  const cluster = await onTopology(lifecycle, name, (own) => measureOn(own, name));
   console.log('\ncluster / single server, REST p99 (target ≤ 2):');
   for (const [name, figures] of cluster) {
     if (!name.includes('(REST)')) continue;
@@ -115,27 +115,10 @@ runBenchmark(async (lifecycle) => {
 });
 
 /** One run on a single server (`cluster` null) or on the local cluster; the medians of each scenario. */
-async function measure(outer: Lifecycle, cluster: string | null): Promise<Medians> {
-  // Stopped before the next topology is measured, so that only one system loads the machine.
-  const lifecycle = new Lifecycle((name, error) =>
-    console.error(`cleanup: ${name} failed: ${error instanceof Error ? error.message : String(error)}`),
-  );
-  outer.add(cluster === null ? 'single-server system' : 'cluster system', () => lifecycle.close());
-  try {
-    return await measureOn(lifecycle, cluster);
-  } finally {
-    await lifecycle.close();
-  }
-}
-
 async function measureOn(lifecycle: Lifecycle, cluster: string | null): Promise<Medians> {
   console.log(
     cluster === null ? '\n== single server' : `\n== cluster ${cluster} (ClickHouse 2 × 2, NATS × 3)`,
   );
-  if (cluster !== null) {
-    process.env.CLICKHOUSE_URL = clickhouseNodeUrl(localCluster().clickhouse.nodes[0]!.name);
-    process.env.CLICKHOUSE_CLUSTER = cluster;
-  }
   const clickhouse = testClickHouseDatabase('benchqueries');
   lifecycle.add('clickhouse database', () => clickhouse.drop());
   const system = await startSystem(lifecycle, {

@@ -3,7 +3,7 @@
  * process, as in production), load with autocannon, CPU accounting per process from /proc, waiting for
  * a quiet machine, CPU profiles, Markdown tables, and an orderly clean-up (also on failure and Ctrl-C).
  */
-import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, readdirSync, readFileSync, type WriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
@@ -21,6 +21,7 @@ import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { Lifecycle } from '@sts/runtime/lifecycle';
+import { clickhouseNodeUrl, localCluster } from '@sts/testing/local-cluster';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { freePort, portOpen } from '@sts/testing/service-process';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
@@ -1275,6 +1276,32 @@ export async function profiled<T>(
  * last output of every service), 130 on Ctrl-C/SIGTERM (after stopping the services and dropping the
  * database; a second signal exits at once).
  */
+/**
+ * Runs `measure` on one topology: a single server (`cluster` null), or the local cluster of
+ * scripts/infra/ensure-cluster.sh, made ready first, with CLICKHOUSE_URL and CLICKHOUSE_CLUSTER naming it.
+ * `measure` gets a lifecycle of its own, closed when it ends, so that one system at a time loads the machine.
+ */
+export async function onTopology<T>(
+  outer: Lifecycle,
+  cluster: string | null,
+  measure: (lifecycle: Lifecycle) => Promise<T>,
+): Promise<T> {
+  if (cluster !== null) {
+    execFileSync('bash', ['scripts/infra/ensure-cluster.sh'], { stdio: ['ignore', 'inherit', 'inherit'] });
+    process.env.CLICKHOUSE_URL = clickhouseNodeUrl(localCluster().clickhouse.nodes[0]!.name);
+    process.env.CLICKHOUSE_CLUSTER = cluster;
+  }
+  const lifecycle = new Lifecycle((name, error) =>
+    console.error(`cleanup: ${name} failed: ${error instanceof Error ? error.message : String(error)}`),
+  );
+  outer.add(cluster === null ? 'single-server system' : 'cluster system', () => lifecycle.close());
+  try {
+    return await measure(lifecycle);
+  } finally {
+    await lifecycle.close();
+  }
+}
+
 export function runBenchmark(
   main: (lifecycle: Lifecycle, interrupted: () => boolean) => Promise<void>,
 ): void {

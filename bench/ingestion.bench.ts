@@ -28,17 +28,17 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { execFileSync } from 'node:child_process';
 import { createClickHouseClient } from '@sts/clickhouse/clickhouse-client';
 import { identifier, sql } from '@sts/clickhouse/sql-escape';
-import { Lifecycle } from '@sts/runtime/lifecycle';
+import type { Lifecycle } from '@sts/runtime/lifecycle';
 import { testClickHouseDatabase } from '@sts/testing/clickhouse';
-import { clickhouseNodeUrl, localCluster, natsClusterUrl } from '@sts/testing/local-cluster';
+import { localCluster, natsClusterUrl } from '@sts/testing/local-cluster';
 import {
   enrollDevices,
   machineDescription,
   parseOptions,
   percentile,
+  onTopology,
   runBenchmark,
   startSystem,
 } from './bench-harness';
@@ -85,10 +85,10 @@ runBenchmark(async (lifecycle) => {
   console.log(
     `settings: ${options.duration} s of load at ${options.connections} concurrent requests, batches of ${options.batch} events from ${options.devices} devices, ${options.analytics} analytics process(es)`,
   );
-  const single = await measure(lifecycle, null);
+  const single = await onTopology(lifecycle, null, (own) => measureOn(own, null));
   if (!options.cluster) return;
-  execFileSync('bash', ['scripts/infra/ensure-cluster.sh'], { stdio: ['ignore', 'inherit', 'inherit'] });
-  const cluster = await measure(lifecycle, localCluster().clickhouse.cluster);
+  const name = localCluster().clickhouse.cluster;
+  const cluster = await onTopology(lifecycle, name, (own) => measureOn(own, name));
   console.log('');
   console.log(
     `cluster / single server: ingestion ${(cluster.rate / single.rate).toFixed(2)}× (target ≥ 0.6), raw insert baseline ${(cluster.baselineRate / single.baselineRate).toFixed(2)}×, request p99 ${(cluster.requestP99 / single.requestP99).toFixed(2)}×, request → queryable p99 ${(cluster.queryableP99 / single.queryableP99).toFixed(2)}×`,
@@ -96,19 +96,6 @@ runBenchmark(async (lifecycle) => {
 });
 
 /** One run on a single server (`cluster` null) or on the local cluster. */
-async function measure(outer: Lifecycle, cluster: string | null): Promise<Figures> {
-  // Stopped before the next topology is measured, so that only one system loads the machine.
-  const lifecycle = new Lifecycle((name, error) =>
-    console.error(`cleanup: ${name} failed: ${error instanceof Error ? error.message : String(error)}`),
-  );
-  outer.add(cluster === null ? 'single-server system' : 'cluster system', () => lifecycle.close());
-  try {
-    return await measureOn(lifecycle, cluster);
-  } finally {
-    await lifecycle.close();
-  }
-}
-
 async function measureOn(lifecycle: Lifecycle, cluster: string | null): Promise<Figures> {
   console.log('');
   console.log(
@@ -116,10 +103,6 @@ async function measureOn(lifecycle: Lifecycle, cluster: string | null): Promise<
       ? '== single server (ClickHouse, NATS)'
       : `== cluster ${cluster} (ClickHouse 2 × 2, NATS × 3, 3 copies)`,
   );
-  if (cluster !== null) {
-    process.env.CLICKHOUSE_URL = clickhouseNodeUrl(localCluster().clickhouse.nodes[0]!.name);
-    process.env.CLICKHOUSE_CLUSTER = cluster;
-  }
   const clickhouse = testClickHouseDatabase('bench');
   lifecycle.add('clickhouse database', () => clickhouse.drop());
   const system = await startSystem(lifecycle, {
