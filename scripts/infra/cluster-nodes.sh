@@ -155,7 +155,8 @@ sts_zookeeper_4lw() {
 }
 
 # sts_node_ready NAME: the node's server answers: ClickHouse `SELECT 1`, ZooKeeper `ruok` and serving
-# (`srvr` reports a mode), NATS the client port and JetStream /healthz on its monitoring port.
+# (`srvr` reports a mode), NATS the client port and JetStream /healthz on its monitoring port (the server and
+# its meta leader only: a restarted server's streams and consumers catch up after, however long their backlog).
 sts_node_ready() {
   local node
   case "$(sts_node_kind "$1")" in
@@ -166,7 +167,7 @@ sts_node_ready() {
     nats)
       node="${1#nats-}"
       infra_tcp_open "$STS_CLUSTER_HOST" "${STS_NATS_CLIENT_PORT[$node]}" &&
-        curl -sf --max-time 3 "http://$STS_CLUSTER_HOST:${STS_NATS_MONITOR_PORT[$node]}/healthz" >/dev/null 2>&1
+        curl -sf --max-time 3 "http://$STS_CLUSTER_HOST:${STS_NATS_MONITOR_PORT[$node]}/healthz?js-server-only=true" >/dev/null 2>&1
       ;;
   esac
 }

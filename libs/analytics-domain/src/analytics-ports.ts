@@ -67,10 +67,13 @@ export interface TelemetryStore {
  */
 export interface BatchClaims {
   /**
-   * Claims each key for `holder`, the message carrying it (its redelivery holds the claim still).
-   * Answers the keys these holders now hold; the others are another copy's, being stored elsewhere.
+   * Claims each key for `holder`: this process's delivery of the message carrying it (its redelivery
+   * to this process holds the claim still; to another process it waits, as the first may still be
+   * storing it). Answers the keys these holders now hold; the others are being stored elsewhere.
    */
   claim(claims: readonly { key: string; holder: string }[]): Promise<Set<string>>;
+  /** Gives up claims these holders hold (their insert failed): another process may take the batches now. */
+  release(claims: readonly { key: string; holder: string }[]): Promise<void>;
 }
 
 /** The analytics projection of the device lifecycle. */

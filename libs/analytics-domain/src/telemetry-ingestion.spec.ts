@@ -78,6 +78,10 @@ class MemoryStore implements TelemetryStore {
 /** Claims shared by every replica, as the NATS bucket keeps them: the first holder of a key keeps it. */
 class MemoryClaims implements BatchClaims {
   holders = new Map<string, string>();
+  async release(claims: readonly { key: string; holder: string }[]) {
+    for (const { key, holder } of claims) if (this.holders.get(key) === holder) this.holders.delete(key);
+  }
+
   async claim(claims: readonly { key: string; holder: string }[]) {
     for (const { key, holder } of claims) if (!this.holders.has(key)) this.holders.set(key, holder);
     return new Set(
@@ -166,6 +170,24 @@ function setUp(maxRowsPerInsert = 1_000) {
 }
 
 describe('TelemetryIngestion', () => {
+  it('gives up the claims of batches it failed to store, so that another process stores them; a copy held by a live process waits', async () => {
+    const { store, ingest } = setUp();
+    const failing = store.insert.bind(store);
+    store.insert = () => Promise.reject(new Error('ClickHouse away'));
+    await expect(ingest([batch('d1', 'b1', ['allowed'])], ['process-a:7'])).rejects.toThrow(
+      'ClickHouse away',
+    );
+    store.insert = failing;
+    // The same message, redelivered to another process: the claim was given up, so it is stored there.
+    const elsewhere = await ingest([batch('d1', 'b1', ['allowed'])], ['process-b:7']);
+    expect(elsewhere).toMatchObject({ stored: 1, deferred: [] });
+    // A batch claimed by a process still storing it (its acknowledgement lost) waits in another.
+    const { ingest: ingestTwice, claims } = setUp();
+    await claims.claim([{ key: 'd2:b2', holder: 'process-a:9' }]);
+    const meanwhile = await ingestTwice([batch('d2', 'b2', ['allowed'])], ['process-b:9']);
+    expect(meanwhile).toMatchObject({ stored: 0, deferred: ['d2:b2'] });
+  });
+
   it('stores each batch once: repeats in one pull and batches already in the ledger are skipped', async () => {
     const { store, ingest } = setUp();
     const first = await ingest([

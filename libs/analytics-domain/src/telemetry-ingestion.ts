@@ -163,7 +163,16 @@ export class TelemetryIngestion {
         if (claimed.has(key)) fresh.push([key, batch]);
         else outcome.deferred.push(key);
       }
-      await this.insert(fresh, timelines, outcome);
+      try {
+        await this.insert(fresh, timelines, outcome);
+      } catch (error) {
+        // Not stored: whichever process takes these batches next may claim them (a crash instead leaves
+        // the claims to expire).
+        await this.claims
+          .release(fresh.map(([key]) => ({ key, holder: unique.get(key)!.holder })))
+          .catch(() => undefined);
+        throw error;
+      }
       outcome.stored = fresh.length;
       // A device deleted while its batches were stored: its purge may have run before these rows landed.
       const reporting = distinctDevices(fresh.map(([, batch]) => batch));

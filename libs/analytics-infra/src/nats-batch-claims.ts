@@ -6,8 +6,8 @@ import { openKvBucket, telemetryClaimsBucketSpec } from '@sts/nats/kv-buckets';
 
 /**
  * Batch claims in a NATS key-value bucket: a claim is created only where none exists (optimistic
- * concurrency), so of two replicas claiming one key, one wins. Claims are never released, they expire:
- * a failed insert's batch comes back in its own message, which holds the claim. In memory: a NATS
+ * concurrency), so of two replicas claiming one key, one wins. A failed insert releases its claims; a
+ * crashed process's expire. In memory: a NATS
  * restart forgetting claims loses nothing, since stored batches are in ClickHouse's ledger.
  */
 export async function openBatchClaims(
@@ -34,6 +34,15 @@ export async function openBatchClaims(
         }),
       );
       return held;
+    },
+    release: async (claims) => {
+      await Promise.all(
+        claims.map(async ({ key, holder }) => {
+          const entry = await kv.get(keyOf(key));
+          // Only our own claim, and only as we saw it (another holder may have claimed it since).
+          if (entry?.string() === holder) await kv.delete(keyOf(key), { previousSeq: entry.revision });
+        }),
+      );
     },
   };
 }

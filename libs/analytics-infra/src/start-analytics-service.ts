@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
 import { TelemetryIngestion, type IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
 import { assertClickHouseMigrated, runClickHouseMigrations } from '@sts/clickhouse/clickhouse-migrations';
@@ -161,6 +162,9 @@ export async function startAnalyticsService(
       createEventPublisher(js, config.NATS_NAMESPACE),
       config.THREAT_COOLDOWN_MINUTES,
     );
+    // This process's deliveries: a message redelivered to another process while this one still stores it
+    // (its ack or progress lost with a NATS server) must wait, not be stored twice.
+    const claimHolder = randomUUID();
     const claims = await openBatchClaims(host.nats.nc, config.NATS_NAMESPACE, config.NATS_STREAM_REPLICAS);
     const appliedDeviceEvents = deviceEventProgress({ jsm, namespace: config.NATS_NAMESPACE });
     const ingestionOver = (ingestionStore: ClickHouseAnalyticsStore) =>
@@ -211,7 +215,7 @@ export async function startAnalyticsService(
           groups.map(({ tables, items }) =>
             ingestionOf(tables).ingest(
               items.map((item) => item.value),
-              items.map((item) => String(item.msg.seq)),
+              items.map((item) => `${claimHolder}:${item.msg.seq}`),
             ),
           ),
         );
