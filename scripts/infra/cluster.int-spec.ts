@@ -1,10 +1,10 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
 import { jetstream, jetstreamManager, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { eventually } from '@sts/testing/eventually';
 
 /** The node table of scripts/infra/cluster-nodes.sh (`bash cluster-nodes.sh json`). */
 interface ClusterNodes {
@@ -17,16 +17,6 @@ const nodes = JSON.parse(
   execFileSync('bash', [join(__dirname, 'cluster-nodes.sh'), 'json'], { encoding: 'utf8' }),
 ) as ClusterNodes;
 const { cluster } = nodes.clickhouse;
-
-async function until<T>(probe: () => Promise<T | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== false) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(100);
-  }
-}
 
 /**
  * scripts/infra/ensure-cluster.sh brings up, on 127.0.0.1, ZooKeeper, the ClickHouse cluster sts_cluster
@@ -119,10 +109,10 @@ describe('scripts/infra/ensure-cluster.sh', () => {
           node.name,
           `SELECT groupArray(toUInt32(number + 1)) AS keys FROM numbers(100) WHERE cityHash64(number + 1) % 2 = ${shards.indexOf(node.shard)}`,
         );
-        const held = await until(async () => {
+        const held = await eventually(async () => {
           const found = await keys(node.name, 'events');
           return found.length === expected!.keys.length && found;
-        });
+        }, 30_000);
         expect(held).toEqual(expected!.keys);
         expect(held.length).toBeGreaterThan(0);
         byShard.set(node.shard, held);
@@ -165,11 +155,11 @@ describe('scripts/infra/ensure-cluster.sh', () => {
 
       await jetstream(nc).publish(`${stream.toLowerCase()}.one`, 'hello');
       // A leader and two replicas, on the three servers of the cluster, all caught up.
-      const info = await until(async () => {
+      const info = await eventually(async () => {
         const current = await jsm.streams.info(stream);
         const replicas = current.cluster?.replicas ?? [];
         return replicas.length === 2 && replicas.every((replica) => replica.current) && current;
-      });
+      }, 30_000);
       expect(info.cluster?.name).toBe(nodes.nats.cluster);
       expect(info.state.messages).toBe(1);
       const servers = [info.cluster!.leader!, ...info.cluster!.replicas!.map((replica) => replica.name)];
