@@ -1,4 +1,12 @@
-import { NO_TOTALS, summaryOf, windowRange, zeroFilledSeries, type Totals } from './analytics-model';
+import {
+  METRICS,
+  metricValue,
+  NO_TOTALS,
+  summaryOf,
+  windowRange,
+  zeroFilledSeries,
+  type Totals,
+} from './analytics-model';
 
 describe('windowRange', () => {
   it('24h: 24 hourly UTC buckets ending with the current hour, half-open', () => {
@@ -31,6 +39,15 @@ describe('summaries and series', () => {
       avg_classification_ms: 3.333,
     });
     expect(summaryOf(NO_TOTALS).avg_classification_ms).toBe(0);
+  });
+
+  it('reads each metric from its own total', () => {
+    expect(METRICS.map((metric) => [metric, metricValue(metric, totals)])).toEqual([
+      ['total_analyzed', 3],
+      ['dangerous_blocks', 1],
+      ['risky_warnings', 2],
+      ['avg_classification_ms', 3.333],
+    ]);
   });
 
   it('zero-fills every bucket of the window, oldest first', () => {

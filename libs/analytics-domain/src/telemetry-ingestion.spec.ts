@@ -16,6 +16,8 @@ import {
   TelemetryIngestion,
 } from './telemetry-ingestion';
 
+const DAY_MS = 86_400_000;
+
 /** The store's contract in memory: rows, a ledger written with them, device states and detections. */
 class MemoryStore implements TelemetryStore {
   inserts: TelemetryRow[][] = [];
@@ -25,8 +27,14 @@ class MemoryStore implements TelemetryStore {
   get rows() {
     return this.inserts.flat();
   }
-  async storedBatchKeys(keys: readonly string[]) {
-    const stored = new Set(this.rows.map((row) => row.batch_key));
+  /** As the ledger keeps them: by the UTC day the batch was received, looked up from `since`'s day on. */
+  async storedBatchKeys(keys: readonly string[], since: Date) {
+    const sinceDay = Math.floor(since.getTime() / DAY_MS);
+    const stored = new Set(
+      this.rows
+        .filter((row) => Math.floor((row.received_at * 1000) / DAY_MS) >= sinceDay)
+        .map((row) => row.batch_key),
+    );
     return new Set(keys.filter((key) => stored.has(key)));
   }
   async deletedDevices(devices: readonly DeviceRef[]) {
@@ -188,6 +196,12 @@ describe('TelemetryIngestion', () => {
     expect(meanwhile).toMatchObject({ stored: 0, deferred: ['d2:b2'] });
   });
 
+  it('refuses batches without one holder each', async () => {
+    const { store, ingest } = setUp();
+    await expect(ingest([batch('d1', 'a', ['allowed'])], [])).rejects.toThrow('one holder per batch');
+    expect(store.rows).toEqual([]);
+  });
+
   it('stores each batch once: repeats in one pull and batches already in the ledger are skipped', async () => {
     const { store, ingest } = setUp();
     const first = await ingest([
@@ -199,6 +213,15 @@ describe('TelemetryIngestion', () => {
     const again = await ingest([batch('d1', 'a', ['allowed']), batch('d1', 'b', ['allowed'])]);
     expect(again).toMatchObject({ stored: 1, duplicates: 1 });
     expect(store.rows.map((row) => row.batch_key).sort()).toEqual(['d1:a', 'd1:b', 'd2:a']);
+  });
+
+  it('recognises a batch stored as long before as the ledger lookback', async () => {
+    const { store, ingest, advance } = setUp();
+    await ingest([batch('d1', 'a', ['allowed'])], ['m1']);
+    // Redelivered 23 hours later (the lookback is 24): still in the ledger.
+    advance(23 * 3_600_000);
+    expect(await ingest([batch('d1', 'a', ['allowed'])], ['m1'])).toMatchObject({ stored: 0, duplicates: 1 });
+    expect(store.inserts).toHaveLength(1);
   });
 
   it('stores a batch another copy of which another replica claimed nowhere, and says so; its own message keeps its claim', async () => {
@@ -239,6 +262,13 @@ describe('TelemetryIngestion', () => {
     purges.failing = false;
     expect(await ingest([batch('d1', 'a', ['allowed'])], ['m1'])).toMatchObject({ duplicates: 1 });
     expect(purges.parked).toEqual([{ orgId: 'o1', deviceId: 'd1' }]);
+  });
+
+  it('parks no purge for a stored batch of a device that is not deleted', async () => {
+    const { purges, ingest } = setUp();
+    await ingest([batch('d1', 'a', ['allowed'])], ['m1']);
+    expect(await ingest([batch('d1', 'a', ['allowed'])], ['m1'])).toMatchObject({ duplicates: 1 });
+    expect(purges.parked).toEqual([]);
   });
 
   describe("follows the device's state when the batch was received", () => {
@@ -311,6 +341,34 @@ describe('TelemetryIngestion', () => {
       expect(await ingest([late], ['m1'])).toMatchObject({ stored: 1, unsettled: [] });
     });
 
+    it('counts each dropped batch by the state its timeline gives: deleted (settled or not), disabled and settled, disabled and waiting', async () => {
+      const { store, ingest } = setUp();
+      // Device events are applied up to NOW: a batch received a minute ago is settled, one a second ago is not.
+      const SETTLED = NOW.getTime() - 60_000;
+      const UNSETTLED = NOW.getTime() - 1_000;
+      const changed = (state: 'disabled' | 'deleted'): DeviceTimeline => ({
+        changes: [{ state, at: NOW.getTime() - 120_000 }],
+        enrolledAt: null,
+      });
+      store.timelines.set('disabled-1', changed('disabled'));
+      store.timelines.set('disabled-2', changed('disabled'));
+      store.timelines.set('deleted-1', changed('deleted'));
+      store.timelines.set('deleted-2', changed('deleted'));
+      const outcome = await ingest([
+        received('disabled-1', 'a', SETTLED),
+        received('disabled-2', 'a', UNSETTLED),
+        received('deleted-1', 'a', SETTLED),
+        received('deleted-2', 'a', UNSETTLED),
+      ]);
+      expect(outcome).toMatchObject({
+        stored: 0,
+        ofDisabledDevices: 1,
+        ofDeletedDevices: 2,
+        unsettled: ['disabled-2:a'],
+      });
+      expect(store.rows).toEqual([]);
+    });
+
     it('asks how far the device events are applied before it reads the timelines', async () => {
       const { store, progress, ingest } = setUp();
       const order: string[] = [];
@@ -337,6 +395,16 @@ describe('TelemetryIngestion', () => {
     ]);
   });
 
+  it("keeps an event observed exactly the clocks' margin before the device's enrollment", async () => {
+    const { store, ingest } = setUp();
+    const enrolledAt = NOW.getTime() - 3_600_000;
+    store.timelines.set('d1', { changes: [{ state: 'active', at: enrolledAt }], enrolledAt });
+    const early = batch('d1', 'a', ['allowed']);
+    early.events[0]!.observed_at = enrolledAt - ENROLLMENT_CLOCK_MARGIN_MS;
+    expect(await ingest([early])).toMatchObject({ stored: 1, backdated: 0 });
+    expect(store.rows).toHaveLength(1);
+  });
+
   it('counts a latency above the maximum as the maximum', async () => {
     const { store, ingest } = setUp();
     const slow = batch('d1', 'a', ['allowed', 'allowed']);
@@ -344,6 +412,27 @@ describe('TelemetryIngestion', () => {
     slow.events[1]!.classification_ms = 12.5;
     expect(await ingest([slow])).toMatchObject({ stored: 1, capped: 1 });
     expect(store.rows.map((row) => row.classification_ms)).toEqual([MAX_COUNTED_CLASSIFICATION_MS, 12.5]);
+  });
+
+  it('counts a latency of exactly the maximum as it is, not as capped', async () => {
+    const { store, ingest } = setUp();
+    const slow = batch('d1', 'a', ['allowed']);
+    slow.events[0]!.classification_ms = MAX_COUNTED_CLASSIFICATION_MS;
+    expect(await ingest([slow])).toMatchObject({ stored: 1, capped: 0 });
+    expect(store.rows.map((row) => row.classification_ms)).toEqual([MAX_COUNTED_CLASSIFICATION_MS]);
+  });
+
+  it('stores times in epoch seconds, as the raw table has them', async () => {
+    const { store, ingest } = setUp();
+    const message = { ...batch('d1', 'a', ['allowed']), received_at: NOW.getTime() + 999 };
+    message.events[0]!.observed_at = NOW.getTime() - 60_500;
+    await ingest([message]);
+    expect(store.rows).toEqual([
+      expect.objectContaining({
+        received_at: NOW.getTime() / 1000,
+        observed_at: NOW.getTime() / 1000 - 61,
+      }),
+    ]);
   });
 
   it('never splits a batch across inserts', async () => {
@@ -357,6 +446,30 @@ describe('TelemetryIngestion', () => {
       ['d1:a'],
       ['d1:b', 'd1:c'],
     ]);
+  });
+
+  it('fills an insert up to exactly maxRowsPerInsert rows', async () => {
+    const { store, ingest } = setUp(5);
+    await ingest([
+      batch('d1', 'a', ['allowed', 'allowed', 'allowed']),
+      batch('d1', 'b', ['allowed', 'allowed']),
+    ]);
+    expect(store.inserts.map((rows) => rows.length)).toEqual([5]);
+  });
+
+  it('counts only the blocks of the window (10 minutes), not of the cooldown (60)', async () => {
+    const observedAgo = (minutes: number, verdicts: 'blocked'[], batchId: string) => {
+      const message = batch('d1', batchId, verdicts);
+      for (const event of message.events) event.observed_at = NOW.getTime() - minutes * 60_000;
+      return message;
+    };
+    const { ingest, published } = setUp();
+    await ingest([observedAgo(20, ['blocked', 'blocked', 'blocked', 'blocked'], 'old')]);
+    await ingest([observedAgo(0, ['blocked'], 'now')]);
+    expect(published).toEqual([]);
+    // Four inside the window and one now: a threat.
+    await ingest([observedAgo(9, ['blocked', 'blocked', 'blocked', 'blocked'], 'recent')]);
+    expect(published).toEqual([expect.objectContaining({ device_id: 'd1', dangerous_blocks: 5 })]);
   });
 
   it('publishes a threat at the threshold, once per cooldown', async () => {
@@ -381,5 +494,45 @@ describe('TelemetryIngestion', () => {
       ),
     ]);
     expect(published).toHaveLength(1);
+  });
+
+  it('counts a batch with blocks among allowed events towards the threshold', async () => {
+    const { ingest, published } = setUp();
+    await ingest([batch('d1', 'a', ['allowed', 'blocked', 'blocked', 'blocked', 'blocked', 'blocked'])]);
+    expect(published).toEqual([expect.objectContaining({ device_id: 'd1', dangerous_blocks: 5 })]);
+  });
+
+  describe('the cooldown (60 minutes) after a detection', () => {
+    const FIVE_BLOCKS = Array.from({ length: 5 }, () => 'blocked' as const);
+    /** Blocks observed at the clock's now (not NOW), so that they are in the window when ingested. */
+    const blocksAt = (now: Date, deviceId: string, batchId: string) => {
+      const message = { ...batch(deviceId, batchId, FIVE_BLOCKS), received_at: now.getTime() };
+      for (const event of message.events) event.observed_at = now.getTime();
+      return message;
+    };
+
+    it('keeps a device from a new detection 59 minutes after one, not 61', async () => {
+      const { ingest, published, advance } = setUp();
+      await ingest([blocksAt(NOW, 'd1', 'a')]);
+      expect(published).toHaveLength(1);
+      const at59 = advance(59 * 60_000);
+      await ingest([blocksAt(at59, 'd1', 'b')]);
+      expect(published).toHaveLength(1);
+      const at61 = advance(2 * 60_000);
+      await ingest([blocksAt(at61, 'd1', 'c')]);
+      expect(published).toHaveLength(2);
+      expect(published[1]).toMatchObject({ device_id: 'd1', detected_at: at61.toISOString() });
+    });
+
+    it('publishes the devices out of their cooldown only, with an empty hostname where none is known', async () => {
+      const { ingest, published, advance } = setUp();
+      await ingest([blocksAt(NOW, 'd1', 'a')]);
+      const later = advance(5 * 60_000);
+      await ingest([blocksAt(later, 'd1', 'b'), blocksAt(later, 'd2', 'a')]);
+      expect(published).toEqual([
+        expect.objectContaining({ device_id: 'd1', hostname: 'kiosk' }),
+        expect.objectContaining({ device_id: 'd2', hostname: '' }),
+      ]);
+    });
   });
 });

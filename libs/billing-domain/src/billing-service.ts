@@ -16,14 +16,6 @@ export interface BillingSettings {
   publicAppUrl: string;
 }
 
-function requireOrgId(orgId: string): void {
-  if (!orgId.trim()) {
-    throw new AppError('VALIDATION_FAILED', 'org_id is required', {
-      fields: [{ path: 'org_id', message: 'required' }],
-    });
-  }
-}
-
 function alreadyActive(license: LicenseRecord): AppError {
   return new AppError(
     'SUBSCRIPTION_ALREADY_ACTIVE',
@@ -70,7 +62,6 @@ export class BillingService {
    * later event leaves it as it is.
    */
   async getLicense(orgId: string): Promise<LicenseRecord> {
-    requireOrgId(orgId);
     const existing = await this.store.read((repos) => repos.findLicense(orgId));
     if (existing) return existing;
     return this.store.transaction(async (repos) => {
@@ -150,7 +141,6 @@ export class BillingService {
 
   /** A customer portal session; only for an organization that has a customer (it checked out once). */
   async openPortal(orgId: string): Promise<string> {
-    requireOrgId(orgId);
     const provider = requirePaymentProvider(this.provider);
     const account = await this.store.read((repos) => repos.findAccount(orgId));
     if (!account) {

@@ -275,6 +275,24 @@ describe('license transitions (contract section 3)', () => {
         expect(kinds).toEqual(['change', 'change']);
         expect(license.status).toBe('canceled');
       }
+      expect(
+        summaries([
+          checkout(),
+          [
+            {
+              type: 'invoice.payment_succeeded',
+              subscription: subscription({
+                status: 'unpaid',
+                currentPeriodEnd: new Date('2028-11-25T12:00:00Z'),
+              }),
+            },
+            t(2),
+          ],
+        ]),
+      ).toEqual([
+        'active: Subscription active: Pro, billed yearly',
+        'canceled: Subscription suspended: Pro, billed yearly is unpaid; pay the open invoice in the billing portal',
+      ]);
     });
 
     it('an older update from before the suspension does not make the license active again', () => {
@@ -320,5 +338,211 @@ describe('license transitions (contract section 3)', () => {
         expect(license.status).toBe('onboarding');
       }
     });
+
+    it('a late checkout of the suspended subscription, paid since, makes the license active again and keeps the newest facts time', () => {
+      // The update activated the onboarding license before the checkout's event arrived; the checkout
+      // reads the subscription from Stripe now, so its facts are current although the event is older.
+      const { license, kinds } = run([
+        updated('active', 2),
+        updated('unpaid', 5),
+        [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+      ]);
+      expect(kinds).toEqual(['change', 'change', 'change']);
+      expect(license).toMatchObject({ status: 'active', subscriptionStatus: 'active', factsAsOf: t(5) });
+    });
+
+    it('a payment of another subscription does not make a suspended license active', () => {
+      const { license, kinds } = run([
+        checkout(),
+        updated('unpaid', 2),
+        [{ type: 'invoice.payment_succeeded', subscription: subscription({ id: 'sub_2' }) }, t(3)],
+      ]);
+      expect(kinds).toEqual(['change', 'change', 'ignore']);
+      expect(license).toMatchObject({ status: 'canceled', subscriptionId: 'sub_1' });
+    });
+
+    it('the paused subscription of an organization checking out anew neither cancels its onboarding license nor is told as canceled', () => {
+      const paused = run([checkout(), updated('paused', 2)]).license;
+      const onboarding: LicenseRecord = { ...paused, status: 'onboarding' }; // a new checkout started
+      expect(decideLicense(onboarding, updated('paused', 3)[0], t(3), now).kind).toBe('ignore');
+      const ended = decideLicense(onboarding, updated('canceled', 4)[0], t(4), now);
+      expect(ended).toMatchObject({ kind: 'change', license: { status: 'onboarding' } });
+      expect(ended.kind === 'change' && ended.summary).not.toBe('Subscription canceled');
+    });
+  });
+
+  it.each([
+    ['plan (to Basic)', { plan: 'basic' }, 'Subscription changed: Basic, billed yearly'],
+    ['plan (to Enterprise)', { plan: 'enterprise' }, 'Subscription changed: Enterprise, billed yearly'],
+    ['cycle', { cycle: 'monthly' }, 'Subscription changed: Pro, billed monthly'],
+    [
+      'period end',
+      { currentPeriodEnd: new Date('2028-02-01T00:00:00Z') },
+      'Subscription changed: Pro, billed yearly',
+    ],
+  ] as const)(
+    "an update that changes only the subscription's %s is applied and told",
+    (_field, extra: Partial<SubscriptionFacts>, summary) => {
+      const active = run([
+        [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+      ]).license;
+      const decision = decideLicense(
+        active,
+        { type: 'customer.subscription.updated', subscription: subscription(extra) },
+        t(2),
+        now,
+      );
+      expect(decision).toMatchObject({
+        kind: 'change',
+        summary,
+        license: { status: 'active', ...renamed(extra) },
+      });
+    },
+  );
+
+  it('a checkout of another subscription with the same plan, cycle and period moves the license to it', () => {
+    const { license, kinds } = run([
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+      [{ type: 'checkout.session.completed', subscription: subscription({ id: 'sub_2' }) }, t(2)],
+      [{ type: 'customer.subscription.deleted', subscriptionId: 'sub_1' }, t(3)],
+    ]);
+    expect(kinds).toEqual(['change', 'change', 'ignore']);
+    expect(license).toMatchObject({ status: 'active', subscriptionId: 'sub_2' });
+  });
+
+  it("an update from the same second as the facts applied is not older (Stripe's created has whole seconds): it applies", () => {
+    const { license, kinds } = run([
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+      [{ type: 'customer.subscription.updated', subscription: subscription({ plan: 'basic' }) }, t(1)],
+    ]);
+    expect(kinds).toEqual(['change', 'change']);
+    expect(license.plan).toBe('basic');
+  });
+
+  it("a late checkout of the license's own subscription applies the facts Stripe has now", () => {
+    // The update activated the onboarding license first; the checkout's subscription is read from
+    // Stripe when it arrives, after a plan change in the portal whose update is still on its way.
+    const { license, kinds } = run([
+      [{ type: 'customer.subscription.updated', subscription: subscription() }, t(2)],
+      [{ type: 'checkout.session.completed', subscription: subscription({ plan: 'basic' }) }, t(1)],
+    ]);
+    expect(kinds).toEqual(['change', 'change']);
+    expect(license).toMatchObject({ status: 'active', plan: 'basic', factsAsOf: t(2) });
+  });
+
+  it('an update of another subscription changes nothing', () => {
+    const { license, kinds } = run([
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+      [
+        {
+          type: 'customer.subscription.updated',
+          subscription: subscription({ id: 'sub_2', plan: 'basic', status: 'unpaid' }),
+        },
+        t(2),
+      ],
+    ]);
+    expect(kinds).toEqual(['change', 'ignore']);
+    expect(license).toMatchObject({ status: 'active', plan: 'pro', subscriptionId: 'sub_1' });
+  });
+
+  it('an update of a live subscription activates an onboarding license only, not a pending one that never checked out', () => {
+    const { license, kinds } = run(
+      [[{ type: 'customer.subscription.updated', subscription: subscription() }, t(1)]],
+      initialLicense('org-1', t(0)),
+    );
+    expect(kinds).toEqual(['ignore']);
+    expect(license.status).toBe('pending');
+  });
+
+  it('says until when a renewal runs', () => {
+    const active = run([
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+    ]).license;
+    const decision = decideLicense(
+      active,
+      {
+        type: 'invoice.payment_succeeded',
+        subscription: subscription({ currentPeriodEnd: new Date('2028-11-25T12:00:00Z') }),
+      },
+      t(2),
+      now,
+    );
+    expect(decision).toMatchObject({
+      kind: 'change',
+      summary: 'Subscription renewed until 2028-11-25',
+      license: { status: 'active', expiresAt: new Date('2028-11-25T12:00:00Z') },
+    });
+  });
+
+  it.each([
+    ['the first invoice of the period the checkout applied', subscription()],
+    [
+      'another subscription, even for a later period',
+      subscription({ id: 'sub_2', currentPeriodEnd: new Date('2028-11-25T12:00:00Z') }),
+    ],
+  ])('a payment of %s renews nothing', (_case, paid) => {
+    const { license, kinds } = run([
+      [{ type: 'checkout.session.completed', subscription: subscription() }, t(1)],
+      [{ type: 'invoice.payment_succeeded', subscription: paid }, t(2)],
+    ]);
+    expect(kinds).toEqual(['change', 'ignore']);
+    expect(license).toMatchObject({ subscriptionId: 'sub_1', expiresAt: new Date('2027-11-25T12:00:00Z') });
+  });
+
+  it.each([
+    ["the license's subscription", 'notify-payment-failed', 'sub_1', true],
+    ['no subscription (a one-off invoice)', 'notify-payment-failed', null, true],
+    ['a subscription, the license having none yet', 'notify-payment-failed', 'sub_1', false],
+    ['another subscription', 'ignore', 'sub_9', true],
+  ] as const)('a failed payment of %s: %s', (_case, kind, subscriptionId, subscribed) => {
+    const license = subscribed
+      ? run([[{ type: 'checkout.session.completed', subscription: subscription() }, t(1)]]).license
+      : pending();
+    expect(decideLicense(license, { type: 'invoice.payment_failed', subscriptionId }, t(2), now).kind).toBe(
+      kind,
+    );
+  });
+
+  it('a deletion ends a pending cancellation and says the subscription is canceled; a second one tells no one', () => {
+    const ending = run([
+      [
+        {
+          type: 'checkout.session.completed',
+          subscription: subscription({ endsAt: new Date('2027-11-25T12:00:00Z') }),
+        },
+        t(1),
+      ],
+    ]).license;
+    expect(ending.cancelAtPeriodEnd).toBe(true);
+    const deleted = decideLicense(
+      ending,
+      { type: 'customer.subscription.deleted', subscriptionId: 'sub_1' },
+      t(2),
+      now,
+    );
+    expect(deleted).toMatchObject({
+      kind: 'change',
+      summary: 'Subscription canceled',
+      license: { status: 'canceled', cancelAtPeriodEnd: false },
+    });
+    if (deleted.kind !== 'change') throw new Error('expected a change');
+    expect(
+      decideLicense(
+        deleted.license,
+        { type: 'customer.subscription.deleted', subscriptionId: 'sub_1' },
+        t(3),
+        now,
+      ).kind,
+    ).toBe('ignore');
   });
 });
+
+/** Subscription facts under the license's field names. */
+function renamed(facts: Partial<SubscriptionFacts>): Partial<LicenseRecord> {
+  const { plan, cycle, currentPeriodEnd } = facts;
+  return {
+    ...(plan && { plan }),
+    ...(cycle && { billingCycle: cycle }),
+    ...(currentPeriodEnd && { expiresAt: currentPeriodEnd }),
+  };
+}

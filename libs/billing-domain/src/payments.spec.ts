@@ -63,18 +63,67 @@ describe('checkout and portal', () => {
   });
 
   it('opens the portal only for an organization that checked out', async () => {
-    expect(codeOf(await service.openPortal('o1').catch((e: unknown) => e))).toBe('BILLING_ACCOUNT_NOT_FOUND');
+    const notFound = await service.openPortal('o1').catch((e: unknown) => e);
+    expect(codeOf(notFound)).toBe('BILLING_ACCOUNT_NOT_FOUND');
+    expect((notFound as AppError).message).toBe('The organization never started a checkout');
     await checkout();
     expect(await service.openPortal('o1')).toBe('https://portal.test/cus_1');
+  });
+
+  it('refuses an active license before asking the provider anything, naming its subscription', async () => {
+    await checkout();
+    const sessionsBefore = structuredClone([...provider.sessions]);
+    Object.assign(store.state.licenses.get('o1')!, { status: 'active', plan: 'pro', billingCycle: 'annual' });
+    const refused = await checkout().catch((e: unknown) => e);
+    expect(codeOf(refused)).toBe('SUBSCRIPTION_ALREADY_ACTIVE');
+    expect((refused as AppError).message).toBe(
+      'The organization has an active Pro, billed yearly subscription',
+    );
+    expect([...provider.sessions]).toEqual(sessionsBefore);
+  });
+
+  it('lets a canceled license check out again although its last session was paid (that session is history)', async () => {
+    const url = await checkout();
+    provider.sessions.get(url.split('/').pop()!)!.status = 'paid';
+    const refused = await checkout().catch((e: unknown) => e);
+    expect((refused as AppError).message).toBe(
+      "The organization's last checkout was paid; its subscription is being activated",
+    );
+    store.state.licenses.get('o1')!.status = 'canceled';
+    expect(await checkout()).toMatch(/^https:\/\/checkout\.test\//);
+    expect(store.state.licenses.get('o1')?.status).toBe('onboarding');
+  });
+
+  it("sends people back to the dashboard's billing page from checkout and portal", async () => {
+    const createCheckoutSession = jest.spyOn(provider, 'createCheckoutSession');
+    const createPortalSession = jest.spyOn(provider, 'createPortalSession');
+    await checkout();
+    await service.openPortal('o1');
+    expect(createCheckoutSession).toHaveBeenCalledWith(
+      expect.objectContaining({
+        successUrl: 'https://app.test/billing?checkout=success',
+        cancelUrl: 'https://app.test/billing?checkout=canceled',
+      }),
+    );
+    expect(createPortalSession).toHaveBeenCalledWith({
+      customerId: 'cus_1',
+      returnUrl: 'https://app.test/billing',
+    });
+  });
+
+  it('leaves only the newest session open when two checkouts run at once', async () => {
+    await Promise.all([checkout(), checkout()]);
+    const open = [...provider.sessions].filter(([, session]) => session.status === 'open').map(([id]) => id);
+    expect(open).toEqual([store.state.accounts.get('o1')?.checkoutSessionId]);
   });
 
   it('answers BILLING_NOT_CONFIGURED without a provider', async () => {
     const unconfigured = new BillingService(store, new ManualClock(), null, {
       publicAppUrl: 'https://app.test',
     });
-    expect(codeOf(await unconfigured.openPortal('o1').catch((e: unknown) => e))).toBe(
-      'BILLING_NOT_CONFIGURED',
-    );
+    const unavailable = await unconfigured.openPortal('o1').catch((e: unknown) => e);
+    expect(codeOf(unavailable)).toBe('BILLING_NOT_CONFIGURED');
+    expect((unavailable as AppError).message).toBe('Billing is not configured on this deployment');
     const handler = new PaymentEventHandler(store, null, new ManualClock());
     expect(codeOf(await handler.handle(Buffer.from('{}'), 'ok').catch((e: unknown) => e))).toBe(
       'BILLING_NOT_CONFIGURED',
@@ -254,6 +303,118 @@ describe('payment events', () => {
     // A paused subscription bills nothing: the organization may check out anew.
     expect(await checkout()).toMatch(/^https:\/\/checkout\.test\//);
     expect(store.state.licenses.get('o1')?.status).toBe('onboarding');
+  });
+
+  it.each([
+    [
+      'a type billing does not act on',
+      () => ({ type: 'other', providerType: 'charge.refunded' }),
+      null,
+      'charge.refunded is not an event billing acts on',
+    ],
+    [
+      'a customer of no organization',
+      () => ({ type: 'checkout.session.completed', customerId: 'cus_nobody', subscriptionId: 'sub_1' }),
+      null,
+      'customer cus_nobody belongs to no organization',
+    ],
+    [
+      'a checkout without a subscription',
+      (customer: string) => ({
+        type: 'checkout.session.completed',
+        customerId: customer,
+        subscriptionId: null,
+      }),
+      'o1',
+      'checkout.session.completed without a subscription',
+    ],
+    [
+      'a payment of a subscription the provider does not have',
+      (customer: string) => ({
+        type: 'invoice.payment_succeeded',
+        customerId: customer,
+        subscriptionId: 'sub_gone',
+      }),
+      'o1',
+      'subscription sub_gone does not exist',
+    ],
+    [
+      "a payment of another customer's subscription",
+      (customer: string) => ({
+        type: 'invoice.payment_succeeded',
+        customerId: customer,
+        subscriptionId: 'sub_other',
+      }),
+      'o1',
+      'subscription sub_other belongs to another customer',
+    ],
+    [
+      'a checkout of a subscription whose price is none of our plans',
+      (customer: string) => ({
+        type: 'checkout.session.completed',
+        customerId: customer,
+        subscriptionId: 'sub_noplan',
+      }),
+      'o1',
+      'subscription sub_noplan has a price of no plan',
+    ],
+    [
+      'an update of a subscription whose price is none of our plans',
+      (customer: string) => ({
+        type: 'customer.subscription.updated',
+        customerId: customer,
+        subscription: { id: 'sub_noplan', customerId: customer, facts: null },
+      }),
+      'o1',
+      'subscription sub_noplan has a price of no plan',
+    ],
+  ])('ignores %s, changing nothing', async (_case, event, orgId, reason) => {
+    provider.subscriptions.set('sub_other', {
+      id: 'sub_other',
+      customerId: 'cus_other',
+      facts: facts({ id: 'sub_other' }),
+    });
+    provider.subscriptions.set('sub_noplan', { id: 'sub_noplan', customerId, facts: null });
+    const before = structuredClone(store.state);
+    expect(await deliver(event(customerId))).toEqual({ outcome: 'ignored', orgId, reason });
+    expect(store.state.licenses).toEqual(before.licenses);
+    expect(store.state.emitted).toEqual(before.emitted);
+  });
+
+  it('answers a replay of a recorded event as a duplicate without asking the provider', async () => {
+    const event = { type: 'checkout.session.completed', customerId, subscriptionId: 'sub_1' };
+    await deliver({ id: 'evt_once', ...event });
+    provider.down = true;
+    expect(await deliver({ id: 'evt_once', ...event })).toEqual({ outcome: 'duplicate', orgId: 'o1' });
+  });
+
+  it('names the plan of a subscribed organization in the failed payment feed item', async () => {
+    provider.subscriptions.set('sub_1', { id: 'sub_1', customerId, facts: facts({ plan: 'enterprise' }) });
+    await deliver({ type: 'checkout.session.completed', customerId, subscriptionId: 'sub_1' });
+    await deliver({
+      type: 'invoice.payment_failed',
+      customerId,
+      subscriptionId: 'sub_1',
+      invoice: { amountDue: 2900, currency: 'usd', url: null, nextAttemptAt: null },
+    });
+    expect(store.emittedOf('billing.updated').at(-1)?.summary).toBe(
+      'Payment of $29.00 for the Enterprise subscription failed; update the payment method in the billing portal',
+    );
+  });
+
+  it('starts from the initial license when the organization has none stored yet', async () => {
+    store.state.licenses.delete('o1');
+    expect(
+      await deliver({ type: 'checkout.session.completed', customerId, subscriptionId: 'sub_1' }),
+    ).toEqual({
+      outcome: 'applied',
+      orgId: 'o1',
+    });
+    expect(store.state.licenses.get('o1')).toMatchObject({
+      status: 'active',
+      plan: 'pro',
+      subscriptionId: 'sub_1',
+    });
   });
 
   it('refuses a bad signature before reading anything', async () => {

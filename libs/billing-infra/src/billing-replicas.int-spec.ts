@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { loadConfig } from '@sts/config/load-config';
 import { newEnvelope } from '@sts/events/event-envelope';
@@ -100,12 +99,12 @@ describe('billing replicas (PostgreSQL, NATS)', () => {
     const count = async (sql: string, params: unknown[] = []) =>
       Number((await db.query<{ n: string }>(sql, params)).rows[0]!.n);
     const orgIds = events.map((event) => event.data.org_id);
+    // Every message, copies included, delivered and acknowledged (each after its transaction committed):
+    // any double effect has shown by now.
     await eventually(async () => {
       const info = await nats.jsm.consumers.info(eventsStreamName(namespace), BILLING_CONSUMER);
       return info.num_pending === 0 && info.num_ack_pending === 0;
     }, 20_000);
-    // Time for any double effect to show.
-    await sleep(300);
 
     expect(await count('select count(*) as n from billing.licenses where org_id = any($1)', [orgIds])).toBe(
       ORGS,

@@ -12,7 +12,7 @@ import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publi
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import { BillingCycle, BillingServiceService, LicenseStatus, Plan } from '@sts/proto/gen/billing/v1/billing';
 import { eventually } from '@sts/testing/eventually';
-import { startStripeStandIn, type StripeEvent, type StripeStandIn } from '@sts/testing/stripe-stand-in';
+import { startStripeStandIn, type StripeEvent, type StripeStandIn } from '@sts/stand-ins/stripe-stand-in';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { billingEnvSchema } from './billing-config';
@@ -339,6 +339,26 @@ describe('billing service with Stripe (PostgreSQL, NATS, a Stripe stand-in)', ()
     } finally {
       await db.end();
     }
+  });
+
+  it("accepts a delivery signed within Stripe's 5 minutes, refuses an older one and changes nothing", async () => {
+    const orgId = randomUUID();
+    const { session } = await paid(orgId);
+    const event = stripe.event('checkout.session.completed', session);
+    const signedAgo = (seconds: number) => {
+      const { payload, signature } = stripe.signed(event, webhookSecret, {
+        timestamp: Math.floor(Date.now() / 1000) - seconds,
+      });
+      return client.handlePaymentEvent({ payload: Buffer.from(payload), signature });
+    };
+    // A replay of a captured delivery, six minutes later.
+    const stale = await signedAgo(360).catch((e: unknown) => e);
+    expect((stale as AppError).code).toBe('WEBHOOK_SIGNATURE_INVALID');
+    expect((await client.getLicense({ orgId })).license?.status).toBe(
+      LicenseStatus.LICENSE_STATUS_ONBOARDING,
+    );
+    // Stripe retries a delivery that waited in a queue: a minute old is fine.
+    expect(await signedAgo(60)).toEqual({ orgId, outcome: 'applied' });
   });
 
   it('refuses a webhook when no signing secret is configured, and changes nothing', async () => {

@@ -9,7 +9,7 @@ import type { BillingConfig } from './billing-config';
 import { BILLING_ENTITIES } from './billing-entities';
 import { billingGrpcHandlers } from './billing-grpc-handlers';
 import { BILLING_MIGRATIONS, BILLING_SCHEMA, PAYMENT_EVENTS_RETENTION } from './billing-migrations';
-import { MikroBillingStore } from './mikro-billing-store';
+import { PostgresBillingStore } from './postgres-billing-store';
 import { createStripeClient, StripePaymentProvider } from './stripe-payment-provider';
 
 export type { RunningService } from '@sts/service-host/service-host';
@@ -37,7 +37,7 @@ export function startBillingService(config: BillingConfig, logger: Logger): Prom
       logger,
     },
     async (host) => {
-      const store = new MikroBillingStore(host.orm, () => host.wakeOutbox());
+      const store = new PostgresBillingStore(host.orm, () => host.wakeOutbox());
       const clock = { now: () => new Date() };
       const stripe = createStripeClient(config);
       if (!stripe)

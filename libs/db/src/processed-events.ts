@@ -1,4 +1,4 @@
-import type { EntityManager } from '@mikro-orm/postgresql';
+import { EntitySchema, type EntityManager, type Opt } from '@mikro-orm/postgresql';
 import { EVENT_RETENTION_MS } from '@sts/events/subjects';
 import type { RetainedTable } from './retention';
 
@@ -26,6 +26,23 @@ export function processedEventsTableSql(schema: string): string {
   );`;
 }
 
+/** One handled event, in the ledger of every schema that consumes events (`processedEventsTableSql`). */
+export interface ProcessedEvent {
+  eventId: string;
+  eventType: string;
+  processedAt: Opt<Date>;
+}
+
+export const ProcessedEventEntity = new EntitySchema<ProcessedEvent>({
+  name: 'ProcessedEvent',
+  tableName: 'processed_events',
+  properties: {
+    eventId: { type: 'uuid', primary: true, fieldName: 'event_id' },
+    eventType: { type: 'text', fieldName: 'event_type' },
+    processedAt: { type: 'datetime', fieldName: 'processed_at', defaultRaw: 'now()' },
+  },
+});
+
 /** Returns true the first time an event id is seen (the caller then applies the effect), false after. */
 export async function recordEventOnce(
   em: EntityManager,
@@ -44,13 +61,12 @@ export async function recordEventsOnce(
   events: readonly { id: string; type: string }[],
 ): Promise<Set<string>> {
   if (events.length === 0) return new Set();
-  const schema = em.config.get('schema');
-  const rows: { event_id: string }[] = await em.getConnection().execute(
-    `insert into "${schema}"."processed_events" (event_id, event_type)
-       values ${events.map(() => '(?, ?)').join(', ')} on conflict do nothing returning event_id`,
-    events.flatMap((event) => [event.id, event.type]),
-    'all',
-    em.getTransactionContext(),
-  );
-  return new Set(rows.map((row) => row.event_id));
+  const rows = await em
+    .createQueryBuilder(ProcessedEventEntity)
+    .insert(events.map((event) => ({ eventId: event.id, eventType: event.type })))
+    .onConflict('eventId')
+    .ignore()
+    .returning('eventId')
+    .execute<Pick<ProcessedEvent, 'eventId'>[]>('all');
+  return new Set(rows.map((row) => row.eventId));
 }

@@ -1,5 +1,6 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from '@sts/logger/create-logger';
+import { sqlRunner } from './sql-runner';
 
 const HOUR_MS = 60 * 60 * 1000;
 /** Rows deleted per statement, so pruning never holds many row locks or one long transaction. */
@@ -20,17 +21,19 @@ export async function deleteExpiredRows(
   { table, key, timeColumn, retentionMs }: RetainedTable,
 ): Promise<number> {
   const qualified = `"${em.config.get('schema')}"."${table}"`;
+  const sql = sqlRunner(em);
   let total = 0;
   for (;;) {
-    const deleted: unknown[] = await em.getConnection().execute(
+    // Raw: one statement for any service's table, named by the host (`RetainedTable`), in batches
+    // (PostgreSQL has no `delete … limit`), timed by the database's clock.
+    const deleted = await sql.run(
       `delete from ${qualified} where "${key}" in (
          select "${key}" from ${qualified} where "${timeColumn}" < now() - make_interval(secs => ?) limit ${DELETE_BATCH}
-       ) returning "${key}"`,
+       )`,
       [retentionMs / 1000],
-      'all',
     );
-    total += deleted.length;
-    if (deleted.length < DELETE_BATCH) return total;
+    total += deleted;
+    if (deleted < DELETE_BATCH) return total;
   }
 }
 

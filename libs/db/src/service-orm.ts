@@ -35,6 +35,9 @@ export async function createServiceOrm(options: ServiceOrmOptions): Promise<Serv
     discovery: { warnWhenNoEntities: false },
     // Every unit of work gets its own forked EntityManager; the global one is a bug waiting to happen.
     allowGlobalContext: false,
+    // Stores never persist or flush entities (unit-of-work.ts): every read returns what the database holds
+    // now, and reads cost no identity-map bookkeeping. Decided here once for every EntityManager.
+    disableIdentityMap: true,
     debug,
     logger: (message) => options.logger.trace(message),
     // Connections, once opened, stay open (min = max). With tarn's defaults (min 0, 30 s idle timeout,

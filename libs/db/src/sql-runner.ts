@@ -1,8 +1,9 @@
 import { DriverException, type EntityManager } from '@mikro-orm/postgresql';
 
 /**
- * Hand-written SQL bound to an EntityManager's transaction (if any). Used where a query is on a hot
- * path or needs locking clauses the ORM does not express; values always travel as parameters (`?`).
+ * Hand-written SQL bound to an EntityManager's transaction (if any): the one path for raw SQL, used only
+ * where a benchmark needs it or the ORM has no form for the statement (see `unit-of-work.ts`), each
+ * statement with a one-line comment saying why. Values always travel as parameters (`?`).
  *
  * Errors come out as MikroORM's exceptions, as from the ORM's own queries: a unique violation is a
  * `UniqueConstraintViolationException`, a serialization failure or deadlock a `DeadlockException`

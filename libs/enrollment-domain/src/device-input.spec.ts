@@ -120,6 +120,75 @@ describe('device input', () => {
     });
   });
 
+  it('names the rule each bad field broke, in the fields and in the message', () => {
+    const fieldsOf = (input: Partial<typeof valid>) =>
+      failure(() => validateDeviceInput({ ...valid, ...input })).fields;
+    expect(fieldsOf({ machineId: '' })).toEqual([{ path: 'machine_id', message: 'is required' }]);
+    expect(fieldsOf({ machineId: 'a'.repeat(129) })).toEqual([
+      { path: 'machine_id', message: 'must be at most 128 characters' },
+    ]);
+    expect(fieldsOf({ machineId: 'has space' })).toEqual([
+      { path: 'machine_id', message: 'must be printable ASCII without spaces' },
+    ]);
+    expect(fieldsOf({ hostname: ' ' })).toEqual([{ path: 'hostname', message: 'is required' }]);
+    expect(fieldsOf({ hostname: 'x'.repeat(256) })).toEqual([
+      { path: 'hostname', message: 'must be at most 255 characters' },
+    ]);
+    expect(fieldsOf({ hostname: 'bell\u0007' })).toEqual([
+      { path: 'hostname', message: 'must not contain control characters' },
+    ]);
+    expect(fieldsOf({ metadata: [] as unknown as typeof valid.metadata })).toEqual([
+      { path: 'metadata', message: 'must be a JSON object' },
+    ]);
+    expect(failure(() => validateDeviceInput({ machineId: '', hostname: '', metadata: 1 })).message).toBe(
+      'machine_id is required; hostname is required; metadata must be a JSON object',
+    );
+  });
+
+  it('names what is wrong inside metadata', () => {
+    const fieldsOf = (metadataJson: string) =>
+      failure(() => validateDeviceInput({ ...valid, metadata: JSON.parse(metadataJson) as unknown })).fields;
+    expect(fieldsOf('{"a":"x\\u0000"}')).toEqual([
+      { path: 'metadata.a', message: 'must not contain NUL characters or unpaired surrogates' },
+    ]);
+    expect(fieldsOf('{"k\\u0000":1}')).toEqual([
+      { path: 'metadata.k\uFFFD', message: 'key must not contain NUL characters or unpaired surrogates' },
+    ]);
+    expect(fieldsOf('{"a":{"a":{"a":{"a":{"a":{"a":{"a":{"a":{}}}}}}}}}')).toEqual([
+      { path: 'metadata.a.a.a.a.a.a.a.a', message: 'nests deeper than 8 levels' },
+    ]);
+  });
+
+  it('shows every unpaired surrogate of a bad key as U+FFFD in the field path', () => {
+    const error = failure(() =>
+      validateDeviceInput({ ...valid, metadata: JSON.parse('{"a\\ud800b\\udc00":1}') as unknown }),
+    );
+    expect(paths(error)).toEqual(['metadata.a\uFFFDb\uFFFD']);
+  });
+
+  it('reports at most 10 metadata violations', () => {
+    const metadata = Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`k${i}\u0000`, i]));
+    expect(paths(failure(() => validateDeviceInput({ ...valid, metadata })))).toEqual(
+      Array.from({ length: 10 }, (_, i) => `metadata.k${i}\uFFFD`),
+    );
+  });
+
+  it('parses metadata JSON text of up to 64 KiB, refusing longer text unparsed and with the 16 KiB limit named', () => {
+    const atLimit = `"${'x'.repeat(64 * 1024 - 2)}"`;
+    expect(Buffer.byteLength(atLimit, 'utf8')).toBe(64 * 1024);
+    expect(parseMetadataJson(atLimit)).toBe('x'.repeat(64 * 1024 - 2));
+    expect(failure(() => parseMetadataJson(`"${'x'.repeat(64 * 1024 - 1)}"`)).fields).toEqual([
+      { path: 'metadata', message: 'must be at most 16384 bytes as JSON' },
+    ]);
+  });
+
+  it('parses whitespace-only metadata text as an empty object and names malformed JSON', () => {
+    expect(parseMetadataJson(' \n\t ')).toEqual({});
+    expect(failure(() => parseMetadataJson('{oops')).fields).toEqual([
+      { path: 'metadata', message: 'must be a JSON object' },
+    ]);
+  });
+
   it('parses metadata JSON text, empty meaning an empty object', () => {
     expect(parseMetadataJson('')).toEqual({});
     expect(parseMetadataJson(' {"os":"linux"} ')).toEqual({ os: 'linux' });
@@ -134,5 +203,15 @@ describe('device list query', () => {
     expect(normalizeDeviceQuery(' Lap% ')).toBe('Lap%');
     expect(paths(failure(() => normalizeDeviceQuery('x'.repeat(256))))).toEqual(['query']);
     expect(paths(failure(() => normalizeDeviceQuery('a\u0000')))).toEqual(['query']);
+  });
+
+  it('accepts 255 characters and refuses 256, naming the rule', () => {
+    expect(normalizeDeviceQuery('💻'.repeat(255))).toBe('💻'.repeat(255));
+    expect(failure(() => normalizeDeviceQuery('x'.repeat(256))).fields).toEqual([
+      { path: 'query', message: 'must be at most 255 characters' },
+    ]);
+    expect(failure(() => normalizeDeviceQuery('a\u0000')).fields).toEqual([
+      { path: 'query', message: 'must not contain control characters' },
+    ]);
   });
 });

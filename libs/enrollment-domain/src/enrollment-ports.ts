@@ -99,7 +99,7 @@ export interface EnrollmentRepositories {
   /** Returns false when there was none. */
   deleteKey(orgId: string): Promise<boolean>;
 
-  /** Throws {@link UniqueConflict} when a code hash already exists in the organization. */
+  /** Throws `UniqueConflict` (`@sts/errors/unique-conflict`) when a code hash already exists in the organization. */
   insertCodes(codes: StoredEnrollmentCode[]): Promise<void>;
   /** Deletes the organization's codes that expired before `expiredBefore`; returns how many. */
   purgeCodes(orgId: string, expiredBefore: Date): Promise<number>;
@@ -138,17 +138,6 @@ export interface EnrollmentRepositories {
   emit<Type extends EventType>(type: Type, data: EventData<Type>): Promise<void>;
 }
 
-/**
- * Thrown by a store when a write lost a race (a unique key taken, a row changed or deleted
- * concurrently) and left nothing behind; the work may be retried.
- */
-export class UniqueConflict extends Error {
-  constructor(cause?: unknown) {
-    super('unique constraint conflict', { cause });
-    this.name = 'UniqueConflict';
-  }
-}
-
 export interface EnrollmentStore {
   /** Runs work in one transaction; events emitted inside are published only if it commits. */
   transaction<T>(work: (repositories: EnrollmentRepositories) => Promise<T>): Promise<T>;
@@ -159,7 +148,7 @@ export interface EnrollmentStore {
    * so the hot path costs one round trip): if `keyHash` is still the organization's key, consumes a
    * live code of the organization and, only if it was consumed, applies `write` and puts `event` in
    * the outbox. Of concurrent consumers of one code
-   * exactly one gets `consumed`, the others `used`. Throws {@link UniqueConflict}, with nothing
+   * exactly one gets `consumed`, the others `used`. Throws `UniqueConflict` (`@sts/errors/unique-conflict`), with nothing
    * changed, when the machine id was enrolled concurrently, or the device to re-enroll is gone or no
    * longer accepts the caller's proof (its token changed, its approval was used or expired).
    */

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { hkdfSync, randomBytes } from 'node:crypto';
 import {
   CODE_ALPHABET,
   deriveEnrollmentKeyring,
@@ -59,6 +59,21 @@ describe('enrollment codes', () => {
     expect(hash).toMatch(/^[0-9a-f]{64}$/);
     expect(hash).toBe(hashEnrollmentCode('7KQD-M3XP', deriveEnrollmentKeyring(Buffer.from(master)).codeHmac));
     expect(hash).not.toBe(hashEnrollmentCode('7KQD-M3XP', deriveEnrollmentKeyring(randomBytes(32)).codeHmac));
+  });
+
+  it('accept typed input of up to 64 characters and refuse longer input unread', () => {
+    const padded = `7KQD${' '.repeat(56)}M3XP`;
+    expect(padded).toHaveLength(64);
+    expect(normalizeEnrollmentCode(padded)).toBe('7KQD-M3XP');
+    expect(normalizeEnrollmentCode(`7KQD${' '.repeat(57)}M3XP`)).toBeNull();
+  });
+
+  it('are sealed and hashed under keys derived with HKDF-SHA256 and fixed labels, so stored rows stay readable', () => {
+    const master = randomBytes(32);
+    const hkdf = (label: string) => Buffer.from(hkdfSync('sha256', master, Buffer.alloc(0), label, 32));
+    const keyring = deriveEnrollmentKeyring(master);
+    expect(keyring.keySealing.equals(hkdf('enrollment-key'))).toBe(true);
+    expect(keyring.codeHmac.equals(hkdf('enrollment-code'))).toBe(true);
   });
 
   it('need a 32-byte master key', () => {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { hashSecret, openSealedSecret } from '@sts/crypto/secrets';
 import { AppError } from '@sts/errors/app-error';
+import { UniqueConflict } from '@sts/errors/unique-conflict';
 import type { ErrorCode } from '@sts/errors/error-code';
 import type * as EnrollmentSecrets from './enrollment-secrets';
 import { deriveEnrollmentKeyring, hashEnrollmentCode } from './enrollment-secrets';
@@ -29,6 +30,15 @@ async function codeOf(promise: Promise<unknown>): Promise<ErrorCode> {
   );
   if (!(error instanceof AppError)) throw new Error(`expected an AppError, got ${String(error)}`);
   return error.code;
+}
+
+async function errorOf(promise: Promise<unknown>): Promise<AppError> {
+  const error = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  if (!(error instanceof AppError)) throw new Error(`expected an AppError, got ${String(error)}`);
+  return error;
 }
 
 describe('enrollment service', () => {
@@ -146,6 +156,12 @@ describe('enrollment service', () => {
       }
     });
 
+    it('name the count field when the count is out of range', async () => {
+      expect((await errorOf(service.createEnrollmentCodes(ORG_A, 101))).fields).toEqual([
+        { path: 'count', message: 'must be an integer between 1 and 100' },
+      ]);
+    });
+
     it('work once, in any case and spacing, and not after 24 hours', async () => {
       const { key, codes } = await setUp();
       await service.enrollDevice(enrollment(key, ` ${codes[0]!.toLowerCase().replace('-', ' ')} `));
@@ -182,6 +198,17 @@ describe('enrollment service', () => {
       expect([...store.state.codes.values()].filter((c) => c.orgId === ORG_B)).toHaveLength(1);
     });
 
+    it('are kept 7 days after they expire and purged after that', async () => {
+      const codesOfA = () => [...store.state.codes.values()].filter((c) => c.orgId === ORG_A);
+      await service.createEnrollmentCodes(ORG_A, 1);
+      clock.advance(24 * HOUR + 7 * 24 * HOUR);
+      await service.createEnrollmentCodes(ORG_A, 1);
+      expect(codesOfA()).toHaveLength(2);
+      clock.advance(1);
+      await service.createEnrollmentCodes(ORG_A, 1);
+      expect(codesOfA()).toHaveLength(2);
+    });
+
     it('are generated again when one collides with a stored code of the organization', async () => {
       await store.transaction((repos) =>
         repos.insertCodes([
@@ -200,6 +227,30 @@ describe('enrollment service', () => {
       expect((await service.createEnrollmentCodes(ORG_A, 1)).map((c) => c.code)).toEqual(['BBBB-BBBB']);
       expect(store.rollbacks).toBe(1);
     });
+
+    it('give up after three attempts that all collide, storing nothing', async () => {
+      await store.transaction((repos) =>
+        repos.insertCodes([
+          {
+            id: 'c0',
+            orgId: ORG_A,
+            codeHash: hashEnrollmentCode('AAAA-AAAA', keyring.codeHmac),
+            createdAt: clock.now(),
+            expiresAt: clock.now(),
+            consumedAt: null,
+            consumedByDeviceId: null,
+          },
+        ]),
+      );
+      mockScriptedCodes.push('AAAA-AAAA', 'AAAA-AAAA', 'AAAA-AAAA', 'BBBB-BBBB');
+      try {
+        await expect(service.createEnrollmentCodes(ORG_A, 1)).rejects.toBeInstanceOf(UniqueConflict);
+        expect(store.rollbacks).toBe(3);
+        expect(store.state.codes.size).toBe(1);
+      } finally {
+        mockScriptedCodes.length = 0;
+      }
+    });
   });
 
   describe('e-mailed code', () => {
@@ -216,6 +267,19 @@ describe('enrollment service', () => {
       ).toBe('ENROLLMENT_KEY_REQUIRED');
       expect(store.state.codes.size).toBe(0);
       expect(store.state.events).toHaveLength(0);
+    });
+
+    it('without a key tells the caller to create one first', async () => {
+      const error = await errorOf(
+        service.emailEnrollmentCode({
+          orgId: ORG_A,
+          email: 'a@b.test',
+          requestedByName: 'Ann',
+          orgName: 'Acme',
+        }),
+      );
+      expect(error.code).toBe('ENROLLMENT_KEY_REQUIRED');
+      expect(error.message).toBe('the organization has no enrollment key; create one first');
     });
 
     it('stores one code and emits it and the key sealed, for the mailer only', async () => {
@@ -306,6 +370,22 @@ describe('enrollment service', () => {
         'ENROLLMENT_KEY_INVALID',
       );
       expect([...store.state.codes.values()].every((c) => c.consumedAt === null)).toBe(true);
+    });
+
+    it('accepts the key with surrounding whitespace', async () => {
+      const { key, codes } = await setUp();
+      await expect(service.enrollDevice(enrollment(` ${key}\n`, codes[0]!))).resolves.toMatchObject({
+        orgId: ORG_A,
+      });
+    });
+
+    it('refuses a key of the wrong shape without a lookup', async () => {
+      const { codes } = await setUp();
+      const reads = store.reads;
+      for (const key of ['', 'sts_ek_guess', `sts_dt_${'a'.repeat(43)}`]) {
+        expect(await codeOf(service.enrollDevice(enrollment(key, codes[0]!)))).toBe('ENROLLMENT_KEY_INVALID');
+      }
+      expect(store.reads).toBe(reads);
     });
 
     it('with the wrong key does not reveal anything about the code', async () => {
@@ -447,6 +527,37 @@ describe('enrollment service', () => {
       await service.enrollDevice(enrollment(b.key, b.codes[0]!, { machineId: 'other' }));
     });
 
+    it('reports a bad or spent code before revealing that the machine is enrolled, also when the key is not remembered', async () => {
+      const a = await setUp(ORG_A);
+      const b = await setUp(ORG_B);
+      await service.enrollDevice(enrollment(a.key, a.codes[0]!));
+      await service.enrollDevice(enrollment(b.key, b.codes[0]!, { machineId: 'b-machine' }));
+      expect(await codeOf(coldService().enrollDevice(enrollment(b.key, '2222-2222')))).toBe(
+        'ENROLLMENT_CODE_INVALID',
+      );
+      expect(await codeOf(coldService().enrollDevice(enrollment(b.key, b.codes[0]!)))).toBe(
+        'ENROLLMENT_CODE_USED',
+      );
+      expect(await codeOf(coldService().enrollDevice(enrollment(a.key, a.codes[0]!)))).toBe(
+        'ENROLLMENT_CODE_USED',
+      );
+    });
+
+    it('tells the caller how to proceed when the machine is enrolled elsewhere or already here', async () => {
+      const a = await setUp(ORG_A);
+      const b = await setUp(ORG_B);
+      await service.enrollDevice(enrollment(a.key, a.codes[0]!));
+      const elsewhere = await errorOf(service.enrollDevice(enrollment(b.key, b.codes[0]!)));
+      expect(elsewhere.code).toBe('MACHINE_ENROLLED_ELSEWHERE');
+      expect(elsewhere.message).toBe(
+        'this machine is enrolled in another organization; delete it there first',
+      );
+      const here = await errorOf(service.enrollDevice(enrollment(a.key, a.codes[1]!)));
+      expect(here.code).toBe('MACHINE_ALREADY_ENROLLED');
+      expect(here.message).toContain('this machine is already enrolled in this organization');
+      expect(here.message).toContain('POST /api/devices/{device_id}/re-enrollment');
+    });
+
     it('gives exactly one success for concurrent enrollments with one code', async () => {
       const { key, codes } = await setUp();
       const outcomes = await Promise.allSettled(
@@ -473,6 +584,62 @@ describe('enrollment service', () => {
       );
       expect(third).toMatchObject({ deviceId: second.deviceId, reEnrolled: true });
       expect(store.state.devices.size).toBe(2);
+    });
+
+    it('refuses a spent or unknown code with a remembered key in the one write, without a read', async () => {
+      const { key, codes } = await setUp();
+      await service.enrollDevice(enrollment(key, codes[0]!));
+      const reads = store.reads;
+      expect(await codeOf(service.enrollDevice(enrollment(key, codes[0]!, { machineId: 'm2' })))).toBe(
+        'ENROLLMENT_CODE_USED',
+      );
+      expect(await codeOf(service.enrollDevice(enrollment(key, '2222-2222', { machineId: 'm2' })))).toBe(
+        'ENROLLMENT_CODE_INVALID',
+      );
+      expect(store.reads).toBe(reads);
+    });
+
+    it('remembers the organizations of several keys', async () => {
+      const a = await setUp(ORG_A);
+      const b = await setUp(ORG_B);
+      await service.enrollDevice(enrollment(a.key, a.codes[0]!, { machineId: 'a-1' }));
+      await service.enrollDevice(enrollment(b.key, b.codes[0]!, { machineId: 'b-1' }));
+      const reads = store.reads;
+      await service.enrollDevice(enrollment(a.key, a.codes[1]!, { machineId: 'a-2' }));
+      await service.enrollDevice(enrollment(b.key, b.codes[1]!, { machineId: 'b-2' }));
+      expect(store.reads).toBe(reads);
+    });
+
+    it('forgets all remembered organizations once 10 000 keys are remembered (bounded memory)', async () => {
+      // White-box: reaching the bound through enrollments would take 10 000 keys.
+      const hints = (service as unknown as { orgHints: Map<string, string> }).orgHints;
+      for (let i = 0; i < 9_999; i++) hints.set(`key-hash-${i}`, ORG_B);
+      const a = await setUp(ORG_A);
+      const b = await setUp(ORG_B);
+      await service.enrollDevice(enrollment(a.key, a.codes[0]!));
+      expect(hints.size).toBe(10_000);
+      await service.enrollDevice(enrollment(b.key, b.codes[0]!, { machineId: 'machine-2' }));
+      expect(hints.size).toBe(1);
+    });
+
+    it('spends no retry when a remembered key meets a known machine: the general path gets all three attempts', async () => {
+      const { key, codes } = await setUp();
+      const first = await service.enrollDevice(enrollment(key, codes[0]!));
+      const row = structuredClone(store.state.devices.get(first.deviceId)!);
+      // The fast path's write (refused: the machine is known), then two lost races of the general path.
+      store.interleaveBeforeNextTransaction(() => Promise.resolve());
+      store.interleaveBeforeNextTransaction(() => {
+        store.state.devices.delete(first.deviceId);
+        return Promise.resolve();
+      });
+      store.interleaveBeforeNextTransaction(() => {
+        store.state.devices.set(row.id, row);
+        return Promise.resolve();
+      });
+      await expect(
+        service.enrollDevice(enrollment(key, codes[1]!, { deviceToken: first.deviceToken })),
+      ).resolves.toMatchObject({ deviceId: first.deviceId, reEnrolled: true });
+      expect(store.rollbacks).toBe(3);
     });
 
     it('refuses the key when it is rotated between the read and the write', async () => {
@@ -584,6 +751,40 @@ describe('enrollment service', () => {
       expect(store.eventsOf('device.enabled')).toHaveLength(1);
     });
 
+    it('emit device.disabled when disabled and device.enabled when enabled again', async () => {
+      const [device] = await enrollMany(1);
+      await service.setDeviceStatus(ORG_A, device!.deviceId, 'disabled');
+      await service.setDeviceStatus(ORG_A, device!.deviceId, 'active');
+      expect(store.state.events.map((e) => e.type)).toEqual([
+        'device.enrolled',
+        'device.disabled',
+        'device.enabled',
+      ]);
+    });
+
+    it('are seen at the latest of their sightings, all devices in one write', async () => {
+      const [one, two] = await enrollMany(2);
+      const at = (ms: number) => new Date(clock.now().getTime() + ms);
+      const reads = store.reads;
+      expect(
+        await service.recordSightings([
+          { orgId: ORG_A, deviceId: one!.deviceId, at: at(1_000) },
+          { orgId: ORG_A, deviceId: one!.deviceId, at: at(3_000) },
+          { orgId: ORG_A, deviceId: two!.deviceId, at: at(5_000) },
+          { orgId: ORG_A, deviceId: one!.deviceId, at: at(2_000) },
+        ]),
+      ).toBe(2);
+      expect(store.reads).toBe(reads + 1);
+      expect(store.state.devices.get(one!.deviceId)?.lastSeenAt).toEqual(at(3_000));
+      expect(store.state.devices.get(two!.deviceId)?.lastSeenAt).toEqual(at(5_000));
+    });
+
+    it('are not written to when there are no sightings', async () => {
+      const reads = store.reads;
+      expect(await service.recordSightings([])).toBe(0);
+      expect(store.reads).toBe(reads);
+    });
+
     it('of another organization, or unknown, are not found', async () => {
       const [device] = await enrollMany(1);
       for (const id of [device!.deviceId, 'not-a-uuid', '33333333-3333-4333-8333-333333333333']) {
@@ -659,6 +860,22 @@ describe('enrollment service', () => {
       for (const token of ['', 'sts_dt_x', `sts_ek_${'a'.repeat(43)}`, `sts_dt_${'a'.repeat(43)}`]) {
         expect(await codeOf(service.authenticateDevice(token))).toBe('DEVICE_TOKEN_INVALID');
       }
+    });
+
+    it('refuse a token of the wrong shape without a lookup', async () => {
+      const reads = store.reads;
+      for (const token of ['', 'sts_dt_x', `sts_ek_${'a'.repeat(43)}`]) {
+        expect(await codeOf(service.authenticateDevice(token))).toBe('DEVICE_TOKEN_INVALID');
+      }
+      expect(store.reads).toBe(reads);
+    });
+
+    it('accept the current token with surrounding whitespace', async () => {
+      const { key, codes } = await setUp();
+      const enrolled = await service.enrollDevice(enrollment(key, codes[0]!));
+      expect(await service.authenticateDevice(` ${enrolled.deviceToken}\n`)).toMatchObject({
+        deviceId: enrolled.deviceId,
+      });
     });
   });
 });

@@ -1,6 +1,7 @@
 import { generateSecret, hashSecret, openSealedSecret, sealSecret } from '@sts/crypto/secrets';
 import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { AppError } from '@sts/errors/app-error';
+import { UniqueConflict } from '@sts/errors/unique-conflict';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import type { DeviceInput } from './device-input';
 import {
@@ -16,18 +17,17 @@ import {
   type IssuedEnrollmentCode,
   type ListedDevice,
 } from './enrollment-model';
-import {
-  UniqueConflict,
-  type Clock,
-  type CodeOutcome,
-  type CodeState,
-  type DeviceSighting,
-  type DeviceWrite,
-  type EnrollmentRepositories,
-  type EnrollmentStore,
-  type EnrollmentTarget,
-  type IdGenerator,
-  type StoredEnrollmentCode,
+import type {
+  Clock,
+  CodeOutcome,
+  CodeState,
+  DeviceSighting,
+  DeviceWrite,
+  EnrollmentRepositories,
+  EnrollmentStore,
+  EnrollmentTarget,
+  IdGenerator,
+  StoredEnrollmentCode,
 } from './enrollment-ports';
 import {
   DEVICE_TOKEN_PREFIX,

@@ -1,54 +1,20 @@
-import { invalidField } from '@sts/errors/app-error';
-import { isUuid } from '@sts/vocabulary/identifiers';
 import {
   normalizeDeviceQuery,
   parseMetadataJson,
   validateDeviceInput,
 } from '@sts/enrollment-domain/device-input';
-import type { DeviceStatus, ListedDevice } from '@sts/enrollment-domain/enrollment-model';
+import type { ListedDevice } from '@sts/enrollment-domain/enrollment-model';
 import type { EnrollmentService } from '@sts/enrollment-domain/enrollment-service';
+import { DEVICE_STATUS_FROM_PROTO, DEVICE_STATUS_TO_PROTO } from '@sts/grpc/proto-enums';
+import { enumFrom, requireEmail, requireText, requireUuid, requireUuidField } from '@sts/grpc/request-checks';
 import type { AsyncHandlers } from '@sts/grpc/service-types';
-import { toPage, toPageRequest, type PageRequest } from '@sts/pagination/keyset-cursor';
+import { toPage, toPageRequest } from '@sts/pagination/keyset-cursor';
 import {
   DeviceStatus as ProtoDeviceStatus,
   type Device as ProtoDevice,
   type EnrollmentServiceService,
 } from '@sts/proto/gen/enrollment/v1/enrollment';
-import { z } from 'zod';
 
-const STATUS_TO_PROTO: Record<DeviceStatus, ProtoDeviceStatus> = {
-  active: ProtoDeviceStatus.DEVICE_STATUS_ACTIVE,
-  disabled: ProtoDeviceStatus.DEVICE_STATUS_DISABLED,
-};
-
-/** The status filter: unspecified means any. */
-function statusFilterFromProto(status: ProtoDeviceStatus): DeviceStatus | null {
-  switch (status) {
-    case ProtoDeviceStatus.DEVICE_STATUS_UNSPECIFIED:
-      return null;
-    case ProtoDeviceStatus.DEVICE_STATUS_ACTIVE:
-      return 'active';
-    case ProtoDeviceStatus.DEVICE_STATUS_DISABLED:
-      return 'disabled';
-    default:
-      throw invalidField('status', 'must be active or disabled');
-  }
-}
-
-/** Organization ids come from the caller's verified context; anything but one of ours is a bug upstream. */
-function requireOrgId(value: string): string {
-  if (!value) throw invalidField('org_id', 'is required');
-  if (!isUuid(value)) throw invalidField('org_id', 'must be an organization id');
-  return value;
-}
-
-function pageFrom(limit: number, cursor: string): PageRequest {
-  const page = toPageRequest(limit, cursor);
-  if (page.after && !isUuid(page.after.id)) throw invalidField('cursor', 'invalid cursor');
-  return page;
-}
-
-const emailSchema = z.email().max(254);
 const NAME_MAX_LENGTH = 200;
 
 /** Names shown in an e-mail: control characters become spaces, length is bounded. */
@@ -61,46 +27,48 @@ function toProtoDevice(device: ListedDevice): ProtoDevice {
     id: device.id,
     name: device.hostname,
     machineId: device.machineId,
-    status: STATUS_TO_PROTO[device.status],
+    status: DEVICE_STATUS_TO_PROTO[device.status],
     enrolledAt: device.enrolledAt,
     lastSeenAt: device.lastSeenAt,
     metadataJson: device.metadataJson,
   };
 }
 
-/** gRPC `enrollment.v1.EnrollmentService`: translation between the wire contract and the domain. */
+/**
+ * gRPC `enrollment.v1.EnrollmentService`: translation between the wire contract and the domain.
+ * Organization ids come from the caller's verified context, so a missing or malformed one is a bug
+ * upstream (VALIDATION_FAILED); device ids come from the client's path (DEVICE_NOT_FOUND).
+ */
 export function enrollmentGrpcHandlers(
   service: EnrollmentService,
 ): AsyncHandlers<typeof EnrollmentServiceService> {
   return {
     getEnrollmentKey: async (request) => {
-      const key = await service.getEnrollmentKey(requireOrgId(request.orgId));
+      const key = await service.getEnrollmentKey(requireUuidField(request.orgId, 'org_id'));
       return { key: { key: key.key, createdAt: key.createdAt } };
     },
     rotateEnrollmentKey: async (request) => {
-      const key = await service.rotateEnrollmentKey(requireOrgId(request.orgId));
+      const key = await service.rotateEnrollmentKey(requireUuidField(request.orgId, 'org_id'));
       return { key: { key: key.key, createdAt: key.createdAt } };
     },
     revokeEnrollmentKey: async (request) => {
-      await service.revokeEnrollmentKey(requireOrgId(request.orgId));
+      await service.revokeEnrollmentKey(requireUuidField(request.orgId, 'org_id'));
       return {};
     },
     createEnrollmentCodes: async (request) => {
       const codes = await service.createEnrollmentCodes(
-        requireOrgId(request.orgId),
+        requireUuidField(request.orgId, 'org_id'),
         request.count === 0 ? 1 : request.count,
       );
       return { codes: codes.map((c) => ({ code: c.code, expiresAt: c.expiresAt })) };
     },
     emailEnrollmentCode: async (request) => {
-      const orgId = requireOrgId(request.orgId);
-      const email = emailSchema.safeParse(request.email.trim());
-      if (!email.success) throw invalidField('email', 'must be an e-mail address');
-      const orgName = displayName(request.orgName);
-      if (!orgName) throw invalidField('org_name', 'is required');
+      const orgId = requireUuidField(request.orgId, 'org_id');
+      const email = requireEmail(request.email, 'email');
+      const orgName = requireText(displayName(request.orgName), 'org_name');
       const { expiresAt } = await service.emailEnrollmentCode({
         orgId,
-        email: email.data,
+        email,
         requestedByName: displayName(request.requestedByName) || orgName,
         orgName,
       });
@@ -126,14 +94,21 @@ export function enrollmentGrpcHandlers(
       };
     },
     allowReEnrollment: async (request) => {
-      const { allowedUntil } = await service.allowReEnrollment(requireOrgId(request.orgId), request.deviceId);
+      const { allowedUntil } = await service.allowReEnrollment(
+        requireUuidField(request.orgId, 'org_id'),
+        requireUuid(request.deviceId, 'DEVICE_NOT_FOUND'),
+      );
       return { allowedUntil };
     },
     listDevices: async (request) => {
-      const orgId = requireOrgId(request.orgId);
-      const page = pageFrom(request.limit, request.cursor);
+      const orgId = requireUuidField(request.orgId, 'org_id');
+      const page = toPageRequest(request.limit, request.cursor);
       const filter = {
-        status: statusFilterFromProto(request.status),
+        // The filter is optional: unspecified means any status.
+        status:
+          request.status === ProtoDeviceStatus.DEVICE_STATUS_UNSPECIFIED
+            ? null
+            : enumFrom(DEVICE_STATUS_FROM_PROTO, request.status, 'status'),
         query: normalizeDeviceQuery(request.query),
       };
       const rows = await service.listDevices(orgId, filter, page);
@@ -144,20 +119,35 @@ export function enrollmentGrpcHandlers(
       return { devices: items.map(toProtoDevice), nextCursor };
     },
     disableDevice: async (request) => {
-      await service.setDeviceStatus(requireOrgId(request.orgId), request.deviceId, 'disabled');
+      await service.setDeviceStatus(
+        requireUuidField(request.orgId, 'org_id'),
+        requireUuid(request.deviceId, 'DEVICE_NOT_FOUND'),
+        'disabled',
+      );
       return {};
     },
     enableDevice: async (request) => {
-      await service.setDeviceStatus(requireOrgId(request.orgId), request.deviceId, 'active');
+      await service.setDeviceStatus(
+        requireUuidField(request.orgId, 'org_id'),
+        requireUuid(request.deviceId, 'DEVICE_NOT_FOUND'),
+        'active',
+      );
       return {};
     },
     deleteDevice: async (request) => {
-      await service.deleteDevice(requireOrgId(request.orgId), request.deviceId);
+      await service.deleteDevice(
+        requireUuidField(request.orgId, 'org_id'),
+        requireUuid(request.deviceId, 'DEVICE_NOT_FOUND'),
+      );
       return {};
     },
     authenticateDevice: async (request) => {
       const device = await service.authenticateDevice(request.deviceToken);
-      return { deviceId: device.deviceId, orgId: device.orgId, status: STATUS_TO_PROTO[device.status] };
+      return {
+        deviceId: device.deviceId,
+        orgId: device.orgId,
+        status: DEVICE_STATUS_TO_PROTO[device.status],
+      };
     },
   };
 }

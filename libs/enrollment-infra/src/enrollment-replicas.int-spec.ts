@@ -1,5 +1,4 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { Client } from 'pg';
 import { loadConfig } from '@sts/config/load-config';
@@ -107,11 +106,11 @@ describe('enrollment replicas (PostgreSQL, NATS)', () => {
           )
         ).rows.map((row) => [row.id, Math.round(row.ms)]),
       );
+    // Every batch delivered and acknowledged (each after its write committed): every write has landed.
     await eventually(async () => {
       const info = await nats.jsm.consumers.info(telemetryStreamName(namespace), 'enrollment-last-seen');
       return info.num_pending === 0 && info.num_ack_pending === 0;
     }, 20_000);
-    await sleep(200);
     expect(await lastSeen()).toEqual(latest);
   }, 60_000);
 });

@@ -18,11 +18,8 @@ import {
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { Client } from 'pg';
-import { createServiceOrm, type ServiceOrm } from '@sts/db/service-orm';
-import { UniqueConflict, type ConsumeCodeInput } from '@sts/enrollment-domain/enrollment-ports';
 import { enrollmentEnvSchema } from './enrollment-config';
-import { ENROLLMENT_MIGRATIONS, ENROLLMENT_SCHEMA } from './enrollment-migrations';
-import { listDevicesQuery, MikroEnrollmentStore } from './mikro-enrollment-store';
+import { listDevicesQuery } from './postgres-enrollment-store';
 import { startEnrollmentService, type RunningService } from './start-enrollment-service';
 
 const ANY = DeviceStatus.DEVICE_STATUS_UNSPECIFIED;
@@ -506,127 +503,6 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
         [ok.deviceId],
       );
       expect(row!.metadata).toEqual({});
-    });
-  });
-
-  describe('the one-statement enrollment write', () => {
-    let orm: ServiceOrm;
-    let store: MikroEnrollmentStore;
-
-    beforeAll(async () => {
-      orm = await createServiceOrm({
-        databaseUrl: database.url,
-        schema: ENROLLMENT_SCHEMA,
-        entities: [],
-        migrations: ENROLLMENT_MIGRATIONS,
-        logger,
-      });
-      store = new MikroEnrollmentStore(orm);
-    });
-
-    afterAll(async () => {
-      await orm?.close();
-    });
-
-    const input = (
-      org: { orgId: string; key: string; codes: string[] },
-      overrides: Partial<ConsumeCodeInput> = {},
-    ): ConsumeCodeInput => {
-      const deviceId = randomUUID();
-      const now = new Date();
-      return {
-        keyHash: createHash('sha256').update(org.key).digest('hex'),
-        orgId: org.orgId,
-        codeHash: hashEnrollmentCode(org.codes[0]!, deriveEnrollmentKeyring(masterKey).codeHmac),
-        deviceId,
-        now,
-        write: {
-          kind: 're-enroll',
-          deviceId,
-          hostname: 'h',
-          metadata: {},
-          tokenHash: 'f'.repeat(64),
-          lastSeenAt: now,
-          presentedTokenHash: null,
-        },
-        event: {
-          type: 'device.enrolled',
-          data: {
-            org_id: org.orgId,
-            device_id: deviceId,
-            machine_id: 'm',
-            hostname: 'h',
-            enrolled_at: now.toISOString(),
-            re_enrolled: true,
-          },
-        },
-        ...overrides,
-      };
-    };
-    const unspent = (orgId: string) =>
-      count(
-        `select count(*) as n from enrollment.enrollment_codes where org_id = $1 and consumed_at is null`,
-        [orgId],
-      );
-    const events = (orgId: string) =>
-      count(`select count(*) as n from enrollment.outbox where envelope->'data'->>'org_id' = $1`, [orgId]);
-
-    it('undoes itself when the device to re-enroll is gone: the code stays unused, no event', async () => {
-      const org = await organization(1);
-      const error = await store.consumeCode(input(org)).catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(UniqueConflict);
-      expect(await unspent(org.orgId)).toBe(1);
-      expect(await events(org.orgId)).toBe(0);
-    });
-
-    it('undoes itself when the device no longer accepts the proof: the code stays unused, no event', async () => {
-      const org = await organization(2);
-      const enrolled = await enroll(org.key, org.codes[1]!, { machineId: 'proof-gone' });
-      const at = new Date();
-      const write = (presentedTokenHash: string | null) =>
-        input(org, {
-          deviceId: enrolled.deviceId,
-          write: {
-            kind: 're-enroll',
-            deviceId: enrolled.deviceId,
-            hostname: 'taken-over',
-            metadata: {},
-            tokenHash: 'e'.repeat(64),
-            lastSeenAt: at,
-            presentedTokenHash,
-          },
-        });
-      const eventsBefore = await events(org.orgId);
-      // A token that is not (or no longer) the device's, and no token without an approval.
-      for (const presented of ['d'.repeat(64), null]) {
-        expect(await store.consumeCode(write(presented)).catch((e: unknown) => e)).toBeInstanceOf(
-          UniqueConflict,
-        );
-      }
-      // An approval that has expired.
-      await pg.query(
-        `update enrollment.devices set re_enrollment_allowed_until = now() - interval '1 second' where id = $1`,
-        [enrolled.deviceId],
-      );
-      expect(await store.consumeCode(write(null)).catch((e: unknown) => e)).toBeInstanceOf(UniqueConflict);
-      expect(await unspent(org.orgId)).toBe(1);
-      expect(await events(org.orgId)).toBe(eventsBefore);
-      const [device] = await query<{ hostname: string }>(
-        `select hostname from enrollment.devices where id = $1`,
-        [enrolled.deviceId],
-      );
-      expect(device!.hostname).toBe('laptop-01');
-      // The device's own token applies.
-      const own = createHash('sha256').update(enrolled.deviceToken).digest('hex');
-      expect(await store.consumeCode(write(own))).toBe('consumed');
-    });
-
-    it("changes nothing when the key is no longer the organization's", async () => {
-      const org = await organization(1);
-      await client.rotateEnrollmentKey({ orgId: org.orgId });
-      expect(await store.consumeCode(input(org))).toBe('key-invalid');
-      expect(await unspent(org.orgId)).toBe(1);
-      expect(await events(org.orgId)).toBe(0);
     });
   });
 

@@ -9,9 +9,10 @@ import type { Logger } from '@sts/logger/create-logger';
 import { EnrollmentServiceService } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
 import type { EnrollmentConfig } from './enrollment-config';
+import { ENROLLMENT_ENTITIES } from './enrollment-entities';
 import { enrollmentGrpcHandlers } from './enrollment-grpc-handlers';
 import { ENROLLMENT_MIGRATIONS, ENROLLMENT_SCHEMA } from './enrollment-migrations';
-import { MikroEnrollmentStore } from './mikro-enrollment-store';
+import { PostgresEnrollmentStore } from './postgres-enrollment-store';
 
 export type { RunningService } from '@sts/service-host/service-host';
 
@@ -25,7 +26,7 @@ export function startEnrollmentService(config: EnrollmentConfig, logger: Logger)
       name: 'enrollment',
       database: {
         schema: ENROLLMENT_SCHEMA,
-        entities: [],
+        entities: ENROLLMENT_ENTITIES,
         migrations: ENROLLMENT_MIGRATIONS,
         publishesEvents: true,
       },
@@ -34,7 +35,7 @@ export function startEnrollmentService(config: EnrollmentConfig, logger: Logger)
     },
     async (host) => {
       const service = new EnrollmentService(
-        new MikroEnrollmentStore(host.orm, () => host.wakeOutbox()),
+        new PostgresEnrollmentStore(host.orm, () => host.wakeOutbox()),
         {
           keyring: deriveEnrollmentKeyring(Buffer.from(config.ENROLLMENT_KEY_ENCRYPTION_KEY, 'base64')),
           eventSealingKey: Buffer.from(config.SECRET_SEALING_KEY, 'base64'),

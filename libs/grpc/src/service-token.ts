@@ -1,5 +1,6 @@
 import type { KeyObject } from 'node:crypto';
 import { decodeJwt, errors, jwtVerify, SignJWT } from 'jose';
+import { LRUCache } from 'lru-cache';
 import type { TrustedServiceKeys } from '@sts/config/service-keys';
 import type { ServiceName } from '@sts/vocabulary/services';
 
@@ -31,7 +32,9 @@ function assertEd25519(key: KeyObject, type: 'private' | 'public', what: string)
 
 /** Mints the tokens a service presents to others, one per audience, reused until near expiry. */
 export class ServiceTokenIssuer {
-  private readonly minted = new Map<ServiceName, { value: string; refreshAtMs: number }>();
+  /** The `authorization` value per audience, until a third of its lifetime is left. */
+  private readonly minted: LRUCache<ServiceName, string>;
+  /** Mints in flight, shared by the calls that need the token meanwhile. */
   private readonly pending = new Map<ServiceName, Promise<string>>();
 
   constructor(
@@ -41,12 +44,18 @@ export class ServiceTokenIssuer {
     private readonly now: () => number = Date.now,
   ) {
     assertEd25519(signingKey, 'private', 'SERVICE_SIGNING_KEY');
+    this.minted = new LRUCache({
+      max: 64,
+      ttl: TOKEN_LIFETIME_SECONDS * 1000 - REFRESH_WHEN_LEFT_MS,
+      perf: { now },
+      ttlResolution: 0,
+    });
   }
 
   /** The `authorization` value for a call to `audience`: the cached token, or a promise of a new one. */
   tokenFor(audience: ServiceName): string | Promise<string> {
     const cached = this.minted.get(audience);
-    if (cached && cached.refreshAtMs > this.now()) return cached.value;
+    if (cached !== undefined) return cached;
     let minting = this.pending.get(audience);
     if (!minting) {
       minting = this.mint(audience).finally(() => this.pending.delete(audience));
@@ -56,8 +65,7 @@ export class ServiceTokenIssuer {
   }
 
   private async mint(audience: ServiceName): Promise<string> {
-    const issuedAtMs = this.now();
-    const issuedAt = Math.floor(issuedAtMs / 1000);
+    const issuedAt = Math.floor(this.now() / 1000);
     const token = await new SignJWT({})
       .setProtectedHeader({ alg: ALGORITHM, typ: 'JWT' })
       .setIssuer(ISSUER)
@@ -67,10 +75,7 @@ export class ServiceTokenIssuer {
       .setExpirationTime(issuedAt + TOKEN_LIFETIME_SECONDS)
       .sign(this.signingKey);
     const value = `Bearer ${token}`;
-    this.minted.set(audience, {
-      value,
-      refreshAtMs: issuedAtMs + TOKEN_LIFETIME_SECONDS * 1000 - REFRESH_WHEN_LEFT_MS,
-    });
+    this.minted.set(audience, value);
     return value;
   }
 }
@@ -87,7 +92,8 @@ const VERIFIED_CACHE_LIMIT = 1_000;
  * until it expires, so the signature is checked once per token, not once per call.
  */
 export class ServiceTokenVerifier {
-  private readonly verified = new Map<string, { caller: ServiceName; expiresAtMs: number }>();
+  /** Verified tokens, each until it expires (bounded: the least recently used go first). */
+  private readonly verified: LRUCache<string, ServiceName>;
   private readonly allowed: ReadonlySet<ServiceName>;
 
   constructor(
@@ -98,6 +104,7 @@ export class ServiceTokenVerifier {
     private readonly now: () => number = Date.now,
   ) {
     this.allowed = new Set(allowedCallers);
+    this.verified = new LRUCache({ max: VERIFIED_CACHE_LIMIT, perf: { now }, ttlResolution: 0 });
     for (const caller of this.allowed) {
       const keys = trustedKeys.get(caller) ?? [];
       if (keys.length === 0)
@@ -113,10 +120,7 @@ export class ServiceTokenVerifier {
     }
     const token = authorization.slice('Bearer '.length);
     const known = this.verified.get(token);
-    if (known) {
-      if (known.expiresAtMs > this.now()) return { ok: true, caller: known.caller };
-      this.verified.delete(token);
-    }
+    if (known !== undefined) return { ok: true, caller: known };
     return this.verify(token);
   }
 
@@ -149,8 +153,9 @@ export class ServiceTokenVerifier {
         if (error instanceof errors.JWSSignatureVerificationFailed) continue;
         return { ok: false, reason: `invalid service token of ${caller} (${jwtFault(error)})` };
       }
-      if (this.verified.size >= VERIFIED_CACHE_LIMIT) this.verified.clear();
-      this.verified.set(token, { caller, expiresAtMs: (payload.exp ?? 0) * 1000 });
+      // Remembered until it expires (one accepted within the clock tolerance after is not remembered).
+      const leftMs = (payload.exp ?? 0) * 1000 - this.now();
+      if (leftMs > 0) this.verified.set(token, caller, { ttl: leftMs });
       return { ok: true, caller };
     }
     return { ok: false, reason: `invalid service token (not verified by a key of ${caller})` };

@@ -71,14 +71,6 @@ export interface IdentityRepositories {
   emit<Type extends EventType>(type: Type, data: EventData<Type>): Promise<void>;
 }
 
-/** Thrown by a store when a transaction lost a race on a unique key; the work may be retried. */
-export class UniqueConflict extends Error {
-  constructor(cause?: unknown) {
-    super('unique constraint conflict', { cause });
-    this.name = 'UniqueConflict';
-  }
-}
-
 export interface IdentityStore {
   /** Runs work in one transaction; events emitted inside are published only if it commits. */
   transaction<T>(work: (repositories: IdentityRepositories) => Promise<T>): Promise<T>;

@@ -1,3 +1,4 @@
+import { UniqueConflict } from '@sts/errors/unique-conflict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { hashSecret, openSealedSecret } from '@sts/crypto/secrets';
@@ -6,7 +7,7 @@ import type { ErrorCode } from '@sts/errors/error-code';
 import { DEFAULT_PAGE_SIZE } from '@sts/pagination/keyset-cursor';
 import type { Role } from '@sts/vocabulary/roles';
 import type { Caller, Principal } from './identity-model';
-import { UniqueConflict, type IdentityStore } from './identity-ports';
+import type { IdentityStore } from './identity-ports';
 import { IdentityService } from './identity-service';
 import { InMemoryIdentityStore, ManualClock, RecordingIds } from './test/in-memory-identity-store';
 
@@ -96,6 +97,13 @@ describe('IdentityService', () => {
       expect(blank.user.name).toBe('blank.name');
     });
 
+    it('calls a user "User" when neither the token’s name nor the e-mail’s local part is printable', async () => {
+      const caller = await login(userPrincipal('\u202e\u200b@example.com', { name: '\r\n' }));
+
+      expect(caller.user.name).toBe('User');
+      expect(caller.org.name).toBe("User's organization");
+    });
+
     it('creates a personal organization with the user as ORG_ADMIN and emits org.created', async () => {
       const caller = await login(userPrincipal('ada@example.com', { name: 'Ada Lovelace' }));
 
@@ -170,6 +178,26 @@ describe('IdentityService', () => {
       const [member] = await service.listMembers(first.org.id, firstPage);
       expect(member).toMatchObject({ email: 'ada.lovelace@example.com', name: 'Ada Lovelace' });
       expect(store.state.orgs.size).toBe(1);
+    });
+
+    it('refreshes a changed e-mail when the name is unchanged', async () => {
+      const first = await login(userPrincipal('ada@example.com', { name: 'Ada' }));
+
+      const second = await login(
+        userPrincipal('ada@example.com', { email: 'ada.lovelace@example.com', name: 'Ada' }),
+      );
+
+      expect(second.user).toEqual({ id: first.user.id, email: 'ada.lovelace@example.com', name: 'Ada' });
+      expect(store.state.users.get(first.user.id)?.email).toBe('ada.lovelace@example.com');
+    });
+
+    it('refreshes a changed name when the e-mail is unchanged', async () => {
+      const first = await login(userPrincipal('ada@example.com', { name: 'Ada' }));
+
+      const second = await login(userPrincipal('ada@example.com', { name: 'Ada Lovelace' }));
+
+      expect(second.user).toEqual({ id: first.user.id, email: 'ada@example.com', name: 'Ada Lovelace' });
+      expect(store.state.users.get(first.user.id)?.name).toBe('Ada Lovelace');
     });
 
     it('tells users apart by issuer and subject, not by e-mail', async () => {
@@ -376,6 +404,22 @@ describe('IdentityService', () => {
       ]);
     });
 
+    it('announces a change of role alone (member.updated with the new role)', async () => {
+      const admin = await login(userPrincipal('ada@example.com', { name: 'Ada' }));
+      const grace = await join(admin, 'grace@example.com', 'ANALYST');
+
+      await service.updateMember(admin.org.id, grace.memberId!, { role: 'APP_USER' });
+
+      expect(store.eventsOf('member.updated')).toEqual([
+        expect.objectContaining({
+          org_id: admin.org.id,
+          member_id: grace.memberId,
+          role: 'APP_USER',
+          dashboard_access: true,
+        }),
+      ]);
+    });
+
     it('gives a new user who accepted an invite only the inviting organization', async () => {
       const admin = await login(userPrincipal('ada@example.com'));
       const invite = await service.createInvite(
@@ -439,6 +483,34 @@ describe('IdentityService', () => {
 
       expect(grace.org.id).not.toBe(admin.org.id);
       expect(store.state.invites.get(invite.id)?.status).toBe('pending');
+    });
+
+    it('consumes an accepted invite for an address that is already a member, keeping the membership as it was', async () => {
+      const admin = await login(userPrincipal('ada@example.com', { name: 'Ada' }));
+      const grace = await join(admin, 'grace@example.com', 'ANALYST');
+      const invite = await service.createInvite(
+        admin.org.id,
+        'grace.hopper@example.com',
+        'ORG_ADMIN',
+        admin.memberId,
+      );
+      await service.acceptInvite(tokenOf(invite.id));
+      clock.advance(1_000);
+
+      // Grace's provider now gives her the invited address: she is the member the invite is for.
+      const again = await login(
+        userPrincipal('grace.hopper@example.com', { subject: userPrincipal('grace@example.com').subject }),
+      );
+
+      expect(again).toMatchObject({
+        user: { id: grace.user.id },
+        org: { id: admin.org.id },
+        memberId: grace.memberId,
+        role: 'ANALYST',
+      });
+      expect(store.state.invites.get(invite.id)?.status).toBe('joined');
+      expect([...store.state.members.values()].filter((m) => m.userId === grace.user.id)).toHaveLength(1);
+      expect(store.eventsOf('member.joined')).toHaveLength(1);
     });
   });
 
@@ -742,6 +814,46 @@ describe('IdentityService', () => {
       await expectCode(service.reserveOutboundEmail(b, 'victim@example.com'), 'RATE_LIMITED');
       clock.advance(24 * HOUR);
       await service.reserveOutboundEmail(b, 'victim@example.com');
+    });
+
+    it('counts all e-mails of a UTC day, whenever in the day they were sent, and starts afresh at midnight UTC', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      // The clock starts at noon UTC: one e-mail an hour until the quota is used up.
+      for (let n = 0; n < EMAILS_PER_DAY; n += 1) {
+        await service.reserveOutboundEmail(admin.org.id, `guest${n}@example.com`);
+        clock.advance(HOUR);
+      }
+      const midnight = Date.parse('2026-03-02T00:00:00.000Z');
+      clock.advance(midnight - clock.now().getTime() - 1);
+      await expectCode(service.reserveOutboundEmail(admin.org.id, 'late@example.com'), 'RATE_LIMITED');
+
+      clock.advance(1);
+      await service.reserveOutboundEmail(admin.org.id, 'late@example.com');
+    });
+
+    it('tells a refused sender which daily limit was reached and that it lasts for the UTC day', async () => {
+      const callers = [];
+      for (const who of ['a@example.org', 'b@example.org']) callers.push(await login(userPrincipal(who)));
+      const [a, b] = callers.map((caller) => caller.org.id) as [string, string];
+      for (let n = 0; n < EMAILS_PER_DAY; n += 1)
+        await service.reserveOutboundEmail(a, `guest${n}@example.com`);
+      for (let n = 0; n < EMAILS_PER_RECIPIENT; n += 1)
+        await service.reserveOutboundEmail(b, 'grace@example.com');
+
+      const ofOrg = await failure(service.reserveOutboundEmail(a, 'someone@example.com'));
+      expect(ofOrg.message).toContain(`this organization has sent its ${EMAILS_PER_DAY} e-mails`);
+      expect(ofOrg.message).toContain('today (UTC)');
+      const toRecipient = await failure(service.reserveOutboundEmail(b, 'Grace@example.com'));
+      expect(toRecipient.message).toContain(
+        `this organization has sent ${EMAILS_PER_RECIPIENT} e-mails to grace@example.com`,
+      );
+      expect(toRecipient.message).toContain('today (UTC); try again tomorrow');
+      // The third organization to write to Grace today hits the limit across all organizations.
+      const third = await login(userPrincipal('c@example.org'));
+      await service.reserveOutboundEmail(third.org.id, 'grace@example.com');
+      const allOrgs = await failure(service.reserveOutboundEmail(third.org.id, 'grace@example.com'));
+      expect(allOrgs.message).toContain('grace@example.com has been sent as many e-mails');
+      expect(allOrgs.message).toContain('today (UTC); try again tomorrow');
     });
 
     it('stores a lower-cased pending invite that expires after the TTL and seals its token in invite.created', async () => {

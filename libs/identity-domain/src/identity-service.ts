@@ -1,4 +1,5 @@
 import { AppError } from '@sts/errors/app-error';
+import { UniqueConflict } from '@sts/errors/unique-conflict';
 import { generateSecret, hashSecret, sealSecret } from '@sts/crypto/secrets';
 import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { NAME_MAX_LENGTH, plainTextLine } from '@sts/vocabulary/plain-text';
@@ -13,14 +14,7 @@ import {
   type Principal,
 } from './identity-model';
 import type { Role } from '@sts/vocabulary/roles';
-import {
-  UniqueConflict,
-  type Clock,
-  type IdGenerator,
-  type IdentityRepositories,
-  type IdentityStore,
-  type UserSnapshot,
-} from './identity-ports';
+import type { Clock, IdGenerator, IdentityRepositories, IdentityStore, UserSnapshot } from './identity-ports';
 
 export interface IdentitySettings {
   inviteTtlHours: number;

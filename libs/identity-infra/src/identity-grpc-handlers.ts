@@ -1,42 +1,17 @@
 import { invalidField } from '@sts/errors/app-error';
+import { ROLE_FROM_PROTO, ROLE_TO_PROTO } from '@sts/grpc/proto-enums';
+import { enumFrom, requireEmail, requirePresent, requireText, requireUuid } from '@sts/grpc/request-checks';
 import type { AsyncHandlers } from '@sts/grpc/service-types';
-import type { Role } from '@sts/vocabulary/roles';
 import type { Invite, Member, Organization, Principal } from '@sts/identity-domain/identity-model';
 import type { IdentityService } from '@sts/identity-domain/identity-service';
 import { toPage, toPageRequest } from '@sts/pagination/keyset-cursor';
-import {
-  Role as ProtoRole,
-  type IdentityServiceService,
-  type Invite as ProtoInvite,
-  type Member as ProtoMember,
-  type Organization as ProtoOrganization,
-  type ResolveCallerRequest,
+import type {
+  IdentityServiceService,
+  Invite as ProtoInvite,
+  Member as ProtoMember,
+  Organization as ProtoOrganization,
+  ResolveCallerRequest,
 } from '@sts/proto/gen/identity/v1/identity';
-import { z } from 'zod';
-
-const ROLE_FROM_PROTO: Partial<Record<ProtoRole, Role>> = {
-  [ProtoRole.ROLE_ORG_ADMIN]: 'ORG_ADMIN',
-  [ProtoRole.ROLE_ANALYST]: 'ANALYST',
-  [ProtoRole.ROLE_APP_USER]: 'APP_USER',
-};
-const ROLE_TO_PROTO: Record<Role, ProtoRole> = {
-  ORG_ADMIN: ProtoRole.ROLE_ORG_ADMIN,
-  ANALYST: ProtoRole.ROLE_ANALYST,
-  APP_USER: ProtoRole.ROLE_APP_USER,
-};
-
-function roleFromProto(role: ProtoRole, field = 'role'): Role {
-  const mapped = ROLE_FROM_PROTO[role];
-  if (!mapped) throw invalidField(field, 'must be ORG_ADMIN, ANALYST or APP_USER');
-  return mapped;
-}
-
-function requireId(value: string, path: string): string {
-  if (!value) throw invalidField(path, 'is required');
-  return value;
-}
-
-const emailSchema = z.email().max(254);
 
 function toProtoMember(member: Member): ProtoMember {
   return {
@@ -65,25 +40,25 @@ function toProtoOrganization(org: Organization): ProtoOrganization {
 }
 
 function principalFrom(request: ResolveCallerRequest): Principal {
-  const principal = request.principal;
-  if (!principal) throw invalidField('principal', 'is required');
+  const principal = requirePresent(request.principal, 'principal');
   switch (principal.$case) {
     case 'user':
       return {
         kind: 'user',
-        issuer: requireId(principal.value.issuer, 'user.issuer'),
-        subject: requireId(principal.value.subject, 'user.subject'),
-        email: requireId(principal.value.email, 'user.email'),
+        issuer: requireText(principal.value.issuer, 'user.issuer'),
+        subject: requireText(principal.value.subject, 'user.subject'),
+        email: requireText(principal.value.email, 'user.email'),
         emailVerified: principal.value.emailVerified,
         name: principal.value.name || principal.value.email,
       };
     case 'client':
       return {
         kind: 'client',
-        issuer: requireId(principal.value.issuer, 'client.issuer'),
-        subject: requireId(principal.value.subject, 'client.subject'),
-        orgId: requireId(principal.value.orgId, 'client.org_id'),
-        role: roleFromProto(principal.value.role, 'client.role'),
+        issuer: requireText(principal.value.issuer, 'client.issuer'),
+        subject: requireText(principal.value.subject, 'client.subject'),
+        // The token's claim, not our context: an organization we do not know is the domain's UNAUTHENTICATED.
+        orgId: requireText(principal.value.orgId, 'client.org_id'),
+        role: enumFrom(ROLE_FROM_PROTO, principal.value.role, 'client.role'),
       };
   }
 }
@@ -102,8 +77,9 @@ export function identityGrpcHandlers(service: IdentityService): AsyncHandlers<ty
       };
     },
     listMembers: async (request) => {
+      const orgId = requireText(request.orgId, 'org_id');
       const page = toPageRequest(request.limit, request.cursor);
-      const rows = await service.listMembers(requireId(request.orgId, 'org_id'), page);
+      const rows = await service.listMembers(orgId, page);
       const { items, nextCursor } = toPage(rows, page.limit, (m) => ({
         at: m.joinedAt.toISOString(),
         id: m.id,
@@ -114,26 +90,24 @@ export function identityGrpcHandlers(service: IdentityService): AsyncHandlers<ty
       if (request.role === undefined && request.dashboardAccess === undefined) {
         throw invalidField('body', 'must set role or dashboard_access');
       }
-      const member = await service.updateMember(
-        requireId(request.orgId, 'org_id'),
-        requireId(request.memberId, 'member_id'),
-        {
-          role: request.role === undefined ? undefined : roleFromProto(request.role),
-          dashboardAccess: request.dashboardAccess,
-        },
-      );
+      const orgId = requireText(request.orgId, 'org_id');
+      const role = request.role === undefined ? undefined : enumFrom(ROLE_FROM_PROTO, request.role, 'role');
+      const memberId = requireUuid(request.memberId, 'MEMBER_NOT_FOUND');
+      const member = await service.updateMember(orgId, memberId, {
+        role,
+        dashboardAccess: request.dashboardAccess,
+      });
       return { member: toProtoMember(member) };
     },
     removeMember: async (request) => {
-      await service.removeMember(
-        requireId(request.orgId, 'org_id'),
-        requireId(request.memberId, 'member_id'),
-      );
+      const orgId = requireText(request.orgId, 'org_id');
+      await service.removeMember(orgId, requireUuid(request.memberId, 'MEMBER_NOT_FOUND'));
       return {};
     },
     listInvites: async (request) => {
+      const orgId = requireText(request.orgId, 'org_id');
       const page = toPageRequest(request.limit, request.cursor);
-      const rows = await service.listInvites(requireId(request.orgId, 'org_id'), page);
+      const rows = await service.listInvites(orgId, page);
       const { items, nextCursor } = toPage(rows, page.limit, (i) => ({
         at: i.createdAt.toISOString(),
         id: i.id,
@@ -141,36 +115,31 @@ export function identityGrpcHandlers(service: IdentityService): AsyncHandlers<ty
       return { invites: items.map(toProtoInvite), nextCursor };
     },
     createInvite: async (request) => {
-      const email = emailSchema.safeParse(request.email);
-      if (!email.success) throw invalidField('email', 'must be an e-mail address');
-      const invite = await service.createInvite(
-        requireId(request.orgId, 'org_id'),
-        email.data,
-        roleFromProto(request.role),
-        request.invitedByMemberId || null,
-      );
+      const orgId = requireText(request.orgId, 'org_id');
+      const email = requireEmail(request.email, 'email');
+      const role = enumFrom(ROLE_FROM_PROTO, request.role, 'role');
+      const invite = await service.createInvite(orgId, email, role, request.invitedByMemberId || null);
       return { invite: toProtoInvite(invite) };
     },
     revokeInvite: async (request) => {
-      await service.revokeInvite(
-        requireId(request.orgId, 'org_id'),
-        requireId(request.inviteId, 'invite_id'),
-      );
+      const orgId = requireText(request.orgId, 'org_id');
+      await service.revokeInvite(orgId, requireUuid(request.inviteId, 'INVITE_NOT_FOUND'));
       return {};
     },
     acceptInvite: async (request) => {
-      const { invite, org } = await service.acceptInvite(requireId(request.token, 'token'));
+      // The token is a credential: the domain judges it, an empty one included (INVITE_TOKEN_INVALID).
+      const { invite, org } = await service.acceptInvite(request.token);
       return { invite: toProtoInvite(invite), org: toProtoOrganization(org) };
     },
     reserveOutboundEmail: async (request) => {
-      const email = emailSchema.safeParse(request.email.trim());
-      if (!email.success) throw invalidField('email', 'must be an e-mail address');
-      return service.reserveOutboundEmail(requireId(request.orgId, 'org_id'), email.data);
+      const orgId = requireText(request.orgId, 'org_id');
+      return service.reserveOutboundEmail(orgId, requireEmail(request.email, 'email'));
     },
     releaseOutboundEmail: async (request) => {
+      // Not requireUuid: a reservation that is not ours is nothing to give back, not an error.
       await service.releaseOutboundEmail(
-        requireId(request.orgId, 'org_id'),
-        requireId(request.reservationId, 'reservation_id'),
+        requireText(request.orgId, 'org_id'),
+        requireText(request.reservationId, 'reservation_id'),
       );
       return {};
     },

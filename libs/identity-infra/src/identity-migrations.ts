@@ -92,9 +92,8 @@ class OutboxTraceContext extends Migration {
 /**
  * E-mails to outsiders (invites and e-mailed enrollment codes), one row each, for the daily quota per
  * organization that both kinds share and the daily limit per recipient. The recipient is a SHA-256 of
- * the lower-cased address; rows of past days go with the organization's next e-mail. `invite_quota` is
- * no longer written; it stays while replicas of the previous release may still count in it, and a later
- * migration drops it (the day of the upgrade starts with fresh counts).
+ * the lower-cased address; rows of past days go with the organization's next e-mail. It replaced
+ * `invite_quota`, which 0007 drops once no replica of the release before it counts there.
  */
 class OutboundEmails extends Migration {
   override up(): void {
@@ -124,6 +123,13 @@ class OutboundEmailsByRecipient extends Migration {
   }
 }
 
+/** `invite_quota` has been neither written nor read since 0005 (outbound_emails counts invites). */
+class DropInviteQuota extends Migration {
+  override up(): void {
+    this.addSql(`drop table if exists identity.invite_quota;`);
+  }
+}
+
 export const IDENTITY_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_identity_schema', class: InitialIdentitySchema },
   { name: '0002_outbox_dead_letter', class: OutboxDeadLetter },
@@ -131,4 +137,5 @@ export const IDENTITY_MIGRATIONS: MigrationEntry[] = [
   { name: '0004_outbox_trace_context', class: OutboxTraceContext },
   { name: '0005_outbound_emails', class: OutboundEmails },
   { name: '0006_outbound_emails_by_recipient', class: OutboundEmailsByRecipient },
+  { name: '0007_drop_invite_quota', class: DropInviteQuota },
 ];

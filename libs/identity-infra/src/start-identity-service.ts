@@ -8,7 +8,7 @@ import type { IdentityConfig } from './identity-config';
 import { IDENTITY_ENTITIES } from './identity-entities';
 import { identityGrpcHandlers } from './identity-grpc-handlers';
 import { IDENTITY_MIGRATIONS, IDENTITY_SCHEMA } from './identity-migrations';
-import { MikroIdentityStore } from './mikro-identity-store';
+import { PostgresIdentityStore } from './postgres-identity-store';
 
 export type { RunningService } from '@sts/service-host/service-host';
 
@@ -28,7 +28,7 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
     },
     async (host) => {
       const service = new IdentityService(
-        new MikroIdentityStore(host.orm, () => host.wakeOutbox()),
+        new PostgresIdentityStore(host.orm, () => host.wakeOutbox()),
         {
           inviteTtlHours: config.INVITE_TTL_HOURS,
           emailsPerOrgPerDay: config.OUTBOUND_EMAILS_PER_ORG_PER_DAY,

@@ -66,6 +66,19 @@ describe('alert delivery policy', () => {
     expect(total / 3_600_000).toBeLessThan(30);
   });
 
+  it('never lets a short Retry-After (1 s, or 0) cut the schedule short', () => {
+    const retry = { outcome: 'retry' as const, error: 'HTTP 429' };
+    for (const retryAfterMs of [1_000, 0]) {
+      expect(nextAttemptAt(2, { ...retry, retryAfterMs }, now, () => 0.5)).toEqual(
+        new Date(now.getTime() + 5 * 60_000),
+      );
+      // The earliest the jitter allows: still 4 minutes, not the receiver's second.
+      expect(nextAttemptAt(2, { ...retry, retryAfterMs }, now, () => 0)).toEqual(
+        new Date(now.getTime() + 4 * 60_000),
+      );
+    }
+  });
+
   it('signs as Standard Webhooks says, with both secrets during a rotation', () => {
     const current = `whsec_${Buffer.alloc(32, 1).toString('base64')}`;
     const previous = `whsec_${Buffer.alloc(32, 2).toString('base64')}`;

@@ -1,5 +1,6 @@
 import { NAME_MAX_LENGTH, plainTextLine } from '@sts/vocabulary/plain-text';
-import { escapeHtml, formatUtc, headerSafe, PRODUCT_NAME, shellArg } from './email-format';
+import { formatUtc, headerSafe, PRODUCT_NAME, shellArg } from './email-format';
+import { escapeHtml } from '@sts/vocabulary/html';
 import { trimSlashes } from '@sts/vocabulary/urls';
 import type { OutgoingEmail } from './notification-model';
 

@@ -1,4 +1,5 @@
-import { escapeHtml, headerSafe } from './email-format';
+import { headerSafe } from './email-format';
+import { escapeHtml } from '@sts/vocabulary/html';
 import { inviteAcceptUrl, renderInviteEmail, type InviteEmailInput } from './invite-email';
 
 const input: InviteEmailInput = {

@@ -1,6 +1,7 @@
 import type { EventData } from '@sts/events/event-catalogue';
 import { NAME_MAX_LENGTH, plainTextLine } from '@sts/vocabulary/plain-text';
-import { escapeHtml, formatUtc, headerSafe, PRODUCT_NAME } from './email-format';
+import { formatUtc, headerSafe, PRODUCT_NAME } from './email-format';
+import { escapeHtml } from '@sts/vocabulary/html';
 import { trimSlashes } from '@sts/vocabulary/urls';
 import type { OutgoingEmail } from './notification-model';
 

@@ -1,8 +1,7 @@
 import { openSealedSecret } from '@sts/crypto/secrets';
 import { UnprocessableEventError } from '@sts/events/unprocessable-event';
-import { SEALING_CONTEXTS, parseEventData, type DomainEvent } from '@sts/events/event-catalogue';
+import { SEALING_CONTEXTS, type DomainEvent } from '@sts/events/event-catalogue';
 import { EVENT_CONSUMERS } from '@sts/events/event-consumers';
-import type { EventEnvelope } from '@sts/events/event-envelope';
 import type { EventResult } from '@sts/events/event-result';
 import { deviceDisabledMessage, threatDetectedMessage, deviceEnrolledMessage } from './device-messages';
 import { renderEnrollmentCodeEmail } from './enrollment-code-email';
@@ -40,23 +39,6 @@ export type NotificationEvent = { [Type in NotificationEventType]: DomainEvent<T
 export type FeedEvent = Extract<NotificationEvent, { type: (typeof FEED_EVENT_TYPES)[number] }>;
 
 export type EventOutcome = 'applied' | 'duplicate';
-
-export function isNotificationEventType(type: string): type is NotificationEventType {
-  return (NOTIFICATION_EVENT_TYPES as readonly string[]).includes(type);
-}
-
-/**
- * Narrows an envelope to a subscribed event with validated data; null for other types (a stream
- * may carry types this service does not handle). Throws a ZodError when the data does not match.
- */
-export function toNotificationEvent(envelope: EventEnvelope): NotificationEvent | null {
-  if (!isNotificationEventType(envelope.type)) return null;
-  return {
-    ...envelope,
-    type: envelope.type,
-    data: parseEventData(envelope.type, envelope.data),
-  } as NotificationEvent;
-}
 
 /** The feed item an event becomes. Exhaustive over the feed's event types. */
 function feedItemOf(event: FeedEvent): { type: NotificationType; message: string } {
@@ -214,13 +196,15 @@ export class NotificationEventHandler {
       // The feed item takes the event's id (one item per event) and the time it enters the feed,
       // not the time of the event: read-all marks what was in the feed when the user pressed it,
       // so an event that arrives late must not be hidden by an earlier read-all.
+      // A batch shares one clock reading; its items are a millisecond apart (the last at now) so the
+      // feed, newest first by time, keeps the stream's order (a tie would fall to the random ids).
       const createdAt = this.clock.now();
-      const items = events
-        .filter((_event, index) => applied[index])
-        .map((event) => {
-          const { type, message } = feedItemOf(event);
-          return { id: event.id, orgId: event.data.org_id, type, message, createdAt };
-        });
+      const fresh = events.filter((_event, index) => applied[index]);
+      const items = fresh.map((event, index) => {
+        const { type, message } = feedItemOf(event);
+        const at = new Date(createdAt.getTime() - (fresh.length - 1 - index));
+        return { id: event.id, orgId: event.data.org_id, type, message, createdAt: at };
+      });
       await repos.insertFeedItems(items);
       // One delivery per endpoint of the organization, for every threat of the batch: endpoints read
       // once per organization, deliveries written in one statement.

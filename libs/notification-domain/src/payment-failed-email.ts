@@ -1,4 +1,5 @@
-import { escapeHtml, formatUtc, headerSafe, PRODUCT_NAME } from './email-format';
+import { formatUtc, headerSafe, PRODUCT_NAME } from './email-format';
+import { escapeHtml } from '@sts/vocabulary/html';
 import { trimSlashes } from '@sts/vocabulary/urls';
 import { formatMoney } from '@sts/vocabulary/money';
 import type { OutgoingEmail } from './notification-model';

@@ -4,29 +4,30 @@ import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { loadConfig } from '@sts/config/load-config';
 import { AppError } from '@sts/errors/app-error';
 import type { DomainEvent } from '@sts/events/event-catalogue';
 import { newEnvelope } from '@sts/events/event-envelope';
+import { eventsStreamName } from '@sts/events/subjects';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
 import { createLogger } from '@sts/logger/create-logger';
 import { createEventPublisher, type EventPublisher } from '@sts/nats/event-publisher';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notification';
+import { consumerCaughtUp } from '@sts/testing/consumer-progress';
 import { eventually } from '@sts/testing/eventually';
 import {
   startHttpsReceiver,
   testCertificateAuthority,
   type HttpsReceiver,
   type ReceivedRequest,
-} from '@sts/testing/https-receiver';
+} from '@sts/stand-ins/https-receiver';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { testServiceAuth } from '@sts/testing/service-auth';
-import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
+import { startSmtpSink, type SmtpSink } from '@sts/stand-ins/smtp-sink';
 import { notificationEnvSchema } from './notification-config';
 import { startNotificationService, type RunningService } from './start-notification-service';
 
@@ -82,6 +83,17 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
   /** Time passes: the delivery's next attempt is due now. */
   const dueNow = (deliveryId: string) =>
     db.query('update notification.alert_deliveries set next_attempt_at = now() where id = $1', [deliveryId]);
+  /** Until no delivery of the endpoint is pending: each scheduled one has been attempted and recorded. */
+  const settledAt = (endpointId: string) =>
+    eventually(
+      async () =>
+        (
+          await db.query(
+            "select 1 from notification.alert_deliveries where endpoint_id = $1 and status = 'pending'",
+            [endpointId],
+          )
+        ).rowCount === 0,
+    );
 
   beforeAll(async () => {
     database = await createTestDatabase('alerts');
@@ -180,9 +192,15 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
       attempts: 1,
       lastResponseCode: 200,
     });
-    // The same event again (a redelivery): nothing more is sent.
-    await nats.js.publish(`${namespace}.events.threat.detected`, JSON.stringify(event));
-    await sleep(1_500);
+    // The same event again (a redelivery): nothing more is scheduled or sent. Proved once the feed's
+    // consumer has acknowledged the copy (what it scheduled is committed by then) and nothing is pending.
+    const copy = await nats.js.publish(`${namespace}.events.threat.detected`, JSON.stringify(event));
+    await eventually(() => consumerCaughtUp(nats.jsm, eventsStreamName(namespace), 'notification', copy.seq));
+    await settledAt(first.endpoint!.id);
+    expect(
+      (await client.listAlertDeliveries({ orgId: orgA, endpointId: first.endpoint!.id, limit: 0 }))
+        .deliveries,
+    ).toHaveLength(1);
     expect(at('/a1')).toHaveLength(1);
   });
 
@@ -256,10 +274,16 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
       [orgId, endpoint!.id],
     );
     await eventually(() => at('/pair').length >= 30 || undefined);
-    await sleep(1_500);
+    await settledAt(endpoint!.id);
+    // Both processes stopped (each waits for its attempts in flight): every request they made has arrived.
+    client.close();
+    for (const service of services.splice(0)) await service.stop();
     const ids = at('/pair').map((request) => request.headers['webhook-id']);
     expect(ids).toHaveLength(30);
     expect(new Set(ids)).toEqual(new Set(rows.map(({ id }) => id)));
+    // Two processes again for what follows.
+    client = clientOf(await start());
+    await start();
   });
 
   it('allows an endpoint three test messages a minute, counted across processes, then RATE_LIMITED', async () => {
@@ -304,11 +328,11 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
       description: '',
     });
     const id = randomUUID();
-    // As a worker leaves it when it dies mid-attempt: claimed, leased for 2 more seconds, not recorded.
+    // As a worker leaves it when it dies mid-attempt: claimed, leased for 4 more seconds, not recorded.
     await db.query(
       `insert into notification.alert_deliveries
          (id, org_id, endpoint_id, event_type, body, status, attempts, next_attempt_at, locked_until, created_at)
-       values ($1, $2, $3, 'alert.test', $4, 'pending', 0, now(), now() + interval '2 seconds', now())`,
+       values ($1, $2, $3, 'alert.test', $4, 'pending', 0, now(), now() + interval '4 seconds', now())`,
       [
         id,
         orgId,
@@ -316,9 +340,24 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
         JSON.stringify({ id, type: 'alert.test', created_at: new Date().toISOString(), data: {} }),
       ],
     );
-    await sleep(1_200);
+    // While the lease holds, a worker's pass that takes a later delivery leaves this one alone: a test
+    // message to another endpoint, scheduled after it, is delivered while it is still unclaimed.
+    const { endpoint: later } = await client.createAlertEndpoint({
+      orgId,
+      url: `${receiver.url}/orphan-later`,
+      description: '',
+    });
+    await client.sendTestAlert({ orgId, endpointId: later!.id });
+    await eventually(() => at('/orphan-later').length === 1 || undefined);
+    await settledAt(later!.id);
+    const { rows } = await db.query(
+      `select attempts, lease_token, locked_until > now() as leased
+       from notification.alert_deliveries where id = $1`,
+      [id],
+    );
+    expect(rows).toEqual([{ attempts: 0, lease_token: null, leased: true }]);
     expect(at('/orphan')).toHaveLength(0);
-    await eventually(() => at('/orphan').length === 1 || undefined, 5_000);
+    await eventually(() => at('/orphan').length === 1 || undefined, 10_000);
     expect(at('/orphan')[0]!.headers['webhook-id']).toBe(id);
   });
 
@@ -361,7 +400,14 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
       .deliveries;
     expect(failed).toMatchObject({ status: 'failed', attempts: 1, lastResponseCode: 503 });
 
-    // While disabled, alerts are not sent to it.
+    // While disabled, alerts are not sent to it. The same alert goes to an enabled endpoint of the
+    // organization, scheduled in the same transaction: once that one is delivered, a worker's pass has
+    // seen whatever was scheduled for the disabled one, and left it unclaimed.
+    const { endpoint: enabledOne } = await client.createAlertEndpoint({
+      orgId,
+      url: `${receiver.url}/alive`,
+      description: '',
+    });
     const attemptsBefore = at(dying).length;
     await publish(threatDetected(orgId));
     await eventually(
@@ -369,7 +415,14 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
         (await client.listNotifications({ orgId, userId: 'admin', limit: 0, cursor: '', unreadOnly: false }))
           .notifications.length === 2 || undefined,
     );
-    await sleep(1_200);
+    await eventually(() => at('/alive').length === 1 || undefined);
+    await settledAt(enabledOne!.id);
+    const { rows: claimedWhileDisabled } = await db.query(
+      `select id from notification.alert_deliveries
+       where endpoint_id = $1 and id <> $2 and (attempts > 0 or lease_token is not null)`,
+      [endpoint!.id, failed!.id],
+    );
+    expect(claimedWhileDisabled).toEqual([]);
     expect(at(dying)).toHaveLength(attemptsBefore);
 
     receiver.behave(() => ({ status: 200 }));
@@ -470,7 +523,8 @@ describe('alert deliveries (PostgreSQL, NATS, HTTPS receivers)', () => {
     const [row] = (await client.listAlertDeliveries({ orgId, endpointId: endpoint!.id, limit: 0 }))
       .deliveries;
     expect(row).toMatchObject({ id, status: 'delivered' });
-    await sleep(1_000);
+    // The process stopped (it waits for its attempts in flight): every request it made has arrived.
+    for (const service of services.splice(0)) await service.stop();
     expect(at('/crash')).toHaveLength(2);
     receiver.behave(() => ({ status: 200 }));
   }, 30_000);

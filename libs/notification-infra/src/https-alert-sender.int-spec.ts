@@ -3,7 +3,7 @@ import {
   testCertificateAuthority,
   type HttpsReceiver,
   type TestCertificateAuthority,
-} from '@sts/testing/https-receiver';
+} from '@sts/stand-ins/https-receiver';
 import { judgeAttempt } from '@sts/notification-domain/alert-delivery-policy';
 import { httpsAlertSender, isForbiddenAddress } from './https-alert-sender';
 

@@ -1,7 +1,6 @@
-import { AppError } from '@sts/errors/app-error';
+import { requireText, requireUuid } from '@sts/grpc/request-checks';
 import type { AsyncHandlers } from '@sts/grpc/service-types';
 import { toPage, toPageRequest } from '@sts/pagination/keyset-cursor';
-import { isUuid } from '@sts/vocabulary/identifiers';
 import type { Notification } from '@sts/notification-domain/notification-model';
 import type { NotificationService } from '@sts/notification-domain/notification-service';
 import type {
@@ -28,15 +27,12 @@ function toProto(notification: Notification): ProtoNotification {
   };
 }
 
-/** The feed's scope: both ids are required (the gateway always sends them). */
+/**
+ * The feed's scope: both ids are required (the gateway always sends them, from the caller's context).
+ * Not requireUuidField: the feed keys them as text, and client principals' user ids are not UUIDs.
+ */
 function scopeOf(request: { orgId: string; userId: string }): { orgId: string; userId: string } {
-  const fields = [
-    ...(request.orgId.trim() ? [] : [{ path: 'org_id', message: 'required' }]),
-    ...(request.userId.trim() ? [] : [{ path: 'user_id', message: 'required' }]),
-  ];
-  if (fields.length > 0)
-    throw new AppError('VALIDATION_FAILED', 'org_id and user_id are required', { fields });
-  return { orgId: request.orgId, userId: request.userId };
+  return { orgId: requireText(request.orgId, 'org_id'), userId: requireText(request.userId, 'user_id') };
 }
 
 /**
@@ -60,48 +56,46 @@ export function notificationGrpcHandlers(
     },
     markRead: async (request) => {
       const scope = scopeOf(request);
-      // Not one of our ids: it cannot name a notification (and must not reach SQL as a uuid).
-      if (!isUuid(request.notificationId)) throw new AppError('NOTIFICATION_NOT_FOUND');
       const notification = await service.markRead({
         orgId: scope.orgId,
         userId: scope.userId,
-        notificationId: request.notificationId,
+        notificationId: requireUuid(request.notificationId, 'NOTIFICATION_NOT_FOUND'),
       });
       return { notification: toProto(notification) };
     },
     markAllRead: async (request) => ({ marked: await service.markAllRead(scopeOf(request)) }),
     listAlertEndpoints: async (request) => {
-      const orgId = orgOf(request);
+      const orgId = requireText(request.orgId, 'org_id');
       return { endpoints: (await alerts.list(orgId)).map(endpointToProto) };
     },
     createAlertEndpoint: async (request) => {
-      const orgId = orgOf(request);
+      const orgId = requireText(request.orgId, 'org_id');
       const url = validAlertUrl(request.url);
       const description = validAlertDescription(request.description);
       const { endpoint, secret } = await alerts.create(orgId, url, description);
       return { endpoint: endpointToProto(endpoint), secret };
     },
     deleteAlertEndpoint: async (request) => {
-      const orgId = orgOf(request);
-      // Not one of our ids: it cannot name an endpoint (and must not reach SQL as a uuid).
-      if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
-      await alerts.delete(orgId, request.endpointId);
+      const orgId = requireText(request.orgId, 'org_id');
+      await alerts.delete(orgId, requireUuid(request.endpointId, 'ALERT_ENDPOINT_NOT_FOUND'));
       return {};
     },
     sendTestAlert: async (request) => {
-      const orgId = orgOf(request);
-      if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
-      return { delivery: deliveryToProto(await alerts.sendTest(orgId, request.endpointId)) };
+      const orgId = requireText(request.orgId, 'org_id');
+      const endpointId = requireUuid(request.endpointId, 'ALERT_ENDPOINT_NOT_FOUND');
+      return { delivery: deliveryToProto(await alerts.sendTest(orgId, endpointId)) };
     },
     enableAlertEndpoint: async (request) => {
-      const orgId = orgOf(request);
-      if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
-      return { endpoint: endpointToProto(await alerts.enable(orgId, request.endpointId)) };
+      const orgId = requireText(request.orgId, 'org_id');
+      const endpointId = requireUuid(request.endpointId, 'ALERT_ENDPOINT_NOT_FOUND');
+      return { endpoint: endpointToProto(await alerts.enable(orgId, endpointId)) };
     },
     rotateAlertSecret: async (request) => {
-      const orgId = orgOf(request);
-      if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
-      const rotated = await alerts.rotateSecret(orgId, request.endpointId);
+      const orgId = requireText(request.orgId, 'org_id');
+      const rotated = await alerts.rotateSecret(
+        orgId,
+        requireUuid(request.endpointId, 'ALERT_ENDPOINT_NOT_FOUND'),
+      );
       return {
         endpoint: endpointToProto(rotated.endpoint),
         secret: rotated.secret,
@@ -109,22 +103,13 @@ export function notificationGrpcHandlers(
       };
     },
     listAlertDeliveries: async (request) => {
-      const orgId = orgOf(request);
-      if (!isUuid(request.endpointId)) throw new AppError('ALERT_ENDPOINT_NOT_FOUND');
+      const orgId = requireText(request.orgId, 'org_id');
+      const endpointId = requireUuid(request.endpointId, 'ALERT_ENDPOINT_NOT_FOUND');
       const { limit } = toPageRequest(request.limit, '');
-      const deliveries = await alerts.deliveries(orgId, request.endpointId, limit);
+      const deliveries = await alerts.deliveries(orgId, endpointId, limit);
       return { deliveries: deliveries.map(deliveryToProto) };
     },
   };
-}
-
-function orgOf(request: { orgId: string }): string {
-  if (!request.orgId.trim()) {
-    throw new AppError('VALIDATION_FAILED', 'org_id is required', {
-      fields: [{ path: 'org_id', message: 'required' }],
-    });
-  }
-  return request.orgId;
 }
 
 function endpointToProto(endpoint: AlertEndpoint): ProtoAlertEndpoint {

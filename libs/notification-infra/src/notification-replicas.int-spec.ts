@@ -2,29 +2,34 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { loadConfig } from '@sts/config/load-config';
 import { sealSecret } from '@sts/crypto/secrets';
 import { SEALING_CONTEXTS } from '@sts/events/event-catalogue';
 import { newEnvelope } from '@sts/events/event-envelope';
+import { eventsStreamName } from '@sts/events/subjects';
 import { createLogger } from '@sts/logger/create-logger';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notification';
+import { consumerCaughtUp } from '@sts/testing/consumer-progress';
 import { eventually } from '@sts/testing/eventually';
 import {
   startHttpsReceiver,
   testCertificateAuthority,
   type HttpsReceiver,
-} from '@sts/testing/https-receiver';
+} from '@sts/stand-ins/https-receiver';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { testServiceAuth } from '@sts/testing/service-auth';
-import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
+import { startSmtpSink, type SmtpSink } from '@sts/stand-ins/smtp-sink';
 import { notificationEnvSchema } from './notification-config';
-import { startNotificationService, type RunningService } from './start-notification-service';
+import {
+  NOTIFICATION_EMAIL_CONSUMER,
+  startNotificationService,
+  type RunningService,
+} from './start-notification-service';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const FEED_EVENTS = 300;
@@ -129,8 +134,16 @@ describe('notification replicas (PostgreSQL, NATS, SMTP)', () => {
           sink.messages.length >= INVITES,
         30_000,
       );
-      // Time for any double effect to show.
-      await sleep(500);
+      // Both consumers have acknowledged every message, copies included (each after its effect
+      // committed and its mail was sent): any double effect has shown by now.
+      await eventually(async () => {
+        const caughtUp = await Promise.all(
+          ['notification', NOTIFICATION_EMAIL_CONSUMER].map((consumer) =>
+            consumerCaughtUp(nats.jsm, eventsStreamName(namespace), consumer),
+          ),
+        );
+        return caughtUp.every(Boolean);
+      }, 30_000);
       expect(await count('select count(*) as n from notification.feed_items')).toBe(FEED_EVENTS);
       expect(await count('select count(distinct id) as n from notification.feed_items')).toBe(FEED_EVENTS);
       expect(sink.messages.map((mail) => mail.envelope.to.join(',')).sort()).toEqual(
@@ -200,8 +213,23 @@ describe('notification replicas (PostgreSQL, NATS, SMTP)', () => {
           })
           .sort();
       await eventually(() => received().length >= expected.length, 20_000);
-      // Time for any second delivery to show.
-      await sleep(1_000);
+      // Any second delivery has shown once the feed's consumer acknowledged every copy (what it
+      // scheduled is committed), nothing is pending, and both replicas stopped (each waits for its
+      // attempts in flight).
+      await eventually(() => consumerCaughtUp(nats.jsm, eventsStreamName(namespace), 'notification'), 20_000);
+      const db = new Client({ connectionString: database.url });
+      await db.connect();
+      try {
+        await eventually(
+          async () =>
+            (await db.query("select 1 from notification.alert_deliveries where status = 'pending' limit 1"))
+              .rowCount === 0,
+          20_000,
+        );
+      } finally {
+        await db.end();
+      }
+      for (const replica of replicas) await replica.stop();
       expect(received()).toEqual(expected);
       const deliveryIds = receiver.requests.map((request) => request.headers['webhook-id']);
       expect(new Set(deliveryIds).size).toBe(deliveryIds.length);

@@ -16,7 +16,7 @@ import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notif
 import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
-import { startSmtpSink, type ReceivedMail, type SmtpSink } from '@sts/testing/smtp-sink';
+import { startSmtpSink, type ReceivedMail, type SmtpSink } from '@sts/stand-ins/smtp-sink';
 import { notificationEnvSchema } from './notification-config';
 import {
   NOTIFICATION_EMAIL_CONSUMER,

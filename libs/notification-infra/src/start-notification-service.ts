@@ -8,7 +8,7 @@ import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notif
 import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
 import { startAlertDeliveryWorker } from './alert-delivery-worker';
 import { httpsAlertSender } from './https-alert-sender';
-import { MikroNotificationStore, PostgresAlertDeliveryQueue } from './mikro-notification-store';
+import { PostgresAlertDeliveryQueue, PostgresNotificationStore } from './postgres-notification-store';
 import type { NotificationConfig } from './notification-config';
 import { NOTIFICATION_ENTITIES } from './notification-entities';
 import { notificationGrpcHandlers } from './notification-grpc-handlers';
@@ -53,7 +53,7 @@ export function startNotificationService(
     async (host) => {
       const mailer = createSmtpMailer({ url: config.SMTP_URL, from: config.MAIL_FROM, logger });
       host.onShutdown('smtp', () => mailer.close());
-      const store = new MikroNotificationStore(host.orm);
+      const store = new PostgresNotificationStore(host.orm);
       const clock = { now: () => new Date() };
       const sealingKey = Buffer.from(config.SECRET_SEALING_KEY, 'base64');
       const deliveries = startAlertDeliveryWorker({

@@ -1,3 +1,4 @@
+import { UniqueConflict } from '@sts/errors/unique-conflict';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
 import type { LicenseRecord } from '../billing-model';
 import type { BillingAccount, BillingRepositories, BillingStore } from '../billing-ports';
@@ -11,7 +12,13 @@ interface State {
   emitted: { type: EventType; data: unknown }[];
 }
 
-/** The ports in memory, with the same rules as the PostgreSQL repositories; transactions roll back on throw. */
+/**
+ * The ports in memory, with the same rules as the PostgreSQL repositories (held to them by
+ * billing-store-contract.ts). Transactions run one at a time, each on a copy of the state that replaces
+ * it when the work returns: a rollback (the work throws) drops only its own copy, reads see committed
+ * state only, and a license read for update stays as read until the transaction ends, as under
+ * PostgreSQL's row lock.
+ */
 export class InMemoryBillingStore implements BillingStore {
   state: State = {
     processed: new Map(),
@@ -21,18 +28,22 @@ export class InMemoryBillingStore implements BillingStore {
     emitted: [],
   };
 
-  async transaction<T>(work: (repositories: BillingRepositories) => Promise<T>): Promise<T> {
-    const snapshot = structuredClone(this.state);
-    try {
-      return await work(this.repositories());
-    } catch (error) {
-      this.state = snapshot;
-      throw error;
-    }
+  /** The transaction running or last queued; the next one starts when it ends. */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  transaction<T>(work: (repositories: BillingRepositories) => Promise<T>): Promise<T> {
+    const turn = this.queue.then(async () => {
+      const draft = structuredClone(this.state);
+      const result = await work(this.repositories(draft));
+      this.state = draft;
+      return result;
+    });
+    this.queue = turn.catch(() => undefined);
+    return turn;
   }
 
   read<T>(work: (repositories: BillingRepositories) => Promise<T>): Promise<T> {
-    return work(this.repositories());
+    return work(this.repositories(this.state));
   }
 
   /** The data of the emitted events of one type. */
@@ -42,54 +53,62 @@ export class InMemoryBillingStore implements BillingStore {
       .map((event) => event.data as EventData<Type>);
   }
 
-  private repositories(): BillingRepositories {
+  private repositories(state: State): BillingRepositories {
     const findLicense = (orgId: string) =>
-      Promise.resolve(structuredClone(this.state.licenses.get(orgId) ?? null));
+      Promise.resolve(structuredClone(state.licenses.get(orgId) ?? null));
     const findAccount = (orgId: string) =>
-      Promise.resolve(structuredClone(this.state.accounts.get(orgId) ?? null));
+      Promise.resolve(structuredClone(state.accounts.get(orgId) ?? null));
     return {
       recordEventOnce: (eventId, eventType) => {
-        if (this.state.processed.has(eventId)) return Promise.resolve(false);
-        this.state.processed.set(eventId, eventType);
+        if (state.processed.has(eventId)) return Promise.resolve(false);
+        state.processed.set(eventId, eventType);
         return Promise.resolve(true);
       },
       recordPaymentEventOnce: (eventId, eventType) => {
-        if (this.state.paymentEvents.has(eventId)) return Promise.resolve(false);
-        this.state.paymentEvents.set(eventId, eventType);
+        if (state.paymentEvents.has(eventId)) return Promise.resolve(false);
+        state.paymentEvents.set(eventId, eventType);
         return Promise.resolve(true);
       },
-      isPaymentEventRecorded: (eventId) => Promise.resolve(this.state.paymentEvents.has(eventId)),
+      isPaymentEventRecorded: (eventId) => Promise.resolve(state.paymentEvents.has(eventId)),
       findLicense,
       findLicenseForUpdate: findLicense,
       insertLicenseIfAbsent: (license) => {
-        if (!this.state.licenses.has(license.orgId)) {
-          this.state.licenses.set(license.orgId, structuredClone(license));
+        if (!state.licenses.has(license.orgId)) {
+          state.licenses.set(license.orgId, structuredClone(license));
         }
         return Promise.resolve();
       },
+      // An update of the row there is: no license is created, and the creation time stays.
       saveLicense: (license) => {
-        this.state.licenses.set(license.orgId, structuredClone(license));
+        const stored = state.licenses.get(license.orgId);
+        if (stored) {
+          state.licenses.set(license.orgId, { ...structuredClone(license), createdAt: stored.createdAt });
+        }
         return Promise.resolve();
       },
       findAccount,
       findAccountByCustomer: (customerId) =>
         Promise.resolve(
           structuredClone(
-            [...this.state.accounts.values()].find((account) => account.customerId === customerId) ?? null,
+            [...state.accounts.values()].find((account) => account.customerId === customerId) ?? null,
           ),
         ),
       insertAccountIfAbsent: (account) => {
-        if (!this.state.accounts.has(account.orgId))
-          this.state.accounts.set(account.orgId, structuredClone(account));
+        if (state.accounts.has(account.orgId)) return Promise.resolve();
+        // customer_id is unique: another organization's customer is a conflict, not an account.
+        if ([...state.accounts.values()].some((other) => other.customerId === account.customerId)) {
+          return Promise.reject(new UniqueConflict());
+        }
+        state.accounts.set(account.orgId, structuredClone(account));
         return Promise.resolve();
       },
       saveCheckoutSession: (orgId, sessionId) => {
-        const account = this.state.accounts.get(orgId);
+        const account = state.accounts.get(orgId);
         if (account) account.checkoutSessionId = sessionId;
         return Promise.resolve();
       },
       emit: (type, data) => {
-        this.state.emitted.push({ type, data: structuredClone(data) });
+        state.emitted.push({ type, data: structuredClone(data) });
         return Promise.resolve();
       },
     };

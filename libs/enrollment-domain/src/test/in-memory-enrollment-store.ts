@@ -1,15 +1,15 @@
+import { UniqueConflict } from '@sts/errors/unique-conflict';
 import { parseEventData, type EventData, type EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import type { Device, DeviceIdentity, ListedDevice } from '../enrollment-model';
-import {
-  UniqueConflict,
-  type CodeOutcome,
-  type CodeState,
-  type ConsumeCodeInput,
-  type EnrollmentRepositories,
-  type EnrollmentStore,
-  type StoredEnrollmentCode,
-  type StoredEnrollmentKey,
+import type {
+  CodeOutcome,
+  CodeState,
+  ConsumeCodeInput,
+  EnrollmentRepositories,
+  EnrollmentStore,
+  StoredEnrollmentCode,
+  StoredEnrollmentKey,
 } from '../enrollment-ports';
 
 /** A device row as stored: the device plus the SHA-256 of its current token and its re-enrollment approval. */
@@ -44,7 +44,7 @@ const emptyState = (): EnrollmentState => ({
 });
 
 /**
- * The enrollment ports in memory, with the rules of the PostgreSQL store (`MikroEnrollmentStore`):
+ * The enrollment ports in memory, with the rules of the PostgreSQL store (`PostgresEnrollmentStore`):
  * - lookups are scoped by organization; unique keys as in the schema: key hash, (org, code hash),
  *   device machine id (global), device token hash;
  * - a transaction works on a copy of the state and commits only when its work succeeds, so a throwing

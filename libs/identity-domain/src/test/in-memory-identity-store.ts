@@ -1,13 +1,9 @@
+import { UniqueConflict } from '@sts/errors/unique-conflict';
 import { parseEventData, type EventData, type EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import type { Role } from '@sts/vocabulary/roles';
 import type { Invite, Member, Organization, OutboundEmail, User } from '../identity-model';
-import {
-  UniqueConflict,
-  type IdentityRepositories,
-  type IdentityStore,
-  type UserSnapshot,
-} from '../identity-ports';
+import type { IdentityRepositories, IdentityStore, UserSnapshot } from '../identity-ports';
 
 /** A member row as stored: e-mail and name come from the user, as in the SQL view. */
 export type MemberRow = Omit<Member, 'email' | 'name'>;
@@ -41,7 +37,7 @@ const emptyState = (): IdentityState => ({
 });
 
 /**
- * The identity ports in memory, with the rules of the PostgreSQL store (`MikroIdentityStore`):
+ * The identity ports in memory, with the rules of the PostgreSQL store (`PostgresIdentityStore`):
  * - every lookup is scoped by organization; unique keys as in the schema: users (issuer, subject),
  *   members (org, user), invites token hash, one pending invite per (org, e-mail);
  * - a transaction works on a copy of the state and commits only when its work succeeds, so a throwing

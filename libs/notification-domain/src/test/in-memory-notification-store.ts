@@ -66,8 +66,10 @@ export class InMemoryNotificationStore implements NotificationStore {
         ),
       }),
     });
-    const newestFirst = (a: FeedItem, b: FeedItem) =>
-      b.createdAt.getTime() - a.createdAt.getTime() || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+    /** By creation time, then id (as PostgreSQL orders uuids: lower-case hex compares alike). */
+    const oldestFirst = (a: { createdAt: Date; id: string }, b: { createdAt: Date; id: string }) =>
+      a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+    const newestFirst = (a: FeedItem, b: FeedItem) => oldestFirst(b, a);
 
     return {
       recordEventsOnce: (events) => {
@@ -82,7 +84,8 @@ export class InMemoryNotificationStore implements NotificationStore {
       insertFeedItems: (items) => {
         if (items.some(this.refuseFeedItem)) return Promise.reject(new Error('feed item refused'));
         for (const item of items) {
-          if (!this.state.feed.some((existing) => existing.id === item.id)) this.state.feed.push(item);
+          if (!this.state.feed.some((existing) => existing.id === item.id))
+            this.state.feed.push(structuredClone(item));
         }
         return Promise.resolve();
       },
@@ -128,7 +131,11 @@ export class InMemoryNotificationStore implements NotificationStore {
         return Promise.resolve();
       },
       listAlertEndpoints: (orgId) =>
-        Promise.resolve(this.state.alertEndpoints.filter((endpoint) => endpoint.orgId === orgId)),
+        Promise.resolve(
+          structuredClone(
+            this.state.alertEndpoints.filter((endpoint) => endpoint.orgId === orgId).sort(oldestFirst),
+          ),
+        ),
       findAlertEndpoint: (orgId, endpointId) =>
         Promise.resolve(
           structuredClone(
@@ -139,7 +146,7 @@ export class InMemoryNotificationStore implements NotificationStore {
         const taken = this.state.alertEndpoints.some(
           (e) => e.orgId === endpoint.orgId && e.url === endpoint.url,
         );
-        if (!taken) this.state.alertEndpoints.push(endpoint);
+        if (!taken) this.state.alertEndpoints.push(structuredClone(endpoint));
         return Promise.resolve(!taken);
       },
       deleteAlertEndpoint: (orgId, endpointId) => {
@@ -163,7 +170,7 @@ export class InMemoryNotificationStore implements NotificationStore {
         return Promise.resolve(endpoint !== undefined);
       },
       insertAlertDeliveries: (deliveries) => {
-        this.state.alertDeliveries.push(...deliveries);
+        this.state.alertDeliveries.push(...structuredClone(deliveries));
         return Promise.resolve();
       },
       testSendTimes: (orgId, endpointId, since) =>
@@ -181,10 +188,12 @@ export class InMemoryNotificationStore implements NotificationStore {
       listAlertDeliveries: (orgId, endpointId, limit) =>
         Promise.resolve(
           this.state.alertEndpoints.some((e) => e.orgId === orgId && e.id === endpointId)
-            ? this.state.alertDeliveries
-                .filter((d) => d.endpointId === endpointId)
-                .reverse()
-                .slice(0, limit)
+            ? structuredClone(
+                this.state.alertDeliveries
+                  .filter((d) => d.orgId === orgId && d.endpointId === endpointId)
+                  .sort((a, b) => oldestFirst(b, a))
+                  .slice(0, limit),
+              )
             : null,
         ),
     };
