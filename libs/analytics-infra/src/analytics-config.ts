@@ -31,13 +31,10 @@ export const analyticsEnvSchema = z
      * tables on every server with Distributed tables over them, sharded by organization. Unset: plain
      * tables on the server of CLICKHOUSE_URL. Chosen when the database is created (docs/decisions.md).
      */
-    CLICKHOUSE_CLUSTER: z.preprocess(
-      (value) => (value === '' ? undefined : value),
-      z
-        .string()
-        .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
-        .optional(),
-    ),
+    CLICKHOUSE_CLUSTER: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+      .optional(),
     /** Days raw rows are kept; rollups outlive them. */
     TELEMETRY_RAW_RETENTION_DAYS: positiveInt.default(35),
     /** Days hourly rollups are kept (the 24h window needs 2). */

@@ -1,53 +1,13 @@
-import type { AnalyticsWindow, Metric } from '@sts/analytics-domain/analytics-model';
 import type { AnalyticsService } from '@sts/analytics-domain/analytics-service';
-import { invalidField } from '@sts/errors/app-error';
+import { METRIC_FROM_PROTO, WINDOW_FROM_PROTO } from '@sts/grpc/proto-enums';
+import { enumFrom, optionalUuidField, requireUuidField } from '@sts/grpc/request-checks';
 import type { AsyncHandlers } from '@sts/grpc/service-types';
-import {
-  Metric as ProtoMetric,
-  Window as ProtoWindow,
-  type AnalyticsServiceService,
-} from '@sts/proto/gen/analytics/v1/analytics';
-import { isUuid } from '@sts/vocabulary/identifiers';
-
-function windowFromProto(window: ProtoWindow): AnalyticsWindow {
-  switch (window) {
-    case ProtoWindow.WINDOW_24H:
-      return '24h';
-    case ProtoWindow.WINDOW_30D:
-      return '30d';
-    default:
-      throw invalidField('window', 'must be 24h or 30d');
-  }
-}
-
-function metricFromProto(metric: ProtoMetric): Metric {
-  switch (metric) {
-    case ProtoMetric.METRIC_TOTAL_ANALYZED:
-      return 'total_analyzed';
-    case ProtoMetric.METRIC_DANGEROUS_BLOCKS:
-      return 'dangerous_blocks';
-    case ProtoMetric.METRIC_RISKY_WARNINGS:
-      return 'risky_warnings';
-    case ProtoMetric.METRIC_AVG_CLASSIFICATION_MS:
-      return 'avg_classification_ms';
-    default:
-      throw invalidField(
-        'metric',
-        'must be total_analyzed, dangerous_blocks, risky_warnings or avg_classification_ms',
-      );
-  }
-}
-
-function requireOrgId(value: string): string {
-  if (!isUuid(value)) throw invalidField('org_id', 'must be an organization id');
-  return value;
-}
+import type { AnalyticsServiceService } from '@sts/proto/gen/analytics/v1/analytics';
 
 /** Empty: the whole organization. A malformed id is a bad request; a well-formed one not ours reads as empty. */
 function deviceScope(value: string): string | null {
-  if (value === '') return null;
-  if (!isUuid(value)) throw invalidField('device_id', 'must be a device id');
-  return value.toLowerCase();
+  // device_id is a String column holding our ids as PostgreSQL writes them, in lower case.
+  return optionalUuidField(value, 'device_id')?.toLowerCase() ?? null;
 }
 
 export function analyticsGrpcHandlers(
@@ -55,8 +15,8 @@ export function analyticsGrpcHandlers(
 ): AsyncHandlers<typeof AnalyticsServiceService> {
   return {
     getSummary: async (request) => {
-      const orgId = requireOrgId(request.orgId);
-      const window = windowFromProto(request.window);
+      const orgId = requireUuidField(request.orgId, 'org_id');
+      const window = enumFrom(WINDOW_FROM_PROTO, request.window, 'window');
       const summary = await service.summary(orgId, window, deviceScope(request.deviceId));
       return {
         summary: {
@@ -68,9 +28,9 @@ export function analyticsGrpcHandlers(
       };
     },
     getSeries: async (request) => {
-      const orgId = requireOrgId(request.orgId);
-      const metric = metricFromProto(request.metric);
-      const window = windowFromProto(request.window);
+      const orgId = requireUuidField(request.orgId, 'org_id');
+      const metric = enumFrom(METRIC_FROM_PROTO, request.metric, 'metric');
+      const window = enumFrom(WINDOW_FROM_PROTO, request.window, 'window');
       const points = await service.series(orgId, metric, window, deviceScope(request.deviceId));
       return { buckets: points.map((point) => ({ start: point.start, value: point.value })) };
     },

@@ -3,9 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import type { JetStreamManager } from '@nats-io/jetstream';
+import { windowRange } from '@sts/analytics-domain/analytics-model';
 import { AnalyticsService } from '@sts/analytics-domain/analytics-service';
 import type { IngestionOutcome } from '@sts/analytics-domain/telemetry-ingestion';
 import { loadConfig } from '@sts/config/load-config';
+import { testOptionsVariable } from '@sts/config/test-options';
 import { newEnvelope } from '@sts/events/event-envelope';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
 import { eventSubject, eventsStreamName } from '@sts/events/subjects';
@@ -211,6 +213,28 @@ describe('analytics service', () => {
     expect(daily).toHaveLength(30);
     expect(daily[29]!.start.toISOString()).toBe(`${new Date().toISOString().slice(0, 10)}T00:00:00.000Z`);
     expect(daily.map((point) => point.value).filter((value) => value > 0)).toEqual([3]);
+  });
+
+  it('counts telemetry in the oldest bucket of each window, in the summary and in the first point', async () => {
+    const now = new Date();
+    for (const window of ['24h', '30d'] as const) {
+      const { orgId, deviceId } = org();
+      // Two minutes into the window's first bucket (23 h and some, or 29 days and some, ago).
+      const oldest = windowRange(window, now).from.getTime() + 2 * 60_000;
+      await publishBatch({
+        org_id: orgId,
+        device_id: deviceId,
+        batch_id: 'old',
+        events: events(3, 'blocked', oldest),
+      });
+      const summary = await eventually(async () => {
+        const s = await queries.summary(orgId, window, null);
+        return s.total_analyzed === 3 && s;
+      });
+      expect(summary).toMatchObject({ total_analyzed: 3, dangerous_blocks: 3 });
+      const series = await queries.series(orgId, 'dangerous_blocks', window, null);
+      expect(series[0]).toEqual({ start: windowRange(window, now).from, value: 3 });
+    }
   });
 
   it('counts a batch once when it arrives again after the stream forgot its id', async () => {
@@ -483,7 +507,7 @@ describe('analytics service', () => {
         events: events(10, 'allowed'),
       });
     }
-    const child = spawnAnalytics({ ANALYTICS_TEST_KILL_AFTER_INGEST: '1' });
+    const child = spawnAnalytics(testOptionsVariable({ killAfterIngest: true }));
     const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
     expect({ code, signal }).toEqual({ code: null, signal: 'SIGKILL' });
     const partial = await rawCount(orgId);

@@ -24,6 +24,7 @@ import { identifier, sql, type SqlFragment } from '@sts/clickhouse/sql-escape';
 import type { Verdict } from '@sts/events/telemetry';
 import { createLogger } from '@sts/logger/create-logger';
 import { startChdb, type ChdbServer } from '@sts/testing/chdb-client';
+import { dropClickHouseDatabase } from '@sts/testing/clickhouse';
 import { eventually } from '@sts/testing/eventually';
 import { analyticsMigrations, DEVICE_TELEMETRY_TABLES } from './analytics-migrations';
 import { dropExpiredPartitions, retentionOf } from './analytics-retention';
@@ -576,12 +577,7 @@ afterAll(async () => {
   // chDB first: its data directory goes whatever the server answers.
   await chdb?.close();
   await serverClient.close();
-  const admin = createClickHouseClient({ url: serverUrl, database: 'default' });
-  try {
-    await admin.command({ query: sql`DROP DATABASE IF EXISTS ${identifier(database)}`.text });
-  } finally {
-    await admin.close();
-  }
+  await dropClickHouseDatabase(serverUrl, database, null);
 });
 
 describe(`the analytics SQL on ClickHouse 18.16 and on a current ClickHouse (chDB)`, () => {

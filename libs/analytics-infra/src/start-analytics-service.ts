@@ -26,6 +26,7 @@ import { ClickHouseAnalyticsStore } from './clickhouse-analytics-store';
 import { DEVICE_EVENTS_CONSUMER, deviceEventProgress } from './device-event-progress';
 import { deviceLifecycleHandler } from './device-lifecycle-handler';
 import { startDevicePurges } from './device-purges';
+import { signallingDeviceStates } from './device-states-signal';
 import { openBatchClaims } from './nats-batch-claims';
 import { threatPublisher } from './threat-publisher';
 
@@ -124,6 +125,8 @@ export async function startAnalyticsService(
     }
     const store = new ClickHouseAnalyticsStore(client, clickhouse.tables);
     const { js, jsm } = host.nats;
+    // Device changes, applied: each then tells the gateways to drop the organization's cached answers.
+    const deviceStates = signallingDeviceStates(store, host.nats.nc, config.NATS_NAMESPACE, logger);
 
     // A deleted device's telemetry must go (privacy), however long ClickHouse is away: its purge is
     // parked in a stream without an age limit and retried until done; health shows one waiting long
@@ -134,7 +137,7 @@ export async function startAnalyticsService(
       jsm,
       namespace: config.NATS_NAMESPACE,
       streamReplicas: config.NATS_STREAM_REPLICAS,
-      store,
+      store: deviceStates,
       logger,
       retryDelay: options.devicePurgeRetryDelay,
     });
@@ -144,7 +147,7 @@ export async function startAnalyticsService(
       async () => (await purges.oldestWaitMs()) < config.DEVICE_PURGE_MAX_WAIT_MS,
       { decidesReadiness: false },
     );
-    const applyDeviceEvent = deviceLifecycleHandler(store, purges);
+    const applyDeviceEvent = deviceLifecycleHandler(deviceStates, purges);
     const { beforeDeviceEvent } = options;
     await host.consume({
       consumer: DEVICE_EVENTS_CONSUMER,

@@ -155,8 +155,6 @@ function boundContext(purpose: string, orgId: string, recipient: string, request
 export type EventData<Type extends EventType> = z.infer<(typeof EVENT_CATALOGUE)[Type]>;
 export type DomainEvent<Type extends EventType = EventType> = EventEnvelope<Type, EventData<Type>>;
 
-export const EVENT_TYPES = Object.keys(EVENT_CATALOGUE) as EventType[];
-
 export function isEventType(value: string): value is EventType {
   return Object.prototype.hasOwnProperty.call(EVENT_CATALOGUE, value);
 }

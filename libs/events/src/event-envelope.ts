@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { isUuid } from '@sts/vocabulary/identifiers';
 import { z } from 'zod';
 
 /**
@@ -6,7 +7,7 @@ import { z } from 'zod';
  * `Nats-Msg-Id` (publisher dedupe) and the consumers' idempotency key.
  */
 export const eventEnvelopeSchema = z.object({
-  id: z.uuid(),
+  id: z.string().refine(isUuid, 'Invalid UUID'),
   type: z.string().min(1),
   occurred_at: z.iso.datetime(),
   data: z.unknown(),

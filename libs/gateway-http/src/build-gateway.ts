@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { LogController } from 'fastify';
-import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import {
@@ -12,17 +11,17 @@ import {
 import type { AccessTokenVerifier } from '@sts/auth/access-token-verifier';
 import { AppError } from '@sts/errors/app-error';
 import type { Logger } from '@sts/logger/create-logger';
-import { authenticate } from './caller-context';
+import { authenticate } from './auth/caller-context';
+import type { DashboardHosting } from './dashboard/dashboard-hosting';
 import type { GatewayConfig } from './gateway-config';
-import { problemErrorHandler, sendProblem } from './problem-details';
-import type { GatewayCaches } from './gateway-caches';
-import { responseSerializerCompiler } from './response-serializer';
-import { FailureLimiter } from './failure-limiter';
-import { EnrollFailureLimiter } from './enroll-failure-limiter';
-import { windowCounterStore } from './rate-limit-store';
-import type { WindowCounter } from './window-counter';
-import { observeRequests } from './http-observability';
-import type { DeviceCredentials } from './device-credentials';
+import { problemErrorHandler, sendProblem } from './contract/problem-details';
+import type { GatewayCaches } from './caching/gateway-caches';
+import { responseSerializerCompiler } from './contract/response-serializer';
+import { EnrollFailureLimiter } from './limits/enroll-failure-limiter';
+import { RateLimiter } from './limits/rate-limiter';
+import type { WindowCounter } from './limits/window-counter';
+import { observeRequests } from './observability/http-observability';
+import type { DeviceCredentials } from './auth/device-credentials';
 import { billingRoutes, billingWebhookRoute } from './routes/billing-routes';
 import { alertEndpointRoutes } from './routes/alert-endpoint-routes';
 import { analyticsRoutes } from './routes/analytics-routes';
@@ -30,13 +29,13 @@ import { deviceEnrollRoute } from './routes/device-enroll-route';
 import { deviceRoutes } from './routes/device-routes';
 import { enrollmentRoutes } from './routes/enrollment-routes';
 import { healthRoutes } from './routes/health-routes';
-import { Readiness } from './readiness';
+import { Readiness } from './observability/readiness';
 import { acceptInviteRoute, inviteRoutes } from './routes/invite-routes';
 import { memberRoutes } from './routes/member-routes';
 import { notificationRoutes } from './routes/notification-routes';
 import { sessionRoutes } from './routes/session-routes';
-import { AUTH_LOOKUPS_PER_FAILURE, telemetryRoute } from './routes/telemetry-route';
-import { telemetryBodyLimit, type TelemetrySink } from './telemetry-sink';
+import { telemetryRoute } from './routes/telemetry-route';
+import { telemetryBodyLimit, type TelemetrySink } from './telemetry/telemetry-sink';
 import type { UpstreamClients } from './upstream-clients';
 
 export interface GatewayDependencies {
@@ -69,7 +68,9 @@ export interface GatewayDependencies {
   logger: Logger;
   clients: UpstreamClients;
   verifier: AccessTokenVerifier;
-  /** Clock of the enrollment failure windows and telemetry time checks (epoch ms); tests pin it. */
+  /** The dashboard's build, served beside /api; absent: the gateway serves the API only. */
+  dashboard?: DashboardHosting;
+  /** Clock of the telemetry time checks (epoch ms; the limits' windows follow `limits`' clock); tests pin it. */
   now?: () => number;
 }
 
@@ -87,6 +88,7 @@ export async function buildGateway({
   natsMaxPayloadBytes,
   limits,
   readiness = new Readiness({}),
+  dashboard,
   now = Date.now,
 }: GatewayDependencies) {
   const app = Fastify({
@@ -124,11 +126,14 @@ export async function buildGateway({
   app.setSerializerCompiler(responseSerializerCompiler);
   app.setErrorHandler(problemErrorHandler);
   app.setNotFoundHandler((request, reply) =>
-    sendProblem(
-      reply,
-      request,
-      new AppError('ROUTE_NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`),
-    ),
+    // Every page address of the dashboard is its index.html (the app routes in the browser).
+    dashboard?.servesPage(request)
+      ? dashboard.sendPage(reply)
+      : sendProblem(
+          reply,
+          request,
+          new AppError('ROUTE_NOT_FOUND', `No route ${request.method} ${request.url.split('?')[0]}`),
+        ),
   );
   app.decorateRequest('caller', null);
   observeRequests(app);
@@ -169,24 +174,25 @@ export async function buildGateway({
     transformObject: jsonSchemaTransformObject,
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
-  await app.register(rateLimit, {
-    global: false,
-    store: windowCounterStore(limits),
-    errorResponseBuilder: (_request, context) =>
-      new AppError('RATE_LIMITED', `Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`),
-  });
+  if (dashboard) await app.register(dashboard.assets);
+  // Every rate limit, through one limiter over the shared counts: 429 RATE_LIMITED with Retry-After.
+  const limiter = new RateLimiter(limits);
 
   // Routes without user authentication.
   await app.register(healthRoutes, { readiness });
-  await app.register(acceptInviteRoute, { clients, perMinute: config.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE });
+  await app.register(acceptInviteRoute, {
+    clients,
+    limiter,
+    perMinute: config.RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE,
+  });
   await app.register(deviceEnrollRoute, {
     clients,
+    limiter,
     perAddressPerMinute: config.ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE,
-    failures: new EnrollFailureLimiter(
-      limits,
-      { perAddress: config.ENROLL_FAILURES_PER_MINUTE, perKey: config.ENROLL_KEY_FAILURES_PER_MINUTE },
-      now,
-    ),
+    failures: new EnrollFailureLimiter(limiter, {
+      perAddress: config.ENROLL_FAILURES_PER_MINUTE,
+      perKey: config.ENROLL_KEY_FAILURES_PER_MINUTE,
+    }),
   });
   await app.register(billingWebhookRoute, { clients, caches });
   const telemetryLimit = telemetryBodyLimit(config.TELEMETRY_BODY_LIMIT_BYTES, natsMaxPayloadBytes);
@@ -204,16 +210,10 @@ export async function buildGateway({
     credentials,
     sink: telemetry,
     bodyLimit: telemetryLimit,
-    limits,
+    limiter,
     perDevicePerMinute: config.TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE,
     orgBytesPerMinute: config.TELEMETRY_ORG_BYTES_PER_MINUTE,
-    authFailures: new FailureLimiter(
-      limits,
-      config.DEVICE_AUTH_FAILURES_PER_MINUTE,
-      now,
-      'device-auth-failures',
-    ),
-    authLookupsPerMinute: config.DEVICE_AUTH_FAILURES_PER_MINUTE * AUTH_LOOKUPS_PER_FAILURE,
+    authFailuresPerMinute: config.DEVICE_AUTH_FAILURES_PER_MINUTE,
     now,
   });
 

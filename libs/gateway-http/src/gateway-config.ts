@@ -1,6 +1,13 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { commonEnv, grpcClientsEnv, natsEnv, observabilityEnv, oidcEnv } from '@sts/config/env-fragments';
+import {
+  commonEnv,
+  dashboardClientEnv,
+  grpcClientsEnv,
+  natsEnv,
+  observabilityEnv,
+  oidcEnv,
+} from '@sts/config/env-fragments';
 
 export const gatewayEnvSchema = z.object({
   ...commonEnv,
@@ -9,6 +16,13 @@ export const gatewayEnvSchema = z.object({
   ...natsEnv,
   ...observabilityEnv,
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Its redirect URI at OIDC_ISSUER is `<origin>/auth/callback`. */
+  ...dashboardClientEnv,
+  /**
+   * The dashboard's build (`npm run build` writes dist/apps/dashboard; the gateway image carries it
+   * beside main.js). Without a build there the gateway serves the API only, and says so at start.
+   */
+  DASHBOARD_DIR: z.string().min(1).optional(),
   HOST: z.string().default('127.0.0.1'),
   /**
    * After SIGTERM, how long the gateway goes on serving with /readyz failing and every answer closing its

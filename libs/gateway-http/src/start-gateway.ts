@@ -1,21 +1,24 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AccessTokenVerifier, accessTokenVerifierOptionsFromEnv } from '@sts/auth/access-token-verifier';
 import type { Logger } from '@sts/logger/create-logger';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { buildGateway } from './build-gateway';
+import { DashboardHosting } from './dashboard/dashboard-hosting';
 import type { GatewayConfig } from './gateway-config';
-import { GatewayCaches } from './gateway-caches';
-import { subscribeToCacheEvictions } from './cache-invalidation';
-import { Readiness } from './readiness';
+import { GatewayCaches } from './caching/gateway-caches';
+import { subscribeToCacheEvictions } from './caching/cache-invalidation';
+import { Readiness } from './observability/readiness';
 import { loadGrpcTls } from '@sts/grpc/grpc-tls';
 import { probeGrpcHealth } from '@sts/grpc/health-probe';
 import { createUpstreamClients } from './upstream-clients';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { ensureTelemetry } from '@sts/nats/nats-topology';
 import { openLimitsBucket } from '@sts/nats/kv-buckets';
-import { KvWindowCounter } from './kv-window-counter';
-import { DeviceCredentials, subscribeToDeviceChanges } from './device-credentials';
-import { jetStreamTelemetrySink } from './telemetry-sink';
-import { Lifecycle } from '@sts/runtime/lifecycle';
+import { KvWindowCounter } from './limits/kv-window-counter';
+import { DeviceCredentials, subscribeToDeviceChanges } from './auth/device-credentials';
+import { jetStreamTelemetrySink } from './telemetry/telemetry-sink';
+import { loggedLifecycle } from '@sts/runtime/lifecycle';
 import { startObservability } from '@sts/observability/process-observability';
 
 export interface RunningGateway {
@@ -33,9 +36,7 @@ const LIMITS_TIMEOUT_MS = 500;
 
 /** Starts the gateway; `stop()` closes everything in reverse order, and so does a failed start. */
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
-  const lifecycle = new Lifecycle((name, error) =>
-    logger.error({ err: error, resource: name }, 'shutdown step failed'),
-  );
+  const lifecycle = loggedLifecycle(logger);
   try {
     // First: the requests' spans and metrics are set up as the app is built. Each request's trace
     // context is passed by hand (callOptionsFor), never kept in AsyncLocalStorage.
@@ -49,17 +50,11 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     const nats = await connectJetStream({ url: config.NATS_URL, name: 'gateway', logger });
     lifecycle.add('nats', () => nats.close());
     const subscriptions = subscribeToCacheEvictions(nats.nc, config.NATS_NAMESPACE, caches, logger);
-    lifecycle.add('membership and license subscriptions', () =>
+    lifecycle.add('cache eviction subscriptions', () =>
       subscriptions.forEach((subscription) => subscription.unsubscribe()),
     );
     const credentials = new DeviceCredentials(clients, config.DEVICE_CACHE_TTL_MS);
-    const deviceSubscriptions = subscribeToDeviceChanges(
-      nats.nc,
-      config.NATS_NAMESPACE,
-      credentials,
-      caches,
-      logger,
-    );
+    const deviceSubscriptions = subscribeToDeviceChanges(nats.nc, config.NATS_NAMESPACE, credentials, logger);
     lifecycle.add('device subscriptions', () =>
       deviceSubscriptions.forEach((subscription) => subscription.unsubscribe()),
     );
@@ -101,6 +96,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       natsMaxPayloadBytes: nats.nc.info?.max_payload,
       limits,
       readiness,
+      dashboard: dashboardOf(config, logger),
     });
     // Closing stops listening, lets requests in flight finish, then closes the idle connections.
     lifecycle.add('http', () => app.close());
@@ -122,4 +118,29 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     await lifecycle.close();
     throw error;
   }
+}
+
+/**
+ * The dashboard's build: DASHBOARD_DIR, else the one beside the gateway's bundle (the image), else
+ * dist/apps/dashboard (npm start, from the sources).
+ */
+function dashboardOf(config: GatewayConfig, logger: Logger): DashboardHosting | undefined {
+  const candidates = config.DASHBOARD_DIR
+    ? [resolve(config.DASHBOARD_DIR)]
+    : [join(dirname(process.argv[1] ?? '.'), 'dashboard'), resolve('dist/apps/dashboard')];
+  const directory = candidates.find((candidate) => existsSync(join(candidate, 'index.html')));
+  if (!directory) {
+    logger.warn(
+      { looked: candidates },
+      'no dashboard build found (npm run build makes one); serving the API only',
+    );
+    return undefined;
+  }
+  const signIn = {
+    issuer: config.OIDC_ISSUER,
+    clientId: config.DASHBOARD_OIDC_CLIENT_ID,
+    audience: config.OIDC_AUDIENCE,
+  };
+  logger.info({ directory, clientId: signIn.clientId }, 'serving the dashboard');
+  return DashboardHosting.fromBuild({ directory, signIn });
 }

@@ -4,11 +4,11 @@ import type {
   AlertDelivery as ProtoAlertDelivery,
   AlertEndpoint as ProtoAlertEndpoint,
 } from '@sts/proto/gen/notification/v1/notification';
-import { requireCaller, requireRoles } from '../caller-context';
-import { errorResponses, idParam } from '../contract-schemas';
+import { requireCaller, requireRoles } from '../auth/caller-context';
+import { errorResponses, idParam } from '../contract/contract-schemas';
 import type { UpstreamClients } from '../upstream-clients';
-import { required } from '../upstream-answer';
-import { callOptionsFor } from '../http-observability';
+import { required } from '../contract/upstream-answer';
+import { callOptionsFor } from '../observability/http-observability';
 
 const alertEndpointPayload = z
   .object({

@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError } from '@sts/errors/app-error';
-import { requireCaller, requireRoles } from '../caller-context';
-import { CHECKOUT_CYCLE_TO_PROTO, CHECKOUT_PLAN_TO_PROTO } from '../contract-mapping';
-import { errorResponses } from '../contract-schemas';
-import type { GatewayCaches } from '../gateway-caches';
+import { requireCaller, requireRoles } from '../auth/caller-context';
+import { BILLING_CYCLE_TO_PROTO, PLAN_TO_PROTO } from '@sts/grpc/proto-enums';
+import { errorResponses } from '../contract/contract-schemas';
+import type { GatewayCaches } from '../caching/gateway-caches';
 import type { UpstreamClients } from '../upstream-clients';
-import { callOptionsFor } from '../http-observability';
+import { callOptionsFor } from '../observability/http-observability';
 
 /**
  * Billing calls wait on Stripe: each request up to STRIPE_TIMEOUT_MS and tried twice. A webhook makes
@@ -51,8 +51,8 @@ export const billingRoutes: FastifyPluginAsyncZod<{
       const { url } = await clients.billing.createCheckoutSession(
         {
           orgId: caller.org.id,
-          plan: CHECKOUT_PLAN_TO_PROTO[request.body.plan],
-          billingCycle: CHECKOUT_CYCLE_TO_PROTO[request.body.cycle],
+          plan: PLAN_TO_PROTO[request.body.plan],
+          billingCycle: BILLING_CYCLE_TO_PROTO[request.body.cycle],
           requestedByEmail: caller.email,
         },
         callOptionsFor(request, CHECKOUT_DEADLINE_MS),

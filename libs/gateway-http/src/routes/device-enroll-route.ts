@@ -2,11 +2,12 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError, isAppError } from '@sts/errors/app-error';
 import type { ErrorCode } from '@sts/errors/error-code';
-import { clientAddressKey, clientNetworkKey } from '../client-address';
-import { errorResponses } from '../contract-schemas';
-import type { EnrollFailureLimiter } from '../enroll-failure-limiter';
+import { clientAddressKey, clientNetworkKey } from '../limits/client-address';
+import { errorResponses } from '../contract/contract-schemas';
+import type { EnrollFailureLimiter } from '../limits/enroll-failure-limiter';
+import { RateLimitExceeded, type RateLimiter } from '../limits/rate-limiter';
 import type { UpstreamClients } from '../upstream-clients';
-import { callOptionsFor } from '../http-observability';
+import { callOptionsFor } from '../observability/http-observability';
 
 /** Largest metadata object an agent may report, serialized. */
 const MAX_METADATA_BYTES = 16 * 1024;
@@ -43,13 +44,14 @@ const printable = (max: number) =>
  */
 export const deviceEnrollRoute: FastifyPluginAsyncZod<{
   clients: UpstreamClients;
+  limiter: RateLimiter;
   perAddressPerMinute: number;
   failures: EnrollFailureLimiter;
-}> = async (app, { clients, perAddressPerMinute, failures }) => {
+}> = async (app, { clients, limiter, perAddressPerMinute, failures }) => {
   app.post(
     '/api/device/enroll',
     {
-      config: { rateLimit: { max: perAddressPerMinute, timeWindow: '1 minute' } },
+      onRequest: limiter.perAddress({ scope: 'post-api-device-enroll', max: perAddressPerMinute }),
       schema: {
         tags: ['Enrollment'],
         summary: "Enroll a device (the agent's enroll command)",
@@ -96,7 +98,7 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
         },
       },
     },
-    async (request, reply) => {
+    async (request) => {
       const key = request.headers['x-enrollment-key'];
       // A request without a key is a failure too, counted against its address (docs/decisions.md).
       const source = {
@@ -104,9 +106,12 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
         address: clientAddressKey(request.ip),
         network: clientNetworkKey(request.ip),
       };
-      if (await failures.isBlocked(source)) {
-        reply.header('retry-after', String(failures.retryAfterSeconds()));
-        throw new AppError('RATE_LIMITED', 'Too many failed enrollments; wait before trying again');
+      const blocked = await failures.check(source);
+      if (blocked.over) {
+        throw new RateLimitExceeded(
+          blocked.resetInMs,
+          'Too many failed enrollments; wait before trying again',
+        );
       }
       if (!key) {
         await failures.recordFailure(source);

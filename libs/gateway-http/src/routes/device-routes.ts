@@ -1,25 +1,17 @@
-import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { isAppError } from '@sts/errors/app-error';
-import { requireCaller, requireRoles } from '../caller-context';
-import { DEVICE_STATUS_TO_PROTO, devicesToContractJson } from '../contract-mapping';
-import { devicePayload, errorResponses, idParam, pageQuery } from '../contract-schemas';
-import type { DeviceCredentials } from '../device-credentials';
-import { setNextLink } from '../link-header';
+import { requireCaller, requireRoles } from '../auth/caller-context';
+import { DEVICE_STATUS_TO_PROTO } from '@sts/grpc/proto-enums';
+import { deviceToContract } from '../contract/contract-mapping';
+import { devicePayload, errorResponses, idParam, pageQuery } from '../contract/contract-schemas';
+import type { DeviceCredentials } from '../auth/device-credentials';
+import { setNextLink } from '../contract/link-header';
 import type { UpstreamClients } from '../upstream-clients';
-import { DeviceStatus, type Device } from '@sts/proto/gen/enrollment/v1/enrollment';
-import { callOptionsFor } from '../http-observability';
+import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
+import { callOptionsFor } from '../observability/http-observability';
 
 const deviceParams = z.object({ device_id: idParam });
-
-/**
- * Sends a page of devices as JSON written by `devicesToContractJson`, past the schema serializer.
- * The route's schema still documents the shape; unit tests hold the writer to it.
- */
-function sendDevicePage(reply: FastifyReply, devices: readonly Device[]): FastifyReply {
-  return reply.type('application/json; charset=utf-8').send(devicesToContractJson(devices));
-}
 
 /**
  * Whether a failed change may have been made all the same: a deadline, an unavailable or failing
@@ -92,7 +84,7 @@ export const deviceRoutes: FastifyPluginAsyncZod<{
         callOptionsFor(request),
       );
       setNextLink(request, reply, nextCursor, request.query.limit);
-      return sendDevicePage(reply, devices);
+      return devices.map(deviceToContract);
     },
   );
 

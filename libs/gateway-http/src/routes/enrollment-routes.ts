@@ -2,17 +2,21 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { isAppError } from '@sts/errors/app-error';
 import type { EmailEnrollmentCodeResponse } from '@sts/proto/gen/enrollment/v1/enrollment';
-import { requireCaller, requireRoles } from '../caller-context';
+import { requireCaller, requireRoles } from '../auth/caller-context';
 import {
   emailedEnrollmentCodeToContract,
   enrollmentCodeToContract,
   enrollmentKeyToContract,
-} from '../contract-mapping';
-import { enrollmentCodePayload, enrollmentKeyPayload, errorResponses, idParam } from '../contract-schemas';
-import { isoTimestamp } from '../iso-timestamp';
+} from '../contract/contract-mapping';
+import {
+  enrollmentCodePayload,
+  enrollmentKeyPayload,
+  errorResponses,
+  idParam,
+} from '../contract/contract-schemas';
 import type { UpstreamClients } from '../upstream-clients';
-import { required } from '../upstream-answer';
-import { callOptionsFor } from '../http-observability';
+import { required } from '../contract/upstream-answer';
+import { callOptionsFor } from '../observability/http-observability';
 
 /** The maximum count per POST /api/enrollment-codes; the service enforces the same limit. */
 const MAX_CODES_PER_REQUEST = 100;
@@ -195,7 +199,7 @@ export const enrollmentRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients 
       );
       return {
         device_id: request.params.device_id,
-        allowed_until: isoTimestamp(required(allowedUntil, 'allowed_until')),
+        allowed_until: required(allowedUntil, 'allowed_until').toISOString(),
       };
     },
   );

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Readiness } from '../readiness';
+import type { Readiness } from '../observability/readiness';
 
 const readinessPayload = z
   .object({

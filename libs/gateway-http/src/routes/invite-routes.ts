@@ -1,12 +1,14 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { requireCaller, requireRoles } from '../caller-context';
-import { ROLE_TO_PROTO, inviteToContract } from '../contract-mapping';
-import { errorResponses, idParam, invitePayload, pageQuery, roleSchema } from '../contract-schemas';
-import { setNextLink } from '../link-header';
+import { requireCaller, requireRoles } from '../auth/caller-context';
+import { ROLE_TO_PROTO } from '@sts/grpc/proto-enums';
+import { inviteToContract } from '../contract/contract-mapping';
+import { errorResponses, idParam, invitePayload, pageQuery, roleSchema } from '../contract/contract-schemas';
+import { setNextLink } from '../contract/link-header';
+import type { RateLimiter } from '../limits/rate-limiter';
 import type { UpstreamClients } from '../upstream-clients';
-import { required } from '../upstream-answer';
-import { callOptionsFor } from '../http-observability';
+import { required } from '../contract/upstream-answer';
+import { callOptionsFor } from '../observability/http-observability';
 
 export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
   app.get(
@@ -89,12 +91,13 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
 /** POST /api/invites/accept needs no authentication: the token is the credential. Rate limited. */
 export const acceptInviteRoute: FastifyPluginAsyncZod<{
   clients: UpstreamClients;
+  limiter: RateLimiter;
   perMinute: number;
-}> = async (app, { clients, perMinute }) => {
+}> = async (app, { clients, limiter, perMinute }) => {
   app.post(
     '/api/invites/accept',
     {
-      config: { rateLimit: { max: perMinute, timeWindow: '1 minute' } },
+      onRequest: limiter.perAddress({ scope: 'post-api-invites-accept', max: perMinute }),
       schema: {
         tags: ['Invites'],
         summary: 'Accept an invite with the token from the invitation e-mail',

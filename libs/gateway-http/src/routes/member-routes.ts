@@ -1,13 +1,14 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { requireCaller, requireRoles } from '../caller-context';
-import { ROLE_TO_PROTO, memberToContract } from '../contract-mapping';
-import { errorResponses, idParam, memberPayload, pageQuery, roleSchema } from '../contract-schemas';
-import { setNextLink } from '../link-header';
-import type { GatewayCaches } from '../gateway-caches';
+import { requireCaller, requireRoles } from '../auth/caller-context';
+import { ROLE_TO_PROTO } from '@sts/grpc/proto-enums';
+import { memberToContract } from '../contract/contract-mapping';
+import { errorResponses, idParam, memberPayload, pageQuery, roleSchema } from '../contract/contract-schemas';
+import { setNextLink } from '../contract/link-header';
+import type { GatewayCaches } from '../caching/gateway-caches';
 import type { UpstreamClients } from '../upstream-clients';
-import { required } from '../upstream-answer';
-import { callOptionsFor } from '../http-observability';
+import { required } from '../contract/upstream-answer';
+import { callOptionsFor } from '../observability/http-observability';
 
 const memberParams = z.object({ id: idParam });
 

@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { requireCaller } from '../caller-context';
-import { notificationToContract } from '../contract-mapping';
-import { errorResponses, idParam, notificationPayload, pageQuery } from '../contract-schemas';
-import { setNextLink } from '../link-header';
+import { requireCaller } from '../auth/caller-context';
+import { notificationToContract } from '../contract/contract-mapping';
+import { errorResponses, idParam, notificationPayload, pageQuery } from '../contract/contract-schemas';
+import { setNextLink } from '../contract/link-header';
 import type { UpstreamClients } from '../upstream-clients';
-import { required } from '../upstream-answer';
-import { callOptionsFor } from '../http-observability';
+import { required } from '../contract/upstream-answer';
+import { callOptionsFor } from '../observability/http-observability';
 
 export const notificationRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (
   app,

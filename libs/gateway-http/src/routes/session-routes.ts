@@ -1,15 +1,15 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
-import { errorResponses, sessionPayload, type licensePayload } from '../contract-schemas';
-import { licenseToContract } from '../contract-mapping';
-import { requireCaller } from '../caller-context';
-import type { TtlCache } from '../ttl-cache';
+import { errorResponses, sessionPayload, type licensePayload } from '../contract/contract-schemas';
+import { licenseToContract } from '../contract/contract-mapping';
+import { requireCaller } from '../auth/caller-context';
+import type { GroupedCache } from '../caching/grouped-cache';
 import type { UpstreamClients } from '../upstream-clients';
-import { callOptionsFor } from '../http-observability';
+import { callOptionsFor } from '../observability/http-observability';
 
 export const sessionRoutes: FastifyPluginAsyncZod<{
   clients: UpstreamClients;
-  licenses: TtlCache<z.infer<typeof licensePayload>>;
+  licenses: GroupedCache<z.infer<typeof licensePayload>>;
 }> = async (app, { clients, licenses }) => {
   app.get(
     '/api/session',

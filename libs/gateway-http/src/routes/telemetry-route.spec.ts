@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { AppError } from '@sts/errors/app-error';
 import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { startTestGateway, type TestGateway } from '../test/test-gateway';
-import { TELEMETRY_MESSAGE_HEADROOM_BYTES, telemetryBodyLimit } from '../telemetry-sink';
+import { TELEMETRY_MESSAGE_HEADROOM_BYTES, telemetryBodyLimit } from '../telemetry/telemetry-sink';
 import { hostOf } from './telemetry-route';
 
 /** A value shaped like a device token (`sts_dt_` and 43 base64url characters), named for the test. */

@@ -1,32 +1,26 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError, isAppError } from '@sts/errors/app-error';
 import { TELEMETRY_LIMITS, VERDICTS, type TelemetryEvent } from '@sts/events/telemetry';
 import { looksLikeDeviceToken } from '@sts/vocabulary/device-token';
-import { errorResponses } from '../contract-schemas';
-import { clientAddressKey } from '../client-address';
-import type { AuthenticatedDevice, DeviceCredentials } from '../device-credentials';
-import type { FailureLimiter } from '../failure-limiter';
-import type { TelemetrySink } from '../telemetry-sink';
-import type { WindowCounter } from '../window-counter';
-import { callOptionsFor, traceContextOf } from '../http-observability';
+import { errorResponses } from '../contract/contract-schemas';
+import { clientAddressKey } from '../limits/client-address';
+import type { AuthenticatedDevice, DeviceCredentials } from '../auth/device-credentials';
+import { RateLimitExceeded, type Limit, type LimitVerdict, type RateLimiter } from '../limits/rate-limiter';
+import type { TelemetrySink } from '../telemetry/telemetry-sink';
+import { callOptionsFor, traceContextOf } from '../observability/http-observability';
 
 /** C0 and C1 control characters and DEL. */
 const CONTROL_CHARACTER = /\p{Cc}/u;
 /** Seconds an agent should wait before sending again when the batch could not be taken. */
 const RETRY_AFTER_SECONDS = 5;
-const MINUTE_MS = 60_000;
-/** Counter scope of telemetry bytes per organization (charged before the body is read). */
-const ORG_BYTES_SCOPE = 'telemetry-org-bytes';
-/** Counter scope of lookups of tokens this gateway does not know, per client address. */
-const AUTH_LOOKUPS_SCOPE = 'device-auth-lookups';
 /**
  * Lookups of unknown tokens an address may cause per minute, as a multiple of its allowed failures. Failures
  * are counted once a lookup has answered, so requests in flight together could each pass the failure check;
  * this bounds them (with room for many new devices behind one address after a gateway restart).
  */
-export const AUTH_LOOKUPS_PER_FAILURE = 10;
+const AUTH_LOOKUPS_PER_FAILURE = 10;
 
 const telemetryEvent = z
   .object({
@@ -78,15 +72,13 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
   credentials: DeviceCredentials;
   sink: TelemetrySink;
   bodyLimit: number;
-  /** Where batches per device and bytes per organization are counted (shared by the gateway replicas). */
-  limits: WindowCounter;
+  /** Where every limit below is counted (shared by the gateway replicas). */
+  limiter: RateLimiter;
   perDevicePerMinute: number;
   /** Accepted telemetry bytes per organization per minute. */
   orgBytesPerMinute: number;
-  /** Failed device authentications per client address (shared by the gateway replicas). */
-  authFailures: FailureLimiter;
-  /** Lookups of tokens this gateway does not know, per client address per minute. */
-  authLookupsPerMinute: number;
+  /** Failed device authentications per client address per minute. */
+  authFailuresPerMinute: number;
   now: () => number;
 }> = async (
   app,
@@ -94,14 +86,23 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
     credentials,
     sink,
     bodyLimit,
-    limits,
+    limiter,
     perDevicePerMinute,
     orgBytesPerMinute,
-    authFailures,
-    authLookupsPerMinute,
+    authFailuresPerMinute,
     now,
   },
 ) => {
+  // Scopes are the names of the shared counters: they stay the same across releases.
+  const batchesPerDevice: Limit = { scope: 'telemetry', max: perDevicePerMinute };
+  // Bytes per organization are charged before the body is read.
+  const bytesPerOrg: Limit = { scope: 'telemetry-org-bytes', max: orgBytesPerMinute };
+  const authFailures: Limit = { scope: 'device-auth-failures', max: authFailuresPerMinute };
+  // Lookups of tokens this gateway does not know, per client address.
+  const authLookups: Limit = {
+    scope: 'device-auth-lookups',
+    max: authFailuresPerMinute * AUTH_LOOKUPS_PER_FAILURE,
+  };
   // The device each request's token named, found before its body was read.
   const admitted = new WeakMap<FastifyRequest, AuthenticatedDevice>();
 
@@ -111,51 +112,39 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
    * any other token is refused with 429 once the address has had its failures this minute, without a
    * call. Missing, malformed and unknown tokens count as failures of the address.
    */
-  async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<AuthenticatedDevice> {
+  async function authenticate(request: FastifyRequest): Promise<AuthenticatedDevice> {
     const header = request.headers['x-device-token'];
     const token = typeof header === 'string' ? header : undefined;
     const address = `address:${clientAddressKey(request.ip)}`;
     if (!credentials.recognises(token)) {
-      const refuse = () => {
-        reply.header('retry-after', String(authFailures.retryAfterSeconds()));
-        return new AppError(
-          'RATE_LIMITED',
+      const refuse = (verdict: LimitVerdict) =>
+        new RateLimitExceeded(
+          verdict.resetInMs,
           'Too many failed device authentications from this address; wait before trying again',
         );
-      };
-      if (await authFailures.isBlocked(address)) throw refuse();
+      const failed = await limiter.check(authFailures, address);
+      if (failed.over) throw refuse(failed);
       // Counted before the lookup, so that concurrent requests cannot all pass the check above.
       if (token !== undefined && looksLikeDeviceToken(token)) {
-        const lookups = await limits.increment(
-          AUTH_LOOKUPS_SCOPE,
-          address,
-          MINUTE_MS,
-          authLookupsPerMinute + 1,
-        );
-        if (lookups.count > authLookupsPerMinute) throw refuse();
+        const lookups = await limiter.charge(authLookups, address);
+        if (lookups.over) throw refuse(lookups);
       }
     }
     try {
       return await credentials.authenticate(token, callOptionsFor(request));
     } catch (error) {
       if (isAppError(error) && error.code === 'DEVICE_TOKEN_INVALID')
-        await authFailures.recordFailure(address);
+        await limiter.record(authFailures, address);
       throw error;
     }
-  }
-
-  function limited(reply: FastifyReply, resetInMs: number, detail: (seconds: number) => string): AppError {
-    const seconds = Math.max(1, Math.ceil(resetInMs / 1000));
-    reply.header('retry-after', String(seconds));
-    return new AppError('RATE_LIMITED', detail(seconds));
   }
 
   app.post(
     '/api/device/telemetry',
     {
       bodyLimit,
-      onRequest: async (request, reply) => {
-        const device = await authenticate(request, reply);
+      onRequest: async (request) => {
+        const device = await authenticate(request);
         // Before the body is read, per device (a batch refused for its size or events counts too) and per
         // organization: the bytes the request declares (its whole limit when it declares none) are charged
         // now, so requests in flight together cannot all pass the budget; a refused batch's bytes count too.
@@ -163,19 +152,17 @@ export const telemetryRoute: FastifyPluginAsyncZod<{
         const bytes =
           Number.isSafeInteger(declared) && declared > 0 ? Math.min(declared, bodyLimit) : bodyLimit;
         const [sent, used] = await Promise.all([
-          limits.increment('telemetry', device.deviceId, MINUTE_MS, perDevicePerMinute + 1),
-          limits.increment(ORG_BYTES_SCOPE, device.orgId, MINUTE_MS, orgBytesPerMinute + 1, bytes),
+          limiter.charge(batchesPerDevice, device.deviceId),
+          limiter.charge(bytesPerOrg, device.orgId, bytes),
         ]);
-        if (sent.count > perDevicePerMinute) {
-          throw limited(
-            reply,
+        if (sent.over) {
+          throw new RateLimitExceeded(
             sent.resetInMs,
             (seconds) => `At most ${perDevicePerMinute} batches per device per minute; retry in ${seconds} s`,
           );
         }
-        if (used.count > orgBytesPerMinute) {
-          throw limited(
-            reply,
+        if (used.over) {
+          throw new RateLimitExceeded(
             used.resetInMs,
             (seconds) =>
               `This organization has sent its ${orgBytesPerMinute} bytes of telemetry for this minute; retry in ${seconds} s`,

@@ -2,11 +2,12 @@ import pino from 'pino';
 import { REDACTED_PATHS, type Logger } from '@sts/logger/create-logger';
 import { buildGateway, type GatewayDependencies } from '../build-gateway';
 import type { TelemetryBatchMessage } from '@sts/events/telemetry';
-import { DeviceCredentials } from '../device-credentials';
-import { GatewayCaches } from '../gateway-caches';
+import { DeviceCredentials } from '../auth/device-credentials';
+import { GatewayCaches } from '../caching/gateway-caches';
+import type { DashboardHosting } from '../dashboard/dashboard-hosting';
 import { FakeUpstream } from './fake-upstream';
 import { TestTokens } from './test-tokens';
-import { LocalWindowCounter, type WindowCounter } from '../window-counter';
+import { LocalWindowCounter, type WindowCounter } from '../limits/window-counter';
 
 export type TestGateway = Awaited<ReturnType<typeof startTestGateway>>;
 
@@ -25,6 +26,8 @@ export async function startTestGateway(
     natsMaxPayloadBytes?: number;
     /** How long device credentials are kept (not at all by default). */
     deviceCacheTtlMs?: number;
+    /** A dashboard build to serve beside /api (none by default). */
+    dashboard?: DashboardHosting;
   } = {},
 ) {
   // The enrollment failure windows are whole clock minutes: a test started at hh:mm:59 would see its
@@ -79,6 +82,7 @@ export async function startTestGateway(
       ? {}
       : { natsMaxPayloadBytes: options.natsMaxPayloadBytes }),
     limits: options.limits ? options.limits({ now, logger }) : new LocalWindowCounter(now),
+    ...(options.dashboard ? { dashboard: options.dashboard } : {}),
     now,
   });
   await app.ready();

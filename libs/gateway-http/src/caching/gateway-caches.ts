@@ -1,6 +1,6 @@
-import type { Caller } from './caller-context';
-import type { licensePayload, memberPayload } from './contract-schemas';
-import { TtlCache } from './ttl-cache';
+import type { Caller } from '../auth/caller-context';
+import type { licensePayload, memberPayload } from '../contract/contract-schemas';
+import { GroupedCache } from './grouped-cache';
 import type { z } from 'zod';
 
 interface CachedMemberPage {
@@ -19,10 +19,10 @@ const orgGroup = (orgId: string) => `org:${orgId}`;
  * by organization, member pages by organization, so an eviction touches only those entries.
  */
 export class GatewayCaches {
-  readonly callers: TtlCache<Caller>;
-  readonly licenses: TtlCache<z.infer<typeof licensePayload>>;
-  private readonly memberPages: TtlCache<CachedMemberPage>;
-  private readonly analyticsAnswers: TtlCache<object>;
+  readonly callers: GroupedCache<Caller>;
+  readonly licenses: GroupedCache<z.infer<typeof licensePayload>>;
+  private readonly memberPages: GroupedCache<CachedMemberPage>;
+  private readonly analyticsAnswers: GroupedCache<object>;
 
   constructor(config: {
     CALLER_CACHE_TTL_MS: number;
@@ -30,17 +30,17 @@ export class GatewayCaches {
     MEMBER_LIST_CACHE_TTL_MS: number;
     ANALYTICS_CACHE_TTL_MS: number;
   }) {
-    this.callers = new TtlCache(config.CALLER_CACHE_TTL_MS, {
+    this.callers = new GroupedCache(config.CALLER_CACHE_TTL_MS, {
       groupsOf: (_key, caller) => [userGroup(caller.userId), orgGroup(caller.org.id)],
     });
     // Keys are org ids.
-    this.licenses = new TtlCache(config.LICENSE_CACHE_TTL_MS, { groupsOf: (orgId) => [orgGroup(orgId)] });
-    this.memberPages = new TtlCache(config.MEMBER_LIST_CACHE_TTL_MS, {
+    this.licenses = new GroupedCache(config.LICENSE_CACHE_TTL_MS, { groupsOf: (orgId) => [orgGroup(orgId)] });
+    this.memberPages = new GroupedCache(config.MEMBER_LIST_CACHE_TTL_MS, {
       maxEntries: 1_000,
       // Keys are `<org id>|<limit>|<cursor>` (see memberPage).
       groupsOf: (key) => [orgGroup(key.slice(0, key.indexOf('|')))],
     });
-    this.analyticsAnswers = new TtlCache(config.ANALYTICS_CACHE_TTL_MS, {
+    this.analyticsAnswers = new GroupedCache(config.ANALYTICS_CACHE_TTL_MS, {
       maxEntries: 10_000,
       // Keys are `<org id>|<query>` (see analyticsAnswer).
       groupsOf: (key) => [orgGroup(key.slice(0, key.indexOf('|')))],
@@ -60,7 +60,10 @@ export class GatewayCaches {
     return this.analyticsAnswers.getOrLoad(`${orgId}|${query}`, load) as Promise<Answer>;
   }
 
-  /** A device of the organization changed state: its figures (organization-wide ones too) are stale. */
+  /**
+   * Analytics has applied a change of a device of the organization (`subscribeToCacheEvictions`): its
+   * figures, organization-wide ones too, are stale, and so are the loads in flight.
+   */
   devicesChanged(orgId: string): void {
     this.analyticsAnswers.deleteGroup(orgGroup(orgId));
   }

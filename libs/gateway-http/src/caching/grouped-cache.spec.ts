@@ -1,4 +1,4 @@
-import { TtlCache } from './ttl-cache';
+import { GroupedCache } from './grouped-cache';
 
 /** A promise and the functions that settle it, so a test decides when a load finishes. */
 function deferred<Value>() {
@@ -11,46 +11,50 @@ function deferred<Value>() {
   return { promise, resolve, reject };
 }
 
-describe('TtlCache', () => {
-  it('expires entries, stays bounded, and can be disabled', () => {
-    let now = 0;
-    const cache = new TtlCache<string>(1_000, { maxEntries: 2, now: () => now });
+/** A clock reading far from 0 (lru-cache takes a start time of 0 for "no TTL"). */
+const START = 1_700_000_000_000;
+
+describe('GroupedCache', () => {
+  it('expires entries, stays bounded (least recently used first), and can be disabled', () => {
+    let now = START;
+    const cache = new GroupedCache<string>(1_000, { maxEntries: 2, now: () => now });
     cache.set('a', 'A');
     expect(cache.get('a')).toBe('A');
-    now = 999;
+    now = START + 1_000;
     expect(cache.get('a')).toBe('A');
-    now = 1_000;
+    now = START + 1_001;
     expect(cache.get('a')).toBeUndefined();
     cache.set('b', 'B');
     cache.set('c', 'C');
+    expect(cache.get('b')).toBe('B');
     cache.set('d', 'D');
-    expect([cache.get('b'), cache.get('c'), cache.get('d')].filter(Boolean)).toEqual(['D']);
-    cache.deleteWhere((value) => value === 'D');
+    expect([cache.get('b'), cache.get('c'), cache.get('d')]).toEqual(['B', undefined, 'D']);
+    cache.delete('d');
     expect(cache.get('d')).toBeUndefined();
 
-    const off = new TtlCache<string>(0);
+    const off = new GroupedCache<string>(0);
     off.set('x', 'X');
     expect(off.get('x')).toBeUndefined();
   });
 
   describe('getOrLoad', () => {
     it('loads on a miss, reuses the value for the TTL from when the load finished, then loads again', async () => {
-      let now = 0;
-      const cache = new TtlCache<string>(1_000, { now: () => now });
+      let now = START;
+      const cache = new GroupedCache<string>(1_000, { now: () => now });
       let loads = 0;
       const load = jest.fn(async () => `v${++loads}`);
 
       expect(await cache.getOrLoad('k', load)).toBe('v1');
-      now = 999;
+      now = START + 1_000;
       expect(await cache.getOrLoad('k', load)).toBe('v1');
-      now = 1_000;
+      now = START + 1_001;
       expect(await cache.getOrLoad('k', load)).toBe('v2');
       expect(await cache.getOrLoad('other', load)).toBe('v3');
       expect(load).toHaveBeenCalledTimes(3);
     });
 
     it('shares one load among concurrent misses of a key', async () => {
-      const cache = new TtlCache<string>(1_000);
+      const cache = new GroupedCache<string>(1_000);
       const upstream = deferred<string>();
       const load = jest.fn(() => upstream.promise);
 
@@ -62,7 +66,7 @@ describe('TtlCache', () => {
     });
 
     it('does not keep a failed load: its waiters share the error, the next miss loads again', async () => {
-      const cache = new TtlCache<string>(1_000);
+      const cache = new GroupedCache<string>(1_000);
       const failing = deferred<string>();
       const first = jest.fn(() => failing.promise);
 
@@ -77,7 +81,7 @@ describe('TtlCache', () => {
     });
 
     it('calls the load every time when the TTL is 0', async () => {
-      const cache = new TtlCache<string>(0);
+      const cache = new GroupedCache<string>(0);
       const upstream = deferred<string>();
       const load = jest.fn(() => upstream.promise);
 
@@ -88,13 +92,10 @@ describe('TtlCache', () => {
       expect(cache.get('k')).toBeUndefined();
     });
 
-    it.each([
-      ['deleteWhere', (cache: TtlCache<string>) => cache.deleteWhere(() => false)],
-      ['deleteGroup', (cache: TtlCache<string>) => cache.deleteGroup('unrelated')],
-    ])(
+    it.each([['deleteGroup', (cache: GroupedCache<string>) => cache.deleteGroup('unrelated')]])(
       'does not store a load that was in flight during %s: it may predate the change',
       async (_name, evict) => {
-        const cache = new TtlCache<string>(1_000);
+        const cache = new GroupedCache<string>(1_000);
         const stale = deferred<string>();
         const fresh = deferred<string>();
 
@@ -124,7 +125,7 @@ describe('TtlCache', () => {
 
   describe('groups', () => {
     const people = () =>
-      new TtlCache<{ user: string; org: string }>(1_000, {
+      new GroupedCache<{ user: string; org: string }>(1_000, {
         groupsOf: (_key, value) => [`user:${value.user}`, `org:${value.org}`],
       });
 
@@ -146,8 +147,8 @@ describe('TtlCache', () => {
     });
 
     it('follows an entry that is replaced, expires or is evicted for room', () => {
-      let now = 0;
-      const cache = new TtlCache<{ user: string; org: string }>(1_000, {
+      let now = START;
+      const cache = new GroupedCache<{ user: string; org: string }>(1_000, {
         maxEntries: 2,
         now: () => now,
         groupsOf: (_key, value) => [`user:${value.user}`, `org:${value.org}`],
@@ -157,15 +158,19 @@ describe('TtlCache', () => {
       cache.deleteGroup('org:acme');
       expect(cache.get('k')).toEqual({ user: 'ada', org: 'beta' });
 
-      now = 1_000;
+      now = START + 1_001;
       expect(cache.get('k')).toBeUndefined();
       cache.set('k', { user: 'bob', org: 'beta' });
       cache.deleteGroup('user:ada');
       expect(cache.get('k')).toEqual({ user: 'bob', org: 'beta' });
 
+      // Full: the least recently used entry ('k') goes, and leaves its groups.
       cache.set('x', { user: 'cy', org: 'acme' });
       cache.set('y', { user: 'cy', org: 'acme' });
-      expect([cache.get('k'), cache.get('x')]).toEqual([undefined, undefined]);
+      expect(cache.get('k')).toBeUndefined();
+      cache.set('k', { user: 'dan', org: 'gamma' });
+      cache.deleteGroup('user:bob');
+      expect(cache.get('k')).toEqual({ user: 'dan', org: 'gamma' });
       cache.deleteGroup('user:cy');
       expect(cache.get('y')).toBeUndefined();
     });

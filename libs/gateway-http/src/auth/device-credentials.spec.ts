@@ -1,7 +1,7 @@
 import { AppError } from '@sts/errors/app-error';
 import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { DeviceCredentials } from './device-credentials';
-import { FakeUpstream } from './test/fake-upstream';
+import { FakeUpstream } from '../test/fake-upstream';
 
 /** A value shaped like a device token (`sts_dt_` and 43 base64url characters), named for the test. */
 const token = (name: string) => `sts_dt_${name.padEnd(43, '_')}`;

@@ -2,13 +2,15 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AccessTokenVerifier, Principal } from '@sts/auth/access-token-verifier';
 import { AppError } from '@sts/errors/app-error';
 import type { ResolveCallerRequest } from '@sts/proto/gen/identity/v1/identity';
+import { ROLE_TO_PROTO } from '@sts/grpc/proto-enums';
 import type { CallOptions } from '@sts/grpc/service-types';
-import { ROLE_TO_PROTO, roleFromProto } from './contract-mapping';
-import type { Role } from './contract-schemas';
-import { callOptionsFor } from './http-observability';
-import type { TtlCache } from './ttl-cache';
-import type { UpstreamClients } from './upstream-clients';
-import { required } from './upstream-answer';
+import { isUuid } from '@sts/vocabulary/identifiers';
+import { roleFromProto } from '../contract/contract-mapping';
+import type { Role } from '../contract/contract-schemas';
+import { callOptionsFor } from '../observability/http-observability';
+import type { GroupedCache } from '../caching/grouped-cache';
+import type { UpstreamClients } from '../upstream-clients';
+import { required } from '../contract/upstream-answer';
 
 /** Who is calling, resolved once per request by the authentication hook. */
 export interface Caller {
@@ -34,7 +36,6 @@ export function requireCaller(request: FastifyRequest): Caller {
 }
 
 const ORG_HEADER = 'x-org-id';
-const ORG_ID_PATTERN = /^[0-9a-f-]{36}$/i;
 
 function toResolveRequest(principal: Principal, orgId: string): ResolveCallerRequest {
   switch (principal.kind) {
@@ -65,15 +66,12 @@ function toResolveRequest(principal: Principal, orgId: string): ResolveCallerReq
 export function authenticate(
   verifier: AccessTokenVerifier,
   clients: UpstreamClients,
-  callers: TtlCache<Caller>,
+  callers: GroupedCache<Caller>,
 ) {
   return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
     const principal = await verifier.verifyAuthorizationHeader(request.headers.authorization);
     const requestedOrg = request.headers[ORG_HEADER];
-    if (
-      requestedOrg !== undefined &&
-      (typeof requestedOrg !== 'string' || !ORG_ID_PATTERN.test(requestedOrg))
-    ) {
+    if (requestedOrg !== undefined && (typeof requestedOrg !== 'string' || !isUuid(requestedOrg))) {
       throw new AppError('VALIDATION_FAILED', 'X-Org-Id must be an organization id', {
         fields: [{ path: 'headers.x-org-id', message: 'invalid id' }],
       });

@@ -1,4 +1,3 @@
-import { routeScope } from './rate-limit-store';
 import { LocalWindowCounter, WindowTable } from './window-counter';
 
 describe('WindowTable', () => {
@@ -41,13 +40,5 @@ describe('LocalWindowCounter', () => {
     expect((await counter.increment('bytes', 'org', 60_000)).count).toBe(2_201);
     for (const amount of [0, -1, 1.5, Number.NaN])
       expect(() => counter.increment('bytes', 'org', 60_000, undefined, amount)).toThrow(/amount/);
-  });
-});
-
-describe('routeScope', () => {
-  it('names a route with letters, digits and dashes', () => {
-    expect(routeScope({ method: 'POST', url: '/api/device/enroll' })).toBe('post-api-device-enroll');
-    expect(routeScope({ method: ['GET', 'HEAD'], url: '/api/x/:id' })).toBe('get-head-api-x-id');
-    expect(routeScope(undefined)).toBe('any');
   });
 });

@@ -1,6 +1,6 @@
-import type { WindowCounter } from './window-counter';
+import type { Limit, LimitVerdict, RateLimiter } from './rate-limiter';
 
-const WINDOW_MS = 60_000;
+/** The counter scope of every enrollment failure count (per address, per key, per key and network). */
 const SCOPE = 'enroll-failures';
 
 /**
@@ -38,58 +38,56 @@ export interface EnrollFailureLimits {
 export const HARD_CEILING_FACTOR = 2;
 
 /**
- * Counts failed enrollments (bad key, bad code) in fixed one-minute windows and says when a request
- * must wait. Keeps guessing enrollment codes impractical (at most `HARD_CEILING_FACTOR · perKey` failures
- * per key and minute, however many addresses guess) without letting a few guessers lock an
- * organization's key for its legitimate agents: locking the whole key after twenty bad codes a minute
- * was a denial of service on the organization's enrollments (issue 26). The counts live in a
- * WindowCounter shared by the gateway replicas, which keeps only hashes of the keys (they hold
- * enrollment keys and addresses).
- *
- * Written here rather than taken from @fastify/rate-limit because that plugin counts every request,
- * and mass roll-outs must not be slowed by successful enrollments.
+ * Counts failed enrollments (bad key, bad code) and says when a request must wait. Keeps guessing
+ * enrollment codes impractical (at most `HARD_CEILING_FACTOR · perKey` failures per key and minute,
+ * however many addresses guess) without letting a few guessers lock an organization's key for its
+ * legitimate agents: locking the whole key after twenty bad codes a minute was a denial of service on
+ * the organization's enrollments (issue 26). Three limits of the gateway's RateLimiter, on failures
+ * only (successes never count, so mass roll-outs are not slowed): per address, per key, and per key and
+ * network.
  */
 export class EnrollFailureLimiter {
+  private readonly perAddress: Limit;
+  private readonly perKey: Limit;
+  private readonly perKeyNetwork: Limit;
+  private readonly softPerKey: number;
+
   constructor(
-    private readonly counter: WindowCounter,
-    private readonly limits: EnrollFailureLimits,
-    private readonly now: () => number = Date.now,
-  ) {}
+    private readonly limiter: RateLimiter,
+    limits: EnrollFailureLimits,
+  ) {
+    this.perAddress = { scope: SCOPE, max: limits.perAddress };
+    // Counted up to the hard ceiling; past the soft one, networks that failed with the key wait.
+    this.perKey = { scope: SCOPE, max: HARD_CEILING_FACTOR * limits.perKey };
+    this.perKeyNetwork = { scope: SCOPE, max: 1 };
+    this.softPerKey = limits.perKey;
+  }
 
   /**
-   * Whether this source must wait: its address failed too often; or the key did and so did this
-   * network; or the key reached its hard ceiling.
+   * Whether this source must wait (`over`, and until when): its address failed too often; or the key
+   * did and so did this network; or the key reached its hard ceiling.
    */
-  async isBlocked({ key, address, network }: EnrollFailureSource): Promise<boolean> {
-    const { perAddress, perKey } = this.limits;
-    const hardPerKey = HARD_CEILING_FACTOR * perKey;
+  async check({ key, address, network }: EnrollFailureSource): Promise<LimitVerdict> {
     const [byAddress, byKey, byPair] = await Promise.all([
-      this.counter.read(SCOPE, addressCounter(address), WINDOW_MS, perAddress),
-      key === null ? null : this.counter.read(SCOPE, keyCounter(key), WINDOW_MS, hardPerKey),
-      key === null ? null : this.counter.read(SCOPE, pairCounter(key, network), WINDOW_MS, 1),
+      this.limiter.check(this.perAddress, addressCounter(address)),
+      key === null ? null : this.limiter.check(this.perKey, keyCounter(key)),
+      key === null ? null : this.limiter.check(this.perKeyNetwork, pairCounter(key, network)),
     ]);
-    if (byAddress.count >= perAddress) return true;
-    if (byKey === null || byPair === null) return false;
-    if (byKey.count >= hardPerKey) return true;
-    return byKey.count >= perKey && byPair.count >= 1;
+    if (byAddress.over || byKey === null || byPair === null) return byAddress;
+    if (byKey.over) return byKey;
+    return { ...byKey, over: byKey.count >= this.softPerKey && byPair.over };
   }
 
   async recordFailure({ key, address, network }: EnrollFailureSource): Promise<void> {
-    const { perAddress, perKey } = this.limits;
     await Promise.all([
-      this.counter.increment(SCOPE, addressCounter(address), WINDOW_MS, perAddress),
+      this.limiter.record(this.perAddress, addressCounter(address)),
       ...(key === null
         ? []
         : [
-            this.counter.increment(SCOPE, keyCounter(key), WINDOW_MS, HARD_CEILING_FACTOR * perKey),
-            this.counter.increment(SCOPE, pairCounter(key, network), WINDOW_MS, 1),
+            this.limiter.record(this.perKey, keyCounter(key)),
+            this.limiter.record(this.perKeyNetwork, pairCounter(key, network)),
           ]),
     ]);
-  }
-
-  /** Seconds until the current window ends. */
-  retryAfterSeconds(): number {
-    return Math.max(1, Math.ceil((WINDOW_MS - (this.now() % WINDOW_MS)) / 1000));
   }
 }
 

@@ -3,6 +3,7 @@ import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } fro
 import { AppError, isAppError, type FieldViolation } from '@sts/errors/app-error';
 import { ERROR_CATALOGUE } from '@sts/errors/error-catalogue';
 import type { ErrorCode } from '@sts/errors/error-code';
+import { RateLimitExceeded } from '../limits/rate-limiter';
 
 /** RFC 9457 problem details, plus our stable `code`, the `request_id` and bad fields. */
 export interface ProblemDetails {
@@ -86,6 +87,7 @@ export function toAppError(error: FastifyError | Error): AppError {
 export function sendProblem(reply: FastifyReply, request: FastifyRequest, error: AppError): FastifyReply {
   const problem = toProblem(error, request.id);
   if (problem.status === 401) reply.header('www-authenticate', 'Bearer');
+  if (error instanceof RateLimitExceeded) reply.header('retry-after', String(error.retryAfterSeconds));
   return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(problem);
 }
 

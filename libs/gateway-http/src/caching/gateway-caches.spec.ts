@@ -1,4 +1,4 @@
-import type { Caller } from './caller-context';
+import type { Caller } from '../auth/caller-context';
 import { GatewayCaches } from './gateway-caches';
 
 const caller = (userId: string, orgId: string): Caller => ({

@@ -3,6 +3,7 @@ import { newEnvelope } from '@sts/events/event-envelope';
 import type { Logger } from '@sts/logger/create-logger';
 import { GatewayCaches } from './gateway-caches';
 import { subscribeToCacheEvictions } from './cache-invalidation';
+import { subscribeToDeviceChanges, type DeviceCredentials } from '../auth/device-credentials';
 
 /** Records each subscription's callback, so a test can deliver messages to it. */
 function fakeNats() {
@@ -60,6 +61,7 @@ describe('membership invalidation', () => {
         'test.events.member.updated',
         'test.events.member.removed',
         'test.events.billing.updated',
+        'test.signals.device-states-applied',
       ]);
 
       deliver(`test.events.${type}`, newEnvelope(type, events[type]));
@@ -97,5 +99,76 @@ describe('membership invalidation', () => {
     );
     expect(license).toHaveBeenCalledWith('acme');
     expect(membership).not.toHaveBeenCalled();
+  });
+});
+
+/** A promise and the function that settles it, so a test decides when a load finishes. */
+function deferred<Value>() {
+  let resolve!: (value: Value) => void;
+  const promise = new Promise<Value>((res) => (resolve = res));
+  return { promise, resolve };
+}
+
+describe('analytics answers and device changes', () => {
+  const disabled = {
+    org_id: 'acme',
+    device_id: 'd-1',
+    hostname: 'alpha',
+    at: '2026-03-01T12:00:00.000Z',
+  };
+
+  /** A gateway's caches (a minute of analytics answers) with its subscriptions, over fake NATS. */
+  function gateway() {
+    const { nc, deliver } = fakeNats();
+    const caches = new GatewayCaches({
+      CALLER_CACHE_TTL_MS: 0,
+      LICENSE_CACHE_TTL_MS: 0,
+      MEMBER_LIST_CACHE_TTL_MS: 0,
+      ANALYTICS_CACHE_TTL_MS: 60_000,
+    });
+    const logger = { warn: jest.fn() } as unknown as Logger;
+    const credentials = { deviceChanged: jest.fn() } as unknown as DeviceCredentials;
+    subscribeToCacheEvictions(nc, 'test', caches, logger);
+    subscribeToDeviceChanges(nc, 'test', credentials, logger);
+    const summary = (figures: string) => caches.analyticsAnswer('acme', '24h', async () => ({ figures }));
+    return { deliver, caches, credentials, summary, logger };
+  }
+
+  it('keeps no answer read before analytics applied a device change, however late analytics applies it', async () => {
+    const { deliver, credentials, summary } = gateway();
+    expect(await summary('before')).toEqual({ figures: 'before' });
+    // The gateway hears the device event before analytics has written it to ClickHouse: an answer read
+    // now still has the old figures (a second later, or ten: analytics may be slow).
+    deliver('test.events.device.disabled', newEnvelope('device.disabled', disabled));
+    expect(credentials.deviceChanged).toHaveBeenCalledWith('d-1');
+    await summary('still before');
+    // Analytics has applied it: the next answer is read again, and kept.
+    deliver('test.signals.device-states-applied', { org_id: 'acme' });
+    expect(await summary('after')).toEqual({ figures: 'after' });
+    expect(await summary('unused')).toEqual({ figures: 'after' });
+    // Other organizations' answers are not concerned.
+    deliver('test.signals.device-states-applied', { org_id: 'other' });
+    expect(await summary('unused')).toEqual({ figures: 'after' });
+  });
+
+  it('does not keep an answer whose read was in flight when analytics applied the change', async () => {
+    const { deliver, caches } = gateway();
+    const stale = deferred<{ figures: string }>();
+    const inFlight = caches.analyticsAnswer('acme', '24h', () => stale.promise);
+    deliver('test.signals.device-states-applied', { org_id: 'acme' });
+    stale.resolve({ figures: 'stale' });
+    expect(await inFlight).toEqual({ figures: 'stale' });
+    expect(await caches.analyticsAnswer('acme', '24h', async () => ({ figures: 'fresh' }))).toEqual({
+      figures: 'fresh',
+    });
+  });
+
+  it('ignores a malformed signal, with a warning', async () => {
+    const { deliver, summary, logger } = gateway();
+    await summary('before');
+    deliver('test.signals.device-states-applied', { org: 'acme' });
+    deliver('test.signals.device-states-applied', 'acme');
+    expect(await summary('unused')).toEqual({ figures: 'before' });
+    expect(logger.warn).toHaveBeenCalledTimes(2);
   });
 });

@@ -2,12 +2,11 @@ import { createHash } from 'node:crypto';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { AppError, isAppError } from '@sts/errors/app-error';
 import { looksLikeDeviceToken } from '@sts/vocabulary/device-token';
-import type { GatewayCaches } from './gateway-caches';
 import type { Logger } from '@sts/logger/create-logger';
 import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
-import { subscribeToEvents } from './event-subscriptions';
-import { TtlCache } from './ttl-cache';
-import type { UpstreamClients } from './upstream-clients';
+import { subscribeToEvents } from '../caching/event-subscriptions';
+import { GroupedCache } from '../caching/grouped-cache';
+import type { UpstreamClients } from '../upstream-clients';
 import type { CallOptions } from '@sts/grpc/service-types';
 
 export interface AuthenticatedDevice {
@@ -34,19 +33,19 @@ const KNOWN_TOKEN_TTL_MS = 24 * 60 * 60 * 1000;
  * hold up devices that share an address with whoever keeps failing.
  */
 export class DeviceCredentials {
-  private readonly cache: TtlCache<CachedDevice>;
+  private readonly cache: GroupedCache<CachedDevice>;
   /** SHA-256 of tokens the enrollment service vouched for lately (a value of its own, not a credential). */
-  private readonly known: TtlCache<true>;
+  private readonly known: GroupedCache<true>;
 
   constructor(
     private readonly clients: Pick<UpstreamClients, 'enrollment'>,
     ttlMs: number,
   ) {
-    this.cache = new TtlCache(ttlMs, {
+    this.cache = new GroupedCache(ttlMs, {
       maxEntries: 100_000,
       groupsOf: (_key, device) => [deviceGroup(device.deviceId)],
     });
-    this.known = new TtlCache(KNOWN_TOKEN_TTL_MS, { maxEntries: 100_000 });
+    this.known = new GroupedCache(KNOWN_TOKEN_TTL_MS, { maxEntries: 100_000 });
   }
 
   /**
@@ -94,28 +93,20 @@ function keyOf(token: string): string {
 }
 
 /**
- * Device events (disabled, enabled, deleted, enrolled again) evict the device's cached credential and
- * its organization's cached analytics at once. The analytics answers are evicted a second time a moment
- * later: the analytics service applies the same event to ClickHouse shortly after this gateway hears
- * it, and a request in between would otherwise cache the state before the change for a whole TTL.
+ * Device events (disabled, enabled, deleted, enrolled again) evict the device's cached credential at once.
+ * (Cached analytics answers are evicted when analytics has applied the change: `subscribeToCacheEvictions`.)
  */
 export function subscribeToDeviceChanges(
   nc: NatsConnection,
   namespace: string,
   credentials: DeviceCredentials,
-  caches: Pick<GatewayCaches, 'devicesChanged'>,
   logger: Logger,
-  settleMs = 1_000,
 ): Subscription[] {
   return subscribeToEvents(
     nc,
     namespace,
     ['device.enrolled', 'device.disabled', 'device.enabled', 'device.deleted'] as const,
-    (_type, data) => {
-      credentials.deviceChanged(data.device_id);
-      caches.devicesChanged(data.org_id);
-      setTimeout(() => caches.devicesChanged(data.org_id), settleMs).unref();
-    },
+    (_type, data) => credentials.deviceChanged(data.device_id),
     logger,
   );
 }

@@ -7,8 +7,8 @@ import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { startTcpProxy, type TcpProxy } from '@sts/testing/tcp-proxy';
 import { KvWindowCounter } from './kv-window-counter';
-import { ORG_ID, OTHER_ORG_ID } from './test/fake-upstream';
-import { startTestGateway, type TestGateway } from './test/test-gateway';
+import { ORG_ID, OTHER_ORG_ID } from '../test/fake-upstream';
+import { startTestGateway, type TestGateway } from '../test/test-gateway';
 
 /**
  * Two gateway replicas behind one load balancer, each with its own NATS connection and counter over the
