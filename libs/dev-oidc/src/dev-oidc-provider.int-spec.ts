@@ -54,7 +54,7 @@ describe('DevOidcProvider over HTTP', () => {
       jwks_uri: `${provider.url}/.well-known/jwks.json`,
       token_endpoint: `${provider.url}/oauth/token`,
       id_token_signing_alg_values_supported: ['RS256'],
-      grant_types_supported: ['client_credentials'],
+      grant_types_supported: ['client_credentials', 'authorization_code', 'refresh_token'],
     });
     const jwks = (await (await fetch(`${provider.url}/.well-known/jwks.json`)).json()) as { keys: object[] };
     expect(jwks.keys).toEqual([

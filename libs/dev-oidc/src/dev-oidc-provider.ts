@@ -5,6 +5,8 @@ import type { AddressInfo } from 'node:net';
 import { dirname } from 'node:path';
 import {
   calculateJwkThumbprint,
+  compactVerify,
+  decodeProtectedHeader,
   exportJWK,
   exportSPKI,
   generateKeyPair,
@@ -16,11 +18,21 @@ import {
   type JWTPayload,
 } from 'jose';
 import {
+  AuthorizationCodeFlow,
+  SCOPES_SUPPORTED,
+  type AuthorizeOutcome,
+  type LogoutOutcome,
+  type PublicClient,
+  type SignedInUser,
+} from './authorization-code-flow';
+import {
   readClientsFile,
   toStoredClient,
   type ClientRegistration,
   type StoredClient,
 } from './client-registry';
+import { OAuthError } from './oauth-error';
+import { messagePage, signInPage, type HtmlPage } from './sign-in-page';
 import type { Role } from '@sts/vocabulary/roles';
 
 export interface DevOidcProviderOptions {
@@ -38,6 +50,22 @@ export interface DevOidcProviderOptions {
   readonly orgClaim?: string;
   /** Claim naming the role in client tokens. Default `role`. */
   readonly roleClaim?: string;
+  /**
+   * Browser applications signing users in with the authorization code flow and PKCE. The origins of
+   * their redirect URIs may also call discovery, JWKS and the token endpoint cross-origin (CORS).
+   */
+  readonly publicClients?: readonly PublicClient[];
+  /** Lifetime of authorization codes. Default 60 s. */
+  readonly authorizationCodeTtlSeconds?: number;
+  /** Lifetime of each (rotating) refresh token. Default 8 h. */
+  readonly refreshTokenTtlSeconds?: number;
+  /**
+   * How long the provider's own session (its cookie) signs a browser in again without the form, after a
+   * sign-in through the form. Default 8 h.
+   */
+  readonly sessionTtlSeconds?: number;
+  /** The clock of the browser flow's expiries (codes, sign-in forms, sessions, refresh tokens). */
+  readonly now?: () => number;
 }
 
 export interface UserTokenRequest {
@@ -68,6 +96,10 @@ export interface TokenResponse {
   readonly access_token: string;
   readonly token_type: 'Bearer';
   readonly expires_in: number;
+  /** The authorization code and refresh token grants only. */
+  readonly id_token?: string;
+  readonly refresh_token?: string;
+  readonly scope?: string;
 }
 
 /** RSA private key as JWK, with `kid`, `alg` and `use`. */
@@ -75,29 +107,27 @@ type PrivateRsaJwk = JWK & { kty: 'RSA'; n: string; e: string; d: string; kid: s
 
 const ALG = 'RS256';
 const MAX_BODY_BYTES = 64 * 1024;
+/**
+ * The provider session's cookie. No `__Host-` prefix: it requires `Secure`, impossible over http. Cookies
+ * do not tell ports apart, so providers on one host share the name: each ignores the others' values.
+ */
+export const SESSION_COOKIE = 'dev_oidc_session';
 
 /** Stable development subject for an e-mail: `dev|` + the first 24 hex digits of its SHA-256 (lowercased). */
 export function devSubjectForEmail(email: string): string {
   return `dev|${createHash('sha256').update(email.trim().toLowerCase()).digest('hex').slice(0, 24)}`;
 }
 
-class OAuthError extends Error {
-  constructor(
-    readonly status: number,
-    readonly error: string,
-    readonly description: string,
-  ) {
-    super(description);
-  }
-}
-
 /**
  * A small, real OpenID provider for local runs and tests: RS256 signing key, discovery document,
- * JWKS, and the OAuth 2.0 client credentials grant at `POST /oauth/token` (contract section 5.3).
- * Never meant for production.
+ * JWKS, the OAuth 2.0 client credentials grant at `POST /oauth/token` (contract section 5.3), and the
+ * browser sign-in of public clients (authorization code with PKCE, refresh tokens, logout; see
+ * `authorization-code-flow.ts`). Never meant for production.
  */
 export class DevOidcProvider {
   private readonly clients = new Map<string, StoredClient>();
+  private readonly browserFlow: AuthorizationCodeFlow;
+  private readonly corsOrigins: ReadonlySet<string>;
   private server: Server | undefined;
   private configuredIssuer: string | undefined;
   private baseUrl: string | undefined;
@@ -111,6 +141,28 @@ export class DevOidcProvider {
     readonly publicKeyPem: string,
   ) {
     this.configuredIssuer = options.issuer;
+    this.browserFlow = new AuthorizationCodeFlow(
+      options.publicClients ?? [],
+      {
+        issuer: () => this.issuer,
+        audience: options.audience,
+        tokenTtlSeconds: this.tokenTtlSeconds,
+        issueAccessToken: (user, scope) => this.issueBrowserAccessToken(user, scope),
+        issueIdToken: (user, claims) => this.issueIdToken(user, claims),
+        verifyIdTokenHint: (token) => this.verifyIdTokenHint(token),
+      },
+      {
+        ...(options.authorizationCodeTtlSeconds !== undefined
+          ? { codeTtlSeconds: options.authorizationCodeTtlSeconds }
+          : {}),
+        ...(options.refreshTokenTtlSeconds !== undefined
+          ? { refreshTokenTtlSeconds: options.refreshTokenTtlSeconds }
+          : {}),
+        ...(options.sessionTtlSeconds !== undefined ? { sessionTtlSeconds: options.sessionTtlSeconds } : {}),
+        ...(options.now ? { now: options.now } : {}),
+      },
+    );
+    this.corsOrigins = this.browserFlow.corsOrigins;
   }
 
   static async create(options: DevOidcProviderOptions): Promise<DevOidcProvider> {
@@ -159,6 +211,14 @@ export class DevOidcProvider {
     return `${this.issuer.replace(/\/+$/, '')}/oauth/token`;
   }
 
+  get authorizationEndpoint(): string {
+    return `${this.issuer.replace(/\/+$/, '')}/authorize`;
+  }
+
+  get endSessionEndpoint(): string {
+    return `${this.issuer.replace(/\/+$/, '')}/oauth/logout`;
+  }
+
   get jwks(): { keys: JWK[] } {
     return { keys: [{ ...this.publicJwk }] };
   }
@@ -177,18 +237,28 @@ export class DevOidcProvider {
       issuer: this.issuer,
       jwks_uri: this.jwksUri,
       token_endpoint: this.tokenEndpoint,
-      grant_types_supported: ['client_credentials'],
-      token_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic'],
-      response_types_supported: ['token'],
+      authorization_endpoint: this.authorizationEndpoint,
+      end_session_endpoint: this.endSessionEndpoint,
+      grant_types_supported: ['client_credentials', 'authorization_code', 'refresh_token'],
+      // 'none': public (browser) clients, which prove themselves with PKCE instead of a secret.
+      token_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic', 'none'],
+      response_types_supported: ['code'],
+      response_modes_supported: ['query'],
+      code_challenge_methods_supported: ['S256'],
+      scopes_supported: [...SCOPES_SUPPORTED],
       subject_types_supported: ['public'],
       id_token_signing_alg_values_supported: [ALG],
       token_endpoint_auth_signing_alg_values_supported: [ALG],
+      authorization_response_iss_parameter_supported: true,
       claims_supported: [
         'sub',
         'iss',
         'aud',
         'exp',
         'iat',
+        'auth_time',
+        'nonce',
+        'sid',
         'email',
         'email_verified',
         'name',
@@ -224,6 +294,45 @@ export class DevOidcProvider {
       ...(request.name ? { name: request.name } : {}),
       ...request.claims,
     });
+  }
+
+  /** The access token of a browser sign-in: a user token, as the CLI prints, with the granted scope. */
+  private issueBrowserAccessToken(user: SignedInUser, scope: string): Promise<string> {
+    return this.issueUserToken({ email: user.email, name: user.name, claims: { scope } });
+  }
+
+  /** An OpenID Connect ID token (Core section 2) for a public client. */
+  private async issueIdToken(
+    user: SignedInUser,
+    claims: { aud: string; auth_time: number; sid: string; nonce?: string },
+  ): Promise<string> {
+    const now = Math.floor(Date.now() / 1000);
+    return this.signToken(
+      {
+        iss: this.issuer,
+        sub: devSubjectForEmail(user.email),
+        iat: now,
+        exp: now + this.tokenTtlSeconds,
+        email: user.email,
+        email_verified: true,
+        name: user.name,
+        ...claims,
+      },
+      { typ: 'JWT' },
+    );
+  }
+
+  /** Claims of an ID token this provider signed; expiry is ignored (logout hints are often old). */
+  private async verifyIdTokenHint(token: string): Promise<JWTPayload | undefined> {
+    try {
+      // Access tokens are `at+jwt`: only ID tokens (`JWT`) may stand for a session.
+      if (decodeProtectedHeader(token).typ !== 'JWT') return undefined;
+      const { payload } = await compactVerify(token, this.publicKey, { algorithms: [ALG] });
+      const claims = JSON.parse(new TextDecoder().decode(payload)) as JWTPayload;
+      return claims.iss === this.issuer ? claims : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   /** A client-credentials access token, as `POST /oauth/token` issues it, without the HTTP round trip. */
@@ -285,14 +394,16 @@ export class DevOidcProvider {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
-    const route = ROUTES[path];
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const route = ROUTES[url.pathname];
     if (!route) {
       sendJson(res, 404, { error: 'not_found' });
       return;
     }
-    if (req.method !== route.method && !(route.method === 'GET' && req.method === 'HEAD')) {
-      res.setHeader('Allow', route.method);
+    if (route.cors && this.answerCors(req, res, route.methods)) return;
+    const method = req.method === 'HEAD' ? 'GET' : req.method;
+    if (!route.methods.some((allowed) => allowed === method)) {
+      res.setHeader('Allow', route.methods.join(', '));
       sendJson(res, 405, { error: 'method_not_allowed' });
       return;
     }
@@ -314,18 +425,132 @@ export class DevOidcProvider {
           sendJson(res, error.status, { error: error.error, error_description: error.description }, headers);
         }
         return;
+      case 'authorize': {
+        const browserKeys = cookieValues(req.headers.cookie, SESSION_COOKIE);
+        if (method === 'GET') {
+          this.sendAuthorizeOutcome(res, this.browserFlow.authorize(url.searchParams, browserKeys));
+          return;
+        }
+        try {
+          this.sendAuthorizeOutcome(res, this.browserFlow.signIn(await readParameters(req), browserKeys));
+        } catch (error) {
+          if (!(error instanceof OAuthError)) throw error;
+          sendHtml(res, 400, messagePage('Sign-in failed', error.description));
+        }
+        return;
+      }
+      case 'logout': {
+        let parameters: Record<string, string | undefined>;
+        try {
+          parameters = method === 'GET' ? Object.fromEntries(url.searchParams) : await readParameters(req);
+        } catch (error) {
+          if (!(error instanceof OAuthError)) throw error;
+          sendHtml(res, 400, messagePage('Sign-out failed', error.description));
+          return;
+        }
+        const browserKeys = cookieValues(req.headers.cookie, SESSION_COOKIE);
+        this.sendLogoutOutcome(res, await this.browserFlow.logout(parameters, browserKeys));
+        return;
+      }
     }
   }
 
-  /** OAuth 2.0 client credentials grant (RFC 6749 section 4.4), errors per section 5.2. */
+  /**
+   * CORS for the browser applications (the origins of registered redirect URIs), none for anyone else.
+   * True when it answered the request (a preflight).
+   */
+  private answerCors(req: IncomingMessage, res: ServerResponse, methods: readonly string[]): boolean {
+    // The answer depends on Origin: shared caches must not hand one origin's answer to another.
+    res.setHeader('Vary', 'Origin');
+    const origin = req.headers.origin;
+    const allowed = origin !== undefined && this.corsOrigins.has(origin);
+    if (allowed) res.setHeader('Access-Control-Allow-Origin', origin);
+    if (req.method !== 'OPTIONS') return false;
+    if (allowed) {
+      res.setHeader('Access-Control-Allow-Methods', methods.join(', '));
+      res.setHeader('Access-Control-Allow-Headers', 'Content-Type');
+      res.setHeader('Access-Control-Max-Age', '600');
+    }
+    res.setHeader('Allow', [...methods, 'OPTIONS'].join(', '));
+    res.writeHead(204);
+    res.end();
+    return true;
+  }
+
+  private sendAuthorizeOutcome(res: ServerResponse, outcome: AuthorizeOutcome): void {
+    switch (outcome.kind) {
+      case 'redirect':
+        redirect(
+          res,
+          outcome.location,
+          outcome.session && this.sessionCookie(outcome.session.key, outcome.session.maxAgeSeconds),
+        );
+        return;
+      case 'error-page':
+        sendHtml(res, 400, messagePage('Sign-in failed', outcome.message));
+        return;
+      case 'sign-in':
+        sendHtml(res, outcome.error ? 400 : 200, signInPage(outcome));
+        return;
+    }
+  }
+
+  /** A logout that went through ended the browser's session: its cookie goes too. */
+  private sendLogoutOutcome(res: ServerResponse, outcome: LogoutOutcome): void {
+    const cleared = this.sessionCookie('', 0);
+    switch (outcome.kind) {
+      case 'redirect':
+        redirect(res, outcome.location, cleared);
+        return;
+      case 'error-page':
+        sendHtml(res, 400, messagePage('Sign-out failed', outcome.message));
+        return;
+      case 'signed-out':
+        sendHtml(res, 200, messagePage('Signed out', 'You are signed out. You may close this window.'), {
+          'Set-Cookie': cleared,
+        });
+        return;
+    }
+  }
+
+  /**
+   * The session cookie: out of scripts' reach, sent on top-level navigations from the application (Lax),
+   * `Secure` when the issuer is https (a browser would refuse it over http). `Max-Age=0` deletes it.
+   */
+  private sessionCookie(value: string, maxAgeSeconds: number): string {
+    const secure = new URL(this.issuer).protocol === 'https:' ? '; Secure' : '';
+    return `${SESSION_COOKIE}=${value}; Max-Age=${maxAgeSeconds}; Path=/; HttpOnly; SameSite=Lax${secure}`;
+  }
+
+  /** The token endpoint's grants (RFC 6749), errors per section 5.2. */
   private async tokenGrant(req: IncomingMessage): Promise<TokenResponse> {
     const body = await readParameters(req);
-    const basic = parseBasicCredentials(req.headers.authorization);
-    const grantType = body['grant_type'];
-    if (!grantType) throw new OAuthError(400, 'invalid_request', 'grant_type is required');
-    if (grantType !== 'client_credentials') {
-      throw new OAuthError(400, 'unsupported_grant_type', 'only client_credentials is supported');
+    switch (body['grant_type']) {
+      case undefined:
+      case '':
+        throw new OAuthError(400, 'invalid_request', 'grant_type is required');
+      case 'client_credentials':
+        return this.clientCredentialsGrant(req, body);
+      // Public clients: identified by client_id, no authentication (PKCE binds the code to them).
+      case 'authorization_code':
+        return this.browserFlow.exchangeCode(body);
+      case 'refresh_token':
+        return this.browserFlow.refresh(body);
+      default:
+        throw new OAuthError(
+          400,
+          'unsupported_grant_type',
+          'supported: client_credentials, authorization_code, refresh_token',
+        );
     }
+  }
+
+  /** OAuth 2.0 client credentials grant (RFC 6749 section 4.4). */
+  private async clientCredentialsGrant(
+    req: IncomingMessage,
+    body: Record<string, string | undefined>,
+  ): Promise<TokenResponse> {
+    const basic = parseBasicCredentials(req.headers.authorization);
     if (basic && (body['client_id'] ?? basic.clientId) !== basic.clientId) {
       throw new OAuthError(400, 'invalid_request', 'client_id differs from the Basic credentials');
     }
@@ -363,11 +588,61 @@ export class DevOidcProvider {
   }
 }
 
-const ROUTES: Record<string, { method: 'GET' | 'POST'; name: 'discovery' | 'jwks' | 'token' }> = {
-  '/.well-known/openid-configuration': { method: 'GET', name: 'discovery' },
-  '/.well-known/jwks.json': { method: 'GET', name: 'jwks' },
-  '/oauth/token': { method: 'POST', name: 'token' },
+interface Route {
+  readonly name: 'discovery' | 'jwks' | 'token' | 'authorize' | 'logout';
+  readonly methods: readonly ('GET' | 'POST')[];
+  /** Called by browser applications' scripts, cross-origin. */
+  readonly cors: boolean;
+}
+
+const ROUTES: Record<string, Route> = {
+  '/.well-known/openid-configuration': { name: 'discovery', methods: ['GET'], cors: true },
+  '/.well-known/jwks.json': { name: 'jwks', methods: ['GET'], cors: true },
+  '/oauth/token': { name: 'token', methods: ['POST'], cors: true },
+  // Pages the browser navigates to: no CORS.
+  '/authorize': { name: 'authorize', methods: ['GET', 'POST'], cors: false },
+  '/oauth/logout': { name: 'logout', methods: ['GET', 'POST'], cors: false },
 };
+
+/** An HTML page that runs no scripts and may not be framed. */
+function sendHtml(
+  res: ServerResponse,
+  status: number,
+  page: HtmlPage,
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, {
+    ...headers,
+    'Content-Type': 'text/html; charset=utf-8',
+    'Content-Length': Buffer.byteLength(page.html),
+    'Content-Security-Policy': page.contentSecurityPolicy,
+    'X-Frame-Options': 'DENY',
+    'X-Content-Type-Options': 'nosniff',
+    'Referrer-Policy': 'no-referrer',
+    'Cache-Control': 'no-store',
+  });
+  res.end(page.html);
+}
+
+/** 303: the browser follows with a GET, also after the form's POST. */
+function redirect(res: ServerResponse, location: string, cookie?: string): void {
+  res.writeHead(303, {
+    Location: location,
+    'Cache-Control': 'no-store',
+    'Referrer-Policy': 'no-referrer',
+    ...(cookie ? { 'Set-Cookie': cookie } : {}),
+  });
+  res.end();
+}
+
+/** Every value of the named cookie in a `Cookie` header (RFC 6265 section 5.4 allows several). */
+function cookieValues(header: string | undefined, name: string): string[] {
+  return (header ?? '')
+    .split(';')
+    .map((pair) => pair.trim())
+    .filter((pair) => pair.startsWith(`${name}=`))
+    .map((pair) => pair.slice(name.length + 1));
+}
 
 function sendJson(
   res: ServerResponse,
