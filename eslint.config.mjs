@@ -2,6 +2,7 @@
 import nx from '@nx/eslint-plugin';
 import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
+import globals from 'globals';
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 
@@ -110,7 +111,7 @@ export default tseslint.config(
   ...tseslint.configs.recommendedTypeChecked,
   prettier,
   {
-    files: ['**/*.ts'],
+    files: ['**/*.ts', '**/*.tsx'],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
@@ -134,25 +135,6 @@ export default tseslint.config(
     },
   },
   {
-    // Spreads followed by keys make a hidden class per object in Node 20; the device page misses its target with them (bench/enrollment.bench.ts).
-    files: [
-      'libs/*-infra/src/mikro-*.ts',
-      'libs/*-infra/src/*-grpc-handlers.ts',
-      'libs/gateway-http/src/routes/**/*.ts',
-    ],
-    ignores: testFiles,
-    rules: {
-      'no-restricted-syntax': [
-        'error',
-        {
-          selector: 'ObjectExpression > SpreadElement ~ :matches(Property, SpreadElement)',
-          message:
-            'A spread followed by more keys makes a new hidden class per object in Node 20 (docs/decisions.md, "Platform"); list the fields or use Object.assign({}, a, { b }).',
-        },
-      ],
-    },
-  },
-  {
     files: testFiles,
     rules: {
       '@typescript-eslint/unbound-method': 'off',
@@ -168,6 +150,14 @@ export default tseslint.config(
     // Command-line programs and benchmarks talk to a terminal.
     files: ['apps/dev-idp/src/cli.ts', 'bench/**/*.ts', 'scripts/**/*.ts', 'apps/*/src/main.ts'],
     rules: { 'no-console': 'off' },
+  },
+  {
+    // The web dashboard runs in a browser (its own tsconfig: DOM, JSX).
+    files: ['apps/dashboard/**/*.ts', 'apps/dashboard/**/*.tsx', 'apps/dashboard/**/*.mts'],
+    languageOptions: {
+      globals: { ...globals.browser },
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
   },
   {
     files: ['**/*.mjs', '**/*.js', '**/*.cjs'],

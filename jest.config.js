@@ -29,7 +29,7 @@ const common = {
 
 module.exports = {
   projects: [
-    { ...common, displayName: 'unit', testMatch: ['<rootDir>/{apps,libs}/**/*.spec.ts'] },
+    { ...common, displayName: 'unit', testMatch: ['<rootDir>/{apps,libs,scripts}/**/*.spec.ts'] },
     {
       ...common,
       displayName: 'integration',
@@ -65,6 +65,14 @@ module.exports = {
       ...common,
       displayName: 'e2e',
       testMatch: ['<rootDir>/{apps,libs}/**/*.e2e-spec.ts'],
+      setupFilesAfterEnv: ['<rootDir>/tools/jest/slow-tests.setup.js'],
+    },
+    {
+      // The dashboard in a real browser (headless Debian chromium through playwright-core) against the
+      // whole system, as the e2e tier starts it; needs the dashboard's build (npm run build).
+      ...common,
+      displayName: 'browser',
+      testMatch: ['<rootDir>/apps/e2e/src/**/*.browser-spec.ts'],
       setupFilesAfterEnv: ['<rootDir>/tools/jest/slow-tests.setup.js'],
     },
   ],

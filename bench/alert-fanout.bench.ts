@@ -37,7 +37,7 @@ import {
   startHttpsReceiver,
   testCertificateAuthority,
   type HttpsReceiver,
-} from '@sts/testing/https-receiver';
+} from '@sts/stand-ins/https-receiver';
 import {
   DatabaseMonitor,
   call,

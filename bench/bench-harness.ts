@@ -23,20 +23,17 @@ import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 import { clickhouseNodeUrl, localCluster } from '@sts/testing/local-cluster';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
-import { freePort, portOpen } from '@sts/testing/service-process';
+import { freePort } from '@sts/testing/free-port';
+import { portOpen } from '@sts/testing/service-process';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import { testServiceAuth } from '@sts/testing/service-auth';
-import { startSmtpSink } from '@sts/testing/smtp-sink';
+import { startSmtpSink } from '@sts/stand-ins/smtp-sink';
 import { formatProfileSummary, summarizeProfileFile } from './cpu-profile-summary';
 import { type GcPause } from './gc-pauses';
 import type { OpenLoadOptions, OpenLoadResult, OpenLoopReply } from './open-loop';
 
 const ROOT = resolve(__dirname, '..');
 const AGENT = pathToFileURL(join(ROOT, 'bench', 'child-agent.ts')).href;
-/** The Node flags `npm start` gives every service (scripts/service-node-flags): measured as run. */
-export const SERVICE_NODE_FLAGS = readFileSync(join(ROOT, 'scripts', 'service-node-flags'), 'utf8')
-  .split(/\s+/)
-  .filter((flag) => flag !== '' && !flag.startsWith('#'));
 const CLOCK_TICKS_PER_SECOND = 100;
 
 // --- options -------------------------------------------------------------------------------------
@@ -137,16 +134,12 @@ export class ChildService {
   ) {
     // Own process group: a Ctrl-C in the terminal reaches only the benchmark, which stops the
     // children in order. Should the benchmark die outright, the agent stops them (IPC closes).
-    this.child = spawn(
-      process.execPath,
-      [...SERVICE_NODE_FLAGS, '--import', 'tsx', '--import', AGENT, entry],
-      {
-        cwd: ROOT,
-        env,
-        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-        detached: true,
-      },
-    );
+    this.child = spawn(process.execPath, ['--import', 'tsx', '--import', AGENT, entry], {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      detached: true,
+    });
     // BENCH_SERVICE_LOG_DIR: also append each service's output to <dir>/<name>.log (e.g. with --trace-gc),
     // through one stream per service, opened with the first output and closed once the child's output has ended.
     const logDir = process.env.BENCH_SERVICE_LOG_DIR;
@@ -851,7 +844,7 @@ let openLoopGenerator: ChildProcess | undefined;
 export async function runOpenLoad(options: OpenLoadOptions): Promise<OpenLoadResult> {
   const child = (openLoopGenerator ??= fork(join(ROOT, 'bench', 'open-loop.ts'), [], {
     cwd: ROOT,
-    execArgv: ['--import', 'tsx', ...SERVICE_NODE_FLAGS],
+    execArgv: ['--import', 'tsx'],
     serialization: 'advanced',
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   }));

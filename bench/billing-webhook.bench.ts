@@ -22,7 +22,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type autocannon from 'autocannon';
-import { startStripeStandIn, type StripeEvent } from '@sts/testing/stripe-stand-in';
+import { startStripeStandIn, type StripeEvent } from '@sts/stand-ins/stripe-stand-in';
 import {
   call,
   cpuTable,

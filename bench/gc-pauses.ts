@@ -15,11 +15,6 @@ const KINDS: Record<number, string> = {
   [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak callbacks',
 };
 
-/** A numeric field (`promoted`, `pause`, …) of a `--trace-gc-nvp` line; 0 when absent. */
-export function traceGcNvpField(line: string, name: string): number {
-  return Number(new RegExp(`\\b${name}=([0-9.]+)`).exec(line)?.[1] ?? 0);
-}
-
 export function watchGcPauses(): { stop(): Promise<GcPause[]> } {
   const pauses: GcPause[] = [];
   const record = (entries: PerformanceEntry[]) => {

@@ -27,8 +27,8 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { freePort } from '@sts/testing/service-process';
-import { startOtlpCollector } from '@sts/testing/otlp-collector';
+import { freePort } from '@sts/testing/free-port';
+import { startOtlpCollector } from '@sts/stand-ins/otlp-collector';
 import {
   mean,
   parseOptions,
@@ -37,7 +37,6 @@ import {
   runBenchmark,
   runLoad,
   seedMembers,
-  SERVICE_NODE_FLAGS,
   startSystem,
 } from './bench-harness';
 
@@ -143,7 +142,6 @@ runBenchmark(async (lifecycle, interrupted) => {
         '--instr-atstart=no',
         `--callgrind-out-file=${outFile}`,
         'node',
-        ...SERVICE_NODE_FLAGS,
         '--enable-source-maps',
         'dist/apps/gateway/main.js',
       ],

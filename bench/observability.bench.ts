@@ -22,7 +22,7 @@
  * non-2xx answer included), 130 when interrupted.
  */
 import type autocannon from 'autocannon';
-import { startOtlpCollector } from '@sts/testing/otlp-collector';
+import { startOtlpCollector } from '@sts/stand-ins/otlp-collector';
 import type { Lifecycle } from '@sts/runtime/lifecycle';
 import {
   cpuTable,

@@ -2,7 +2,8 @@
 # `npm start`: brings the whole system up on this machine and stays in the foreground.
 # Ctrl-C stops every service it started. Honours the variables of DESIGN.md section 5: set
 # OIDC_ISSUER, SMTP_URL or DATABASE_URL to use your own identity provider, mail server or database
-# (the development identity provider and mailbox then stay off). STS_CLUSTER=1 runs the system on the
+# (the development identity provider and mailbox then stay off), and STRIPE_SECRET_KEY (or STRIPE_API_BASE) for
+# Stripe (the development Stripe then stays off). STS_CLUSTER=1 runs the system on the
 # local cluster instead of single servers: ClickHouse 2 shards x 2 replicas with ZooKeeper, and a
 # three-node NATS JetStream keeping three copies of every stream and bucket.
 set -euo pipefail
@@ -19,6 +20,9 @@ source scripts/infra/lib.sh
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
 bash scripts/ensure-deps.sh
+# shellcheck source=scripts/project-node.sh
+source scripts/project-node.sh
+project_node_use
 
 say "infrastructure"
 bash scripts/infra/ensure-all.sh </dev/null
@@ -29,6 +33,10 @@ if [ "${STS_CLUSTER:-}" = 1 ]; then
   say "local cluster (ZooKeeper, ClickHouse 2 shards x 2 replicas, NATS)"
   bash scripts/infra/ensure-cluster.sh </dev/null
 fi
+
+say "dashboard (built once, again when its sources change)"
+npx nx run @sts/app-dashboard:build --output-style=static </dev/null >"$LOG_DIR/dashboard-build.log" 2>&1 ||
+  { tail -n 30 "$LOG_DIR/dashboard-build.log" >&2; exit 1; }
 
 # --- configuration ------------------------------------------------------------------------------
 export NODE_ENV="${NODE_ENV:-development}"
@@ -95,6 +103,8 @@ if [ -z "${OIDC_ISSUER:-}" ]; then
   export DEV_IDP_PORT="${DEV_IDP_PORT:-4400}"
   export OIDC_ISSUER="http://127.0.0.1:$DEV_IDP_PORT"
   export DEV_IDP_ISSUER="$OIDC_ISSUER"
+  # The dashboard's addresses, registered as its redirect URIs (<origin>/auth/callback).
+  export DEV_IDP_DASHBOARD_URLS="${DEV_IDP_DASHBOARD_URLS:-http://localhost:$PORT,http://127.0.0.1:$PORT}"
   export OIDC_AUDIENCE="${OIDC_AUDIENCE:-https://api.security-telemetry.local}"
 fi
 START_DEV_MAILBOX=false
@@ -103,6 +113,27 @@ if [ -z "${SMTP_URL:-}" ]; then
   export DEV_MAILBOX_SMTP_PORT="${DEV_MAILBOX_SMTP_PORT:-1025}"
   export DEV_MAILBOX_HTTP_PORT="${DEV_MAILBOX_HTTP_PORT:-8025}"
   export SMTP_URL="smtp://127.0.0.1:$DEV_MAILBOX_SMTP_PORT"
+fi
+# Without Stripe keys, the development Stripe (apps/dev-stripe) plays Stripe: billing's API calls go to it, its
+# Checkout and portal pages pay or cancel at once and send the signed events to the gateway's webhook.
+START_DEV_STRIPE=false
+if [ -z "${STRIPE_SECRET_KEY:-}" ] && [ -z "${STRIPE_API_BASE:-}" ]; then
+  START_DEV_STRIPE=true
+  export DEV_STRIPE_PORT="${DEV_STRIPE_PORT:-12111}"
+  export DEV_STRIPE_WEBHOOK_URL="${DEV_STRIPE_WEBHOOK_URL:-http://127.0.0.1:$PORT/api/billing/webhook}"
+  export STRIPE_API_BASE="http://127.0.0.1:$DEV_STRIPE_PORT"
+  # dev_stripe_secret VAR FILE PREFIX: as dev_key, in Stripe's shape (PREFIX and 48 hex digits).
+  dev_stripe_secret() {
+    local var=$1 file="$DEV_DIR/$2" prefix=$3 key
+    if [ -n "${!var:-}" ]; then return 0; fi
+    [ -s "$file" ] || (umask 077 && node -e "process.stdout.write(process.argv[1] + require('crypto').randomBytes(24).toString('hex'))" "$prefix" >"$file")
+    chmod 600 "$file"
+    key=$(cat "$file")
+    export "$var=$key"
+  }
+  # The API key billing presents and dev-stripe accepts; the secret dev-stripe signs events with.
+  dev_stripe_secret STRIPE_SECRET_KEY stripe-secret-key sk_test_dev_
+  dev_stripe_secret STRIPE_WEBHOOK_SECRET stripe-webhook-secret whsec_dev_
 fi
 
 # The database named in DATABASE_URL (each service keeps its own schema inside it).
@@ -134,15 +165,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'cleanup; exit 0' INT TERM
 
-# Node flags every service runs with (see the file, and docs/decisions.md "Node heap of the services").
-read -r -a SERVICE_NODE_FLAGS < <(grep -v '^#' "$ROOT/scripts/service-node-flags")
-
 start() {
   local name=$1 entry=$2 own_key=()
   shift 2
   # A caller's own signing key, to that process alone.
   if [ -s "$DEV_DIR/service-keys/$name" ]; then own_key=("SERVICE_SIGNING_KEY=$(cat "$DEV_DIR/service-keys/$name")"); fi
-  env "${own_key[@]}" "$@" node "${SERVICE_NODE_FLAGS[@]}" --import tsx "$entry" >>"$LOG_DIR/$name.log" 2>&1 &
+  env "${own_key[@]}" "$@" node --import tsx "$entry" >>"$LOG_DIR/$name.log" 2>&1 &
   PIDS+=($!)
   NAMES+=("$name")
   echo "started $name (pid $!, log .dev/logs/$name.log)"
@@ -217,6 +245,7 @@ say "services"
 # GET /metrics of each process: the gateway on METRICS_BASE_PORT, the services on the ports after it.
 METRICS_BASE_PORT="${METRICS_BASE_PORT:-9464}"
 $START_DEV_MAILBOX && start dev-mailbox apps/dev-mailbox/src/main.ts
+$START_DEV_STRIPE && start dev-stripe apps/dev-stripe/src/main.ts
 $START_DEV_IDP && start dev-idp apps/dev-idp/src/main.ts
 start identity apps/identity/src/main.ts GRPC_PORT=50051 METRICS_PORT=$((METRICS_BASE_PORT + 1)) NATS_URL="$(nats_url identity)"
 start notification apps/notification/src/main.ts GRPC_PORT=50052 METRICS_PORT=$((METRICS_BASE_PORT + 2)) NATS_URL="$(nats_url notification)"
@@ -224,6 +253,7 @@ start billing apps/billing/src/main.ts GRPC_PORT=50053 METRICS_PORT=$((METRICS_B
 start enrollment apps/enrollment/src/main.ts GRPC_PORT=50054 METRICS_PORT=$((METRICS_BASE_PORT + 4)) NATS_URL="$(nats_url enrollment)"
 start analytics apps/analytics/src/main.ts GRPC_PORT=50055 METRICS_PORT=$((METRICS_BASE_PORT + 5)) NATS_URL="$(nats_url analytics)"
 $START_DEV_IDP && wait_for_port dev-idp "$DEV_IDP_PORT"
+$START_DEV_STRIPE && wait_for_port dev-stripe "$DEV_STRIPE_PORT"
 wait_for_port identity 50051
 wait_for_port notification 50052
 wait_for_port billing 50053
@@ -235,6 +265,8 @@ wait_for_port gateway "$PORT"
 cat <<INFO
 
   Security telemetry service is up$($CLUSTER && printf ' on the local cluster'; true).
+
+  Dashboard    http://localhost:$PORT/$($START_DEV_IDP && printf '   (sign in with any e-mail and name at the development identity provider)'; true)
 
   API          http://localhost:$PORT/api
   API docs     http://localhost:$PORT/docs
@@ -272,7 +304,12 @@ if $START_DEV_IDP; then
     npm run demo -- --token \$TOKEN --devices 20 --days 7
 INFO
 fi
-if [ -n "${STRIPE_SECRET_KEY:-}" ]; then
+if $START_DEV_STRIPE; then
+  cat <<INFO
+
+  Billing      development Stripe at $STRIPE_API_BASE   (checkout pages pay at once; no card)
+INFO
+elif [ -n "${STRIPE_SECRET_KEY:-}" ]; then
   cat <<INFO
 
   Billing      Stripe (${STRIPE_API_BASE:-https://api.stripe.com}); forward its test-mode events here:

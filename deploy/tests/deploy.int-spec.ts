@@ -1112,7 +1112,15 @@ describe('deploy/compose.yaml and deploy/Dockerfile', () => {
 
   it('builds one image per app from a pinned Node, with production dependencies only, as a non-root user, with a health check', () => {
     const dockerfile = readFileSync(join(ROOT, 'deploy/Dockerfile'), 'utf8');
-    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:\d+\.\d+\.\d+-bookworm-slim@sha256:[0-9a-f]{64}$/m);
+    // The release `npm start` and `npm test` run on (the devDependency `node`), so what runs is what was tested.
+    const tested = (
+      JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+        devDependencies: Record<string, string>;
+      }
+    ).devDependencies.node;
+    expect(
+      dockerfile.match(/^ARG NODE_IMAGE=node:(\d+\.\d+\.\d+)-bookworm-slim@sha256:[0-9a-f]{64}$/m)?.[1],
+    ).toBe(tested);
     expect(dockerfile).not.toMatch(/:latest/);
     expect(dockerfile).toMatch(/^ARG APP$/m);
     expect(dockerfile).toMatch(/npm ci --omit=dev/);

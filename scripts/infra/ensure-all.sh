@@ -8,3 +8,4 @@ bash "$dir/ensure-postgres.sh" </dev/null
 bash "$dir/ensure-nats.sh" </dev/null
 bash "$dir/ensure-clickhouse.sh" </dev/null
 bash "$dir/ensure-deploy-tools.sh" </dev/null
+bash "$dir/ensure-chromium.sh" </dev/null

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '@sts/testing/free-port';
 import { EXIT, runCli, type AgentDeps } from './cli';
 
 /**
@@ -222,14 +222,6 @@ function problem(
   response
     .writeHead(status, { 'content-type': 'application/problem+json', ...headers })
     .end(JSON.stringify(body));
-}
-
-async function closedPort(): Promise<number> {
-  const probe = createNetServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
 }
 
 describe('agent enroll against a contract-speaking server', () => {
@@ -465,7 +457,8 @@ describe('agent enroll against a contract-speaking server', () => {
   });
 
   it('connection refused: network error (exit 16)', async () => {
-    const port = await closedPort();
+    // Free: nothing listens there.
+    const port = await freePort();
     const result = await run(
       'enroll',
       '--server',

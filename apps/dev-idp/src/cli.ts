@@ -3,7 +3,7 @@ import { ConfigError } from '@sts/config/load-config';
 import { addClientToFile, CLIENT_ID_PATTERN } from '@sts/dev-oidc/client-registry';
 import { isRole, ROLES } from '@sts/vocabulary/roles';
 import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
-import { loadDevIdpConfig, PRODUCTION_REFUSAL } from './dev-idp-config';
+import { loadDevIdpConfig } from './dev-idp-config';
 
 export const USAGE = `Development tokens for the security telemetry service (dev-idp).
 
@@ -41,11 +41,7 @@ export async function runCli(
       io.out(USAGE);
       return command === undefined && !values.help ? 2 : 0;
     }
-    if (env['NODE_ENV'] === 'production') {
-      io.err(PRODUCTION_REFUSAL);
-      return 1;
-    }
-    const config = loadDevIdpConfig(env);
+    const config = loadDevIdpConfig(env); // refuses NODE_ENV=production
 
     // `npm run token -- ada@example.com` is short for `token ada@example.com`.
     const [verb, args] = command.includes('@') ? ['token', [command, ...rest]] : [command, rest];

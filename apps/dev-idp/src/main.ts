@@ -1,12 +1,11 @@
 import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
 import { createLogger } from '@sts/logger/create-logger';
 import { runProcess } from '@sts/runtime/lifecycle';
-import { loadDevIdpConfig, PRODUCTION_REFUSAL } from './dev-idp-config';
+import { loadDevIdpConfig } from './dev-idp-config';
 
-/** Development identity provider: discovery, JWKS and client credentials for local runs. */
+/** Development identity provider for local runs: discovery, JWKS, client credentials, the dashboard's sign-in. */
 runProcess('dev-idp', async () => {
-  if (process.env['NODE_ENV'] === 'production') throw new Error(PRODUCTION_REFUSAL);
-  const config = loadDevIdpConfig();
+  const config = loadDevIdpConfig(); // refuses NODE_ENV=production
   const log = createLogger('dev-idp', config.logLevel);
 
   const provider = await DevOidcProvider.create({
@@ -14,6 +13,7 @@ runProcess('dev-idp', async () => {
     audience: config.audience,
     keyFile: config.keyFile,
     clientsFile: config.clientsFile,
+    publicClients: [config.dashboardClient],
   });
   await provider.start(config.port, config.host);
   log.info(
@@ -22,6 +22,9 @@ runProcess('dev-idp', async () => {
       audience: provider.audience,
       jwks_uri: provider.jwksUri,
       token_endpoint: provider.tokenEndpoint,
+      authorization_endpoint: provider.authorizationEndpoint,
+      dashboard_client_id: config.dashboardClient.clientId,
+      dashboard_redirect_uris: config.dashboardClient.redirectUris,
       kid: provider.kid,
       keyFile: config.keyFile,
       clientsFile: config.clientsFile,

@@ -3,7 +3,8 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
+import { startSmtpSink, type SmtpSink } from '@sts/stand-ins/smtp-sink';
+import { eventually } from '@sts/testing/eventually';
 import { createTransport } from 'nodemailer';
 import { createMailboxHttpServer } from './mailbox-http';
 
@@ -127,16 +128,6 @@ describe('dev-mailbox process', () => {
     return { child, lines, output: () => output };
   }
 
-  async function until<T>(probe: () => T | undefined, timeoutMs = 20_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = probe();
-      if (value !== undefined) return value;
-      if (Date.now() > deadline) throw new Error('timed out');
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-
   it('refuses to start with NODE_ENV=production', async () => {
     const { child, output } = run({ NODE_ENV: 'production' });
     const [code] = (await once(child, 'exit')) as [number];
@@ -151,7 +142,7 @@ describe('dev-mailbox process', () => {
       DEV_MAILBOX_HTTP_PORT: '0',
     });
     try {
-      const ready = await until(() => lines().find((line) => typeof line.smtp_url === 'string'));
+      const ready = await eventually(() => lines().find((line) => typeof line.smtp_url === 'string'), 20_000);
       const smtp = new URL(ready.smtp_url as string);
       const web = ready.web as string;
 
@@ -166,7 +157,7 @@ describe('dev-mailbox process', () => {
         subject: 'Your invitation',
         text: 'secret link https://app.example.com/invites/accept?token=s3cr3t',
       });
-      const logged = await until(() => lines().find((line) => line.msg === 'mail received'));
+      const logged = await eventually(() => lines().find((line) => line.msg === 'mail received'), 20_000);
       expect(logged).toMatchObject({ subject: 'Your invitation', to: ['grace@example.com'] });
       expect(JSON.stringify(lines())).not.toContain('s3cr3t');
 

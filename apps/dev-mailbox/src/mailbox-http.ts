@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { ReceivedMail, SmtpSink } from '@sts/testing/smtp-sink';
+import type { ReceivedMail, SmtpSink } from '@sts/stand-ins/smtp-sink';
+import { escapeHtml } from '@sts/vocabulary/html';
 
 /**
  * The web view of the development mailbox. Mail content is untrusted: every value is HTML-escaped,
@@ -102,15 +103,6 @@ export function toJson(mail: ReceivedMail) {
 }
 
 // --- HTML ----------------------------------------------------------------------------------------
-
-export function escapeHtml(value: string): string {
-  return value
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
-}
 
 /** Escaped text with http(s) links made clickable (opened in a new tab, without referrer). */
 function linkify(text: string): string {

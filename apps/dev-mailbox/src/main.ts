@@ -1,18 +1,15 @@
 import type { AddressInfo } from 'node:net';
 import { createLogger } from '@sts/logger/create-logger';
-import { Lifecycle, runProcess } from '@sts/runtime/lifecycle';
-import { startSmtpSink } from '@sts/testing/smtp-sink';
-import { loadDevMailboxConfig, PRODUCTION_REFUSAL } from './dev-mailbox-config';
+import { loggedLifecycle, runProcess } from '@sts/runtime/lifecycle';
+import { startSmtpSink } from '@sts/stand-ins/smtp-sink';
+import { loadDevMailboxConfig } from './dev-mailbox-config';
 import { createMailboxHttpServer } from './mailbox-http';
 
 /** Development mailbox: an SMTP sink on DEV_MAILBOX_SMTP_PORT with a web view on DEV_MAILBOX_HTTP_PORT. */
 runProcess('dev-mailbox', async () => {
-  if (process.env['NODE_ENV'] === 'production') throw new Error(PRODUCTION_REFUSAL);
-  const config = loadDevMailboxConfig();
+  const config = loadDevMailboxConfig(); // refuses NODE_ENV=production
   const log = createLogger('dev-mailbox', config.LOG_LEVEL);
-  const lifecycle = new Lifecycle((name, error) =>
-    log.error({ err: error, resource: name }, 'failed to close'),
-  );
+  const lifecycle = loggedLifecycle(log);
 
   const sink = await startSmtpSink({
     host: config.DEV_MAILBOX_HOST,

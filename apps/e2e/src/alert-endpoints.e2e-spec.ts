@@ -6,7 +6,7 @@ import {
   startHttpsReceiver,
   testCertificateAuthority,
   type HttpsReceiver,
-} from '@sts/testing/https-receiver';
+} from '@sts/stand-ins/https-receiver';
 import { eventually, startSystem, type SystemUnderTest } from './system-under-test';
 
 interface Endpoint {

@@ -8,11 +8,12 @@ import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 import { testClickHouseDatabase } from '@sts/testing/clickhouse';
 import { eventually } from '@sts/testing/eventually';
-import { testCertificateAuthority } from '@sts/testing/https-receiver';
-import { freePort, portOpen, ServiceProcess } from '@sts/testing/service-process';
-import { startOtlpCollector, type OtlpCollector } from '@sts/testing/otlp-collector';
-import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
-import { startStripeStandIn, type StripeStandIn } from '@sts/testing/stripe-stand-in';
+import { testCertificateAuthority } from '@sts/stand-ins/https-receiver';
+import { freePort } from '@sts/testing/free-port';
+import { portOpen, ServiceProcess } from '@sts/testing/service-process';
+import { startOtlpCollector, type OtlpCollector } from '@sts/stand-ins/otlp-collector';
+import { startSmtpSink, type SmtpSink } from '@sts/stand-ins/smtp-sink';
+import { startStripeStandIn, type StripeStandIn } from '@sts/stand-ins/stripe-stand-in';
 import { testServiceAuth } from '@sts/testing/service-auth';
 import type { ServiceName } from '@sts/vocabulary/services';
 import { bundle, isolatedStores, requireBundles, ROOT } from './bundled-system';
@@ -373,9 +374,8 @@ describe('production bundles, end to end', () => {
       }),
     );
     await unsampledGateway.waitUntil(`port ${port}`, () => portOpen(port));
-    const invites = () =>
-      collector.spans.filter((span) => /createInvite|invite\.created/i.test(span.name)).length;
-    const seen = invites();
+    const invites = () => collector.spans.filter((span) => /createInvite|invite\.created/i.test(span.name));
+    const seen = invites().length;
     const admin = await idp.issueUserToken({ email: 'admin@bundles.test', name: 'Admin' });
     const response = await fetch(`http://127.0.0.1:${port}/api/invites`, {
       method: 'POST',
@@ -384,17 +384,25 @@ describe('production bundles, end to end', () => {
     });
     expect(response.status).toBe(201);
     await mail.waitFor((message) => message.envelope.to.includes('untraced@bundles.test'), 10_000);
-    // Spans leave every 100 ms: a span made for this request would have reached the collector.
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    expect(invites()).toBe(seen);
+    // Absence proven by sentinels, not by waiting. The unsampled gateway's shutdown sends its last spans,
+    // so whatever it recorded has reached the collector once it has exited.
+    await unsampledGateway.stop();
     // The same request through the sampling gateway is recorded in each of them (the gateway, identity
-    // twice, notification).
+    // twice, notification). Each process exports its spans one batch at a time in the order they end,
+    // and identity and notification (one event at a time) ended this request's spans after the first
+    // one's: once its spans from both have arrived, any span of the first request would have too.
     const sampled = await api('POST', '/api/invites', admin, {
       email: 'traced-too@bundles.test',
       role: 'ANALYST',
     });
     expect(sampled.status).toBe(201);
-    await eventually(async () => (invites() >= seen + 4 ? true : undefined), 10_000);
+    const later = await eventually(async () => {
+      const spans = invites().slice(seen);
+      const services = new Set(spans.map((span) => span.service));
+      return spans.length >= 4 && services.has('identity') && services.has('notification') && spans;
+    }, 10_000);
+    // All of them of the sampled request's one trace: none of the unsampled request, in any process.
+    expect(new Set(later.map((span) => span.traceId)).size).toBe(1);
   });
 
   it("answers the containers' health check for every service and the gateway, and fails it for a dead port", async () => {

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 import { testClickHouseDatabase } from '@sts/testing/clickhouse';
 import { eventually } from '@sts/testing/eventually';
-import { freePort, portOpen, ServiceProcess } from '@sts/testing/service-process';
+import { freePort } from '@sts/testing/free-port';
+import { portOpen, ServiceProcess } from '@sts/testing/service-process';
 import { startTcpBalancer, type TcpBalancer } from '@sts/testing/tcp-balancer';
 import { testServiceAuth } from '@sts/testing/service-auth';
 import type { ServiceName } from '@sts/vocabulary/services';
@@ -240,7 +240,10 @@ describe('rolling restart under load', () => {
     };
     const load = Promise.all(Array.from({ length: WORKERS }, (_, index) => worker(index)));
 
-    await sleep(2_000);
+    // Every kind of load under way (five of each sent) before anything stops.
+    const eachSentSince = (since: Record<string, number>, count: number) =>
+      eventually(() => operations.every(([name]) => (sent[name] ?? 0) - (since[name] ?? 0) >= count), 30_000);
+    await eachSentSince({}, 5);
     const sentBefore = { ...sent };
     // The replicas that carry the gateways' gRPC connections now get SIGTERM. They stay in their balancers'
     // rotation (as when a Service's endpoints lag behind), so new connections to them are refused there.
@@ -260,14 +263,16 @@ describe('rolling restart under load', () => {
     const stoppedAt = Date.now();
     await Promise.all(stopping.map((service) => service.stop(15_000)));
     const stopMs = Date.now() - stoppedAt;
-    await sleep(1_000);
+    // And goes on through the replicas left: five more of each after the stops.
+    await eachSentSince({ ...sent }, 5);
     running = false;
     await load;
 
     expect(failures).toEqual([]);
-    expect(stopping.map((service) => [service.name, service.status])).toEqual(
-      stopping.map((service) => [service.name, 'code 0']),
-    );
+    // A replica that had to be killed shows its last lines (which shutdown step held it).
+    expect(
+      stopping.map((service) => [service.name, service.status === 'code 0' ? 'code 0' : service.tail()]),
+    ).toEqual(stopping.map((service) => [service.name, 'code 0']));
     // Load of every kind went on while they drained.
     for (const [name] of operations)
       expect([name, sent[name]! - sentBefore[name]! > 5]).toEqual([name, true]);

@@ -1,5 +1,8 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { loadConfig } from '@sts/config/load-config';
 import { DevOidcProvider } from '@sts/dev-oidc/dev-oidc-provider';
@@ -17,6 +20,7 @@ import { testClickHouseDatabase } from '@sts/testing/clickhouse';
 import { notificationEnvSchema } from '@sts/notification-infra/notification-config';
 import { startNotificationService } from '@sts/notification-infra/start-notification-service';
 import { createLogger } from '@sts/logger/create-logger';
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import { connectJetStream } from '@sts/nats/jetstream-connection';
 import { NATS_ADMIN_USER, natsAuthorizationConfig } from '@sts/nats/nats-permissions';
 import { provisionNatsTopology } from '@sts/nats/nats-topology';
@@ -28,12 +32,24 @@ import { SERVICE_NAMES, type ServiceName } from '@sts/vocabulary/services';
 import { Lifecycle } from '@sts/runtime/lifecycle';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import { createTestDatabase } from '@sts/testing/postgres';
+import { freePort } from '@sts/testing/free-port';
 import { testServiceAuth } from '@sts/testing/service-auth';
-import { startSmtpSink, type SmtpSink } from '@sts/testing/smtp-sink';
-import { startStripeStandIn, type StripeStandIn } from '@sts/testing/stripe-stand-in';
+import { startSmtpSink, type SmtpSink } from '@sts/stand-ins/smtp-sink';
+import { startStripeStandIn, type StripeStandIn } from '@sts/stand-ins/stripe-stand-in';
+import { startStripeWithHostedPages } from '@sts/stand-ins/stripe-hosted-pages';
 
 /** Polls until a probe yields a value; re-exported for the e2e specs. */
 export { eventually } from '@sts/testing/eventually';
+
+export const DASHBOARD_CLIENT_ID = 'sts-dashboard';
+
+/** The dashboard's build, which `npm run build` makes (`npm test` builds before the tests). */
+function requireDashboardBuild(): string {
+  const directory = resolve(__dirname, '../../../dist/apps/dashboard');
+  if (!existsSync(join(directory, 'index.html')))
+    throw new Error(`no dashboard build in ${directory}: run npm run build first`);
+  return directory;
+}
 
 export interface ApiResponse<Body = unknown> {
   status: number;
@@ -87,6 +103,14 @@ export async function startSystem(
      * beforehand by the admin, as nats-setup does in production; otherwise the shared server, no users.
      */
     natsUsers?: boolean;
+    /**
+     * Serve the dashboard's build (dist/apps/dashboard, made by `npm run build`) and register it at the
+     * identity provider as a public client, so a browser can sign in (the gateway then listens on a port
+     * chosen beforehand: the provider must know the redirect URI).
+     */
+    dashboard?: boolean;
+    /** Lifetime of the identity provider's access tokens (default an hour): short, to see renewals. */
+    tokenTtlSeconds?: number;
   } = {},
 ): Promise<SystemUnderTest> {
   const lifecycle = new Lifecycle();
@@ -124,15 +148,39 @@ export async function startSystem(
     }
 
     const audience = 'https://api.e2e.test';
-    const idp = await DevOidcProvider.create({ audience });
+    const gatewayPort = options.dashboard ? await freePort() : 0;
+    const dashboardOrigin = `http://127.0.0.1:${gatewayPort}`;
+    const idp = await DevOidcProvider.create({
+      audience,
+      ...(options.tokenTtlSeconds ? { tokenTtlSeconds: options.tokenTtlSeconds } : {}),
+      ...(options.dashboard
+        ? {
+            publicClients: [
+              {
+                clientId: DASHBOARD_CLIENT_ID,
+                redirectUris: [`${dashboardOrigin}/auth/callback`],
+                postLogoutRedirectUris: [`${dashboardOrigin}/`],
+              },
+            ],
+          }
+        : {}),
+    });
     const issuer = await idp.start();
     lifecycle.add('identity provider', () => idp.stop());
     const mail = await startSmtpSink();
     lifecycle.add('smtp sink', () => mail.close());
 
-    const stripe = await startStripeStandIn();
-    lifecycle.add('stripe stand-in', () => stripe.close());
     const stripeWebhookSecret = `whsec_${randomBytes(24).toString('base64url')}`;
+    // With the dashboard, Stripe's hosted pages too (a browser pays there, and the signed event goes to
+    // the gateway's webhook, as Stripe sends it); the API alone otherwise.
+    const stripe = options.dashboard
+      ? (
+          await startStripeWithHostedPages({
+            webhook: { url: `${dashboardOrigin}/api/billing/webhook`, secret: stripeWebhookSecret },
+          })
+        ).standIn
+      : await startStripeStandIn();
+    lifecycle.add('stripe stand-in', () => stripe.close());
 
     const serviceAuth = testServiceAuth();
     const shared = {
@@ -145,7 +193,8 @@ export async function startSystem(
       SECRET_SEALING_KEY: randomBytes(32).toString('base64'),
       GRPC_PORT: '0',
       SMTP_URL: mail.url,
-      PUBLIC_APP_URL: 'https://dashboard.e2e.test',
+      // The invitation e-mail links to the dashboard: the one served here, when there is one.
+      PUBLIC_APP_URL: options.dashboard ? dashboardOrigin : 'https://dashboard.e2e.test',
       ENROLLMENT_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
       LAST_SEEN_FLUSH_MS: '50',
       // The cluster tier's: three copies of every stream and bucket on its NATS cluster.
@@ -204,8 +253,12 @@ export async function startSystem(
       loadConfig(gatewayEnvSchema, {
         ...shared,
         NATS_URL: natsUrlOf('gateway'),
-        PORT: '0',
+        PORT: String(gatewayPort),
         SERVICE_SIGNING_KEY: serviceAuth.envOf('gateway').SERVICE_SIGNING_KEY,
+        ...(options.dashboard
+          ? { DASHBOARD_OIDC_CLIENT_ID: DASHBOARD_CLIENT_ID, DASHBOARD_DIR: requireDashboardBuild() }
+          : // No build there: the API only, whatever npm run build left in dist/.
+            { DASHBOARD_DIR: join(tmpdir(), 'no-dashboard-here') }),
         OIDC_ISSUER: issuer,
         OIDC_AUDIENCE: audience,
         IDENTITY_GRPC_ADDRESS: `127.0.0.1:${identity.grpcPort}`,
@@ -265,24 +318,35 @@ export async function startSystem(
         return { status: response.status, headers: response.headers, body: parsed as Body };
       },
       consumersIdle: async () => {
-        for (const stream of [
-          eventsStreamName(namespace),
-          telemetryStreamName(namespace),
-          devicePurgesStreamName(namespace),
-        ]) {
-          // A stream nobody has made yet (the purges stream before any deletion) has nothing waiting.
-          if (
-            !(await admin.jsm.streams.info(stream).then(
-              () => true,
-              () => false,
-            ))
-          )
-            continue;
-          for await (const consumer of admin.jsm.consumers.list(stream)) {
-            if (consumer.num_pending > 0 || consumer.num_ack_pending > 0) return false;
+        try {
+          for (const stream of [
+            eventsStreamName(namespace),
+            telemetryStreamName(namespace),
+            devicePurgesStreamName(namespace),
+          ]) {
+            let consumers: number;
+            try {
+              consumers = (await admin.jsm.streams.info(stream)).state.consumer_count;
+            } catch (error) {
+              // A stream nobody has made yet (the purges stream before any deletion) has nothing waiting.
+              if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)
+                continue;
+              throw error;
+            }
+            let listed = 0;
+            for await (const consumer of admin.jsm.consumers.list(stream)) {
+              listed++;
+              if (consumer.num_pending > 0 || consumer.num_ack_pending > 0) return false;
+            }
+            // On a cluster, a consumer whose leader is gone (a NATS server lost, an election under way) is
+            // left out of the list: it may still have messages to deliver.
+            if (listed < consumers) return false;
           }
+          return true;
+        } catch {
+          // Not answered (a leader election, a timeout): not known to be idle.
+          return false;
         }
-        return true;
       },
       stop: () => lifecycle.close(),
     };

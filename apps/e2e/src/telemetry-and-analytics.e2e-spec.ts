@@ -124,6 +124,25 @@ describe('telemetry and analytics, end to end', () => {
     });
     expect(daily.body.data).toHaveLength(30);
     expect(daily.body.data[29]!.timestamp).toBe(`${new Date().toISOString().slice(0, 10)}T00:00:00.000Z`);
+
+    // Our addition for the dashboard: the summary and every metric's series in one answer, each as its
+    // own route answers it.
+    const overview = await system.api<{
+      window: string;
+      summary: typeof figures;
+      series: Record<string, Series['data']>;
+    }>('GET', `/api/analytics/overview?window=24h&device_id=${device.device_id}`, { token: admin });
+    expect(overview.status).toBe(200);
+    expect(overview.body.window).toBe('24h');
+    expect(overview.body.summary).toEqual(figures);
+    expect(Object.keys(overview.body.series).sort()).toEqual([
+      'avg_classification_ms',
+      'dangerous_blocks',
+      'risky_warnings',
+      'total_analyzed',
+    ]);
+    expect(overview.body.series.dangerous_blocks).toEqual(series.body.data);
+    expect(overview.body.series.total_analyzed!.reduce((sum, point) => sum + point.value, 0)).toBe(4);
   });
 
   it("moves the device's last_seen_at when its telemetry arrives", async () => {
@@ -140,7 +159,9 @@ describe('telemetry and analytics, end to end', () => {
       ).body.find((d) => d.id === device.device_id)!;
     const before = await listed();
     expect(before.last_seen_at).toBe(before.enrolled_at);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Not a wait for anything to happen: the batch must be stamped (the gateway's clock, this process's)
+    // in a later millisecond than the enrollment, so wait for the clock to pass it, not for a set time.
+    await eventually(() => Date.now() > Date.parse(before.enrolled_at));
     expect((await send(device.device_token, batch('seen-1', ['allowed']))).status).toBe(202);
     const after = await eventually(async () => {
       const row = await listed();
@@ -273,6 +294,10 @@ describe('telemetry and analytics, end to end', () => {
       token: admin,
     });
     expect(badMetric.status).toBe(400);
+    for (const query of ['', '?window=7d', '?window=24h&metric=total_analyzed', '?window=24h&device_id=x']) {
+      const response = await system.api<Problem>('GET', `/api/analytics/overview${query}`, { token: admin });
+      expect([query, response.status, response.body.code]).toEqual([query, 400, 'VALIDATION_FAILED']);
+    }
 
     const device = await enrollDevice('telemetry-d');
     expect((await send(device.device_token, batch('iso', ['blocked', 'blocked']))).status).toBe(202);
@@ -296,7 +321,14 @@ describe('telemetry and analytics, end to end', () => {
       },
     );
     expect(strangerSeries.body.data.every((point) => point.value === 0)).toBe(true);
+    const strangerOverview = await system.api<{ summary: { total_analyzed: number } }>(
+      'GET',
+      `/api/analytics/overview?window=24h&device_id=${device.device_id}`,
+      { token: stranger },
+    );
+    expect(strangerOverview.body.summary.total_analyzed).toBe(0);
     expect((await system.api('GET', '/api/analytics/summary?window=24h')).status).toBe(401);
+    expect((await system.api('GET', '/api/analytics/overview?window=24h')).status).toBe(401);
 
     const health = await system.api<{ status: string }>('GET', '/api/analytics/health');
     expect([health.status, health.body.status]).toEqual([200, 'ok']);

@@ -1,6 +1,8 @@
+import { ConfigError, loadConfig } from '@sts/config/load-config';
 import { dependencyHealthName, KNOWN_DEPENDENCIES, LIVENESS_HEALTH_NAME } from '@sts/grpc/dependency-health';
 import { loadGrpcTls } from '@sts/grpc/grpc-tls';
 import { grpcHealth } from '@sts/grpc/health-probe';
+import { healthcheckEnvSchema, healthcheckTarget } from './healthcheck-config';
 
 /**
  * The health check of every image (`node healthcheck.js [--liveness]`): exit 0 when the process in this
@@ -12,11 +14,8 @@ const TIMEOUT_MS = 3_000;
 const liveness = process.argv.includes('--liveness');
 
 async function healthy(): Promise<boolean> {
-  const target =
-    process.env.HEALTHCHECK_URL ??
-    (process.env.GRPC_PORT
-      ? `grpc://127.0.0.1:${process.env.GRPC_PORT}`
-      : `http://127.0.0.1:${process.env.PORT ?? '8080'}/${liveness ? 'livez' : 'readyz'}`);
+  const config = loadConfig(healthcheckEnvSchema);
+  const target = healthcheckTarget(config, liveness);
   if (!target.startsWith('grpc://')) {
     const response = await fetch(target, { signal: AbortSignal.timeout(TIMEOUT_MS) });
     if (response.status !== 200) console.error(`not ready: ${await response.text()}`);
@@ -24,11 +23,7 @@ async function healthy(): Promise<boolean> {
   }
   const address = target.slice('grpc://'.length);
   // With mutual TLS between the services, the probe presents this container's own certificate.
-  const tls = loadGrpcTls({
-    GRPC_TLS_CA_FILE: process.env.GRPC_TLS_CA_FILE,
-    GRPC_TLS_CERT_FILE: process.env.GRPC_TLS_CERT_FILE,
-    GRPC_TLS_KEY_FILE: process.env.GRPC_TLS_KEY_FILE,
-  });
+  const tls = loadGrpcTls(config);
   const answer = await grpcHealth(address, TIMEOUT_MS, tls, liveness ? LIVENESS_HEALTH_NAME : '');
   if (answer === 'not-serving') {
     const states = await Promise.all(
@@ -44,5 +39,9 @@ async function healthy(): Promise<boolean> {
 
 healthy().then(
   (ok) => process.exit(ok ? 0 : 1),
-  () => process.exit(1),
+  (error: unknown) => {
+    // A misconfigured probe says so; an unreachable process is just not healthy.
+    if (error instanceof ConfigError) console.error(error.message);
+    process.exit(1);
+  },
 );

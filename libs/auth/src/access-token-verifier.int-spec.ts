@@ -107,6 +107,7 @@ describe('AccessTokenVerifier against DevOidcProvider over HTTP', () => {
     });
     await new Promise<void>((resolve) => keyServer.listen(0, '127.0.0.1', resolve));
     let nowMs = Date.now();
+    // Pacing, not an absence check: lets a background refresh answer before the fake clock moves on.
     const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
     try {
       const resilient = new AccessTokenVerifier({

@@ -85,28 +85,6 @@ function pinoAdapter(logger: Logger): new () => ClientLogger {
 }
 
 /**
- * True when the server answers a query with the configured credentials (`SELECT 1`, not just the
- * unauthenticated `/ping` endpoint). Never throws.
- */
-export async function pingClickHouse(client: ClickHouseClient): Promise<boolean> {
-  try {
-    const result = await client.ping({ select: true });
-    return result.success;
-  } catch {
-    return false;
-  }
-}
-
-/** The server's version string, e.g. `18.16.1` or `25.8.2.29`. */
-export async function clickHouseVersion(client: ClickHouseClient): Promise<string> {
-  const result = await client.query({ query: 'SELECT version() AS version', format: 'JSONEachRow' });
-  const rows = await result.json<{ version: string }>();
-  const version = rows[0]?.version;
-  if (version === undefined) throw new Error('ClickHouse returned no version');
-  return version;
-}
-
-/**
  * Inserts rows as JSONEachRow into `table` (`name` or `database.name`), naming the columns:
  *
  * - ClickHouse 18.16 fills a column that the INSERT does not name with its DEFAULT expression, but a

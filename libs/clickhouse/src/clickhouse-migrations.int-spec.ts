@@ -2,13 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { clickhouseEnv } from '@sts/config/env-fragments';
 import { loadConfig } from '@sts/config/load-config';
-import {
-  clickHouseVersion,
-  createClickHouseClient,
-  insertJsonEachRow,
-  pingClickHouse,
-  type ClickHouseClient,
-} from './clickhouse-client';
+import { createClickHouseClient, insertJsonEachRow, type ClickHouseClient } from './clickhouse-client';
 import {
   MIGRATIONS_TABLE,
   migrationProgress,
@@ -89,7 +83,8 @@ beforeAll(() => {
 
 afterAll(async () => {
   await client.close();
-  const admin = createClickHouseClient(connection);
+  // 18.16 can take over 30 s to drop a database on a loaded machine (@sts/testing's dropClickHouseDatabase says more).
+  const admin = createClickHouseClient({ ...connection, requestTimeoutMs: 180_000 });
   try {
     await admin.command({ query: sql`DROP DATABASE IF EXISTS ${identifier(database)}`.text });
   } finally {
@@ -101,29 +96,6 @@ async function rows<T>(query: SqlFragment): Promise<T[]> {
   const result = await client.query({ query: query.text, format: 'JSONEachRow' });
   return result.json<T>();
 }
-
-describe('ClickHouse client', () => {
-  it('reaches the server with the configured credentials', async () => {
-    const admin = createClickHouseClient(connection);
-    try {
-      expect(await pingClickHouse(admin)).toBe(true);
-      expect(await clickHouseVersion(admin)).toMatch(/^\d+\.\d+/);
-    } finally {
-      await admin.close();
-    }
-  });
-
-  it('reports a server it cannot use as not reachable', async () => {
-    const url = new URL(CLICKHOUSE_URL);
-    url.username = 'no_such_user_sts';
-    const bad = createClickHouseClient({ url: url.toString() });
-    try {
-      expect(await pingClickHouse(bad)).toBe(false);
-    } finally {
-      await bad.close();
-    }
-  });
-});
 
 describe('runClickHouseMigrations', () => {
   it('creates the database and applies the migrations in order', async () => {

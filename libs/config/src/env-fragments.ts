@@ -21,9 +21,6 @@ const url = (protocols: string[]) =>
 
 const port = z.coerce.number().int().min(0).max(65535);
 
-/** An unset variable and an empty one mean the same: not configured. */
-const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
-
 export const commonEnv = {
   NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -115,14 +112,14 @@ export const DEFAULT_TRACES_SAMPLER: TracesSamplerName = 'parentbased_always_on'
  * (trace-context.ts). The SDK also reads `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_BSP_*` itself.
  */
 export const observabilityEnv = {
-  METRICS_PORT: z.preprocess(unsetIfEmpty, port.optional()),
+  METRICS_PORT: port.optional(),
   METRICS_HOST: z.string().min(1).default('127.0.0.1'),
-  OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(unsetIfEmpty, url(['http:', 'https:']).optional()),
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.preprocess(unsetIfEmpty, url(['http:', 'https:']).optional()),
-  OTEL_SERVICE_NAME: z.preprocess(unsetIfEmpty, z.string().min(1).optional()),
-  OTEL_TRACES_SAMPLER: z.preprocess(unsetIfEmpty, z.enum(TRACES_SAMPLERS).default(DEFAULT_TRACES_SAMPLER)),
+  OTEL_EXPORTER_OTLP_ENDPOINT: url(['http:', 'https:']).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: url(['http:', 'https:']).optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).optional(),
+  OTEL_TRACES_SAMPLER: z.enum(TRACES_SAMPLERS).default(DEFAULT_TRACES_SAMPLER),
   /** The ratio of the `traceidratio` samplers; 1 when absent. */
-  OTEL_TRACES_SAMPLER_ARG: z.preprocess(unsetIfEmpty, z.coerce.number().min(0).max(1).optional()),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
 };
 
 /** A zod string turned into a key by `parse`, or one issue with `what` and the reason. */
@@ -185,6 +182,11 @@ export const grpcClientsEnv = {
   ENROLLMENT_GRPC_ADDRESS: z.string().default('127.0.0.1:50054'),
   ANALYTICS_GRPC_ADDRESS: z.string().default('127.0.0.1:50055'),
   GRPC_DEADLINE_MS: z.coerce.number().int().min(50).max(60_000).default(5_000),
+};
+
+/** The web dashboard's public client id at the identity provider (DESIGN.md section 5). */
+export const dashboardClientEnv = {
+  DASHBOARD_OIDC_CLIENT_ID: z.string().min(1).max(200).default('sts-dashboard'),
 };
 
 export const oidcEnv = {
@@ -254,21 +256,15 @@ export const clickhouseEnv = {
 /** Stripe (billing). Without the keys, billing's payment endpoints answer 503 and the rest works. */
 export const stripeEnv = {
   /** Secret or restricted API key (`sk_…`, `rk_…`): checkout, portal, and the facts webhooks lack. */
-  STRIPE_SECRET_KEY: z.preprocess(
-    unsetIfEmpty,
-    z
-      .string()
-      .regex(/^(sk|rk)_\w+$/, 'must be a Stripe secret or restricted key (sk_… or rk_…)')
-      .optional(),
-  ),
+  STRIPE_SECRET_KEY: z
+    .string()
+    .regex(/^(sk|rk)_\w+$/, 'must be a Stripe secret or restricted key (sk_… or rk_…)')
+    .optional(),
   /** The webhook endpoint's signing secret (`whsec_…`). */
-  STRIPE_WEBHOOK_SECRET: z.preprocess(
-    unsetIfEmpty,
-    z
-      .string()
-      .regex(/^whsec_\S+$/, 'must be a webhook signing secret (whsec_…)')
-      .optional(),
-  ),
+  STRIPE_WEBHOOK_SECRET: z
+    .string()
+    .regex(/^whsec_\S+$/, 'must be a webhook signing secret (whsec_…)')
+    .optional(),
   /** Where the Stripe SDK sends its requests: another host for a local stand-in. */
   STRIPE_API_BASE: url(['https:', 'http:']).default('https://api.stripe.com'),
   /** How long one request to Stripe may take (tried at most twice, within the gateway's 15 s for billing calls). */

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 
 /**
  * Long random secret with a recognisable prefix (`sts_inv_…`), so that secret scanners can find
@@ -11,13 +11,6 @@ export function generateSecret(prefix: string, bytes = 32): string {
 /** SHA-256 (hex) of a high-entropy secret, for storage and lookup. Not for passwords. */
 export function hashSecret(secret: string): string {
   return createHash('sha256').update(secret, 'utf8').digest('hex');
-}
-
-/** Compares two secrets in time independent of where they differ (hashing equalises lengths). */
-export function secretsEqual(a: string, b: string): boolean {
-  const left = createHash('sha256').update(a, 'utf8').digest();
-  const right = createHash('sha256').update(b, 'utf8').digest();
-  return timingSafeEqual(left, right);
 }
 
 const SEAL_VERSION = 'v1';

@@ -133,3 +133,86 @@ describe('batch consumer failures in logs and traces (NATS)', () => {
     ).not.toContain(SECRET_HOST);
   });
 });
+
+/**
+ * A handler slower than the messages arrive: what arrives meanwhile goes as the next batch, not as a queue
+ * of small batches, and a stop returns once the batch in hand and the one waiting are done.
+ */
+describe('batch consumer under a slow handler (NATS)', () => {
+  const namespace = uniqueNatsNamespace('bcslow');
+  const stream = `${namespace.toUpperCase()}_SLOW`;
+  const subject = `${namespace}.slow.work`;
+  const { logger } = capturedLogger('batch-consumer-slow');
+  let nats: JetStreamConnection;
+
+  beforeAll(async () => {
+    nats = await connectJetStream({ url: NATS_URL, name: 'batch-consumer-slow', logger });
+    await nats.jsm.streams.add({
+      name: stream,
+      subjects: [subject],
+      storage: StorageType.Memory,
+      retention: RetentionPolicy.Limits,
+    });
+  });
+
+  afterAll(async () => {
+    await deleteNamespaceStreams(nats.jsm, namespace);
+    await nats.close();
+  });
+
+  const start = (handleBatch: (values: string[]) => Promise<void>) =>
+    startBatchConsumer<string>({
+      js: nats.js,
+      jsm: nats.jsm,
+      stream,
+      ensureStream: async () => undefined,
+      durableName: 'slow',
+      filterSubjects: [subject],
+      decode: (msg) => msg.string(),
+      handleBatch: (batch) => handleBatch(batch.map(({ value }) => value)),
+      logger,
+      maxWaitMs: 5,
+      maxBatchMessages: 50,
+    });
+
+  it('batches what arrived during a slow batch, and a stop waits for the batch in hand and the one waiting only', async () => {
+    const batches: string[][] = [];
+    // Each batch is held until the test lets it go.
+    const releases: (() => void)[] = [];
+    const first = await start(async (values) => {
+      batches.push(values);
+      await new Promise<void>((resolve) => releases.push(resolve));
+    });
+    // Delivered to the consumer (pulled, not yet acknowledged): the consumer's own count.
+    const delivered = (count: number) =>
+      eventually(
+        async () => (await nats.jsm.consumers.info(stream, 'slow')).num_ack_pending === count || undefined,
+      );
+    await nats.js.publish(subject, 'm0');
+    await eventually(() => batches.length === 1 || undefined);
+    // Thirty messages, each delivered before the next is sent (each past the batch wait), while the first
+    // batch is held.
+    for (let n = 1; n <= 30; n++) {
+      await nats.js.publish(subject, `m${n}`);
+      await delivered(n + 1);
+    }
+    releases[0]!();
+    await eventually(() => batches.length === 2 || undefined);
+    // Everything that waited went as one batch (the old code made thirty batches of one).
+    expect(batches[1]).toHaveLength(30);
+
+    // Another thirty arrive while the second batch is in hand; the stop comes then.
+    for (let n = 31; n <= 60; n++) await nats.js.publish(subject, `m${n}`);
+    await delivered(60);
+    const stopping = Date.now();
+    const stopped = first.stop();
+    releases[1]!();
+    await eventually(() => batches.length === 3 || undefined);
+    releases[2]!();
+    await stopped;
+    // The batch in hand and the one waiting behind it were handled, nothing was lost.
+    expect(Date.now() - stopping).toBeLessThan(1_000);
+    expect(batches.map((batch) => batch.length)).toEqual([1, 30, 30]);
+    expect(new Set(batches.flat()).size).toBe(61);
+  });
+});

@@ -82,7 +82,7 @@ export interface BatchConsumerOptions<T> {
 }
 
 export interface BatchConsumer {
-  /** Stops pulling, lets the batch in hand finish, returns pulled messages to the stream. */
+  /** Stops pulling, lets the batch in hand and the one waiting finish, returns later messages to the stream. */
   stop(): Promise<void>;
 }
 
@@ -273,17 +273,26 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
     let failures = 0;
     let consumerReady = true;
     while (!stopping) {
-      let pending: JsMsg[] = [];
+      const pending: JsMsg[] = [];
       let timer: NodeJS.Timeout | undefined;
-      let inFlight: Promise<void> = Promise.resolve();
-      // Batches run one after another, whether the size or the timer closed them.
+      let handling: Promise<void> | undefined;
+      // One batch in hand at a time. What arrives meanwhile waits in `pending` (the loop below stops
+      // taking more at maxBatch) and goes as the next batch: a slow handler gets bigger batches, not a
+      // queue of small ones that a stop would have to work through. A stop lets the batch in hand and the
+      // one waiting finish: handing them back could send them to this process's pull request, which the
+      // server keeps open after we stop listening, to wait out the ack wait.
+      const handlePending = async (): Promise<void> => {
+        try {
+          while (pending.length > 0) await handle(pending.splice(0, maxBatch));
+        } finally {
+          handling = undefined;
+        }
+      };
       const flush = (): Promise<void> => {
         if (timer) clearTimeout(timer);
         timer = undefined;
-        const taken = pending;
-        pending = [];
-        if (taken.length > 0) inFlight = inFlight.then(() => handle(taken));
-        return inFlight;
+        if (!handling && pending.length > 0) handling = handlePending();
+        return handling ?? Promise.resolve();
       };
       try {
         if (!consumerReady) await ensureConsumer(false);

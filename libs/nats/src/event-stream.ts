@@ -198,6 +198,10 @@ async function ensureStream(
   try {
     return await jsm.streams.update(config.name, changes);
   } catch (error) {
+    // A twin process updated it a moment ago (concurrent updates can fail on the server, e.g.
+    // "subjects overlap with an existing stream" on NATS 2.9): done if nothing is left to change.
+    const now = await streamInfo(jsm, config.name);
+    if (now && Object.keys(differences(now.config, config)).length === 0) return now;
     if (isPermissionDenied(error)) {
       logger?.warn(
         { stream: config.name, differs: Object.keys(changes) },

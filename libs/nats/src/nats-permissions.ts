@@ -1,5 +1,6 @@
 import { EVENT_CONSUMERS, TELEMETRY_CONSUMERS } from '@sts/events/event-consumers';
 import { EVENT_PRODUCERS } from '@sts/events/event-producers';
+import { deviceStatesAppliedSubject } from '@sts/events/device-states-applied';
 import type { EventType } from '@sts/events/event-catalogue';
 import { eventsStreamName, eventSubject } from '@sts/events/subjects';
 import { allTelemetrySubject, telemetryClaimsBucketName, telemetryStreamName } from '@sts/events/telemetry';
@@ -30,8 +31,9 @@ export interface NatsUserPermissions {
  * - read the information of the streams it uses, and use its own durable consumers (EVENT_CONSUMERS,
  *   TELEMETRY_CONSUMERS): their information, pulling their messages, acknowledging them;
  * - the gateway also publishes telemetry batches, subscribes to membership, device and license events
- *   (cache evictions) and reads and writes its limits bucket; analytics reads and writes its claims bucket
- *   and parks device purges in a stream of its own, which it consumes;
+ *   and to analytics' word that it applied a device change (cache evictions) and reads and writes its
+ *   limits bucket; analytics reads and writes its claims bucket, parks device purges in a stream of its
+ *   own, which it consumes, and publishes that word;
  * - receive replies under its own inbox prefix only.
  * No service may create, change, purge or delete a stream, consumer or bucket, read a stream's messages
  * directly, or use another service's consumer: nats-setup, with the admin user, makes them.
@@ -71,12 +73,15 @@ export function natsPermissions(namespace: string, service: ServiceName): NatsUs
     subscribe.add(`${namespace}.events.member.*`);
     subscribe.add(`${namespace}.events.device.*`);
     subscribe.add(eventSubject(namespace, 'billing.updated'));
+    subscribe.add(deviceStatesAppliedSubject(namespace));
   }
   if (service === 'analytics') {
     useBucket(telemetryClaimsBucketName(namespace));
     // Its own stream of parked device purges: it parks them and works them off.
     publish.add(devicePurgeSubject(namespace));
     useConsumer(devicePurgesStreamName(namespace), DEVICE_PURGES_CONSUMER);
+    // Plain NATS: tells the gateways it applied a device change (their cached answers are stale).
+    publish.add(deviceStatesAppliedSubject(namespace));
   }
   return { publish: [...publish], subscribe: [...subscribe] };
 }

@@ -21,8 +21,8 @@ export interface TracingConfig {
 /**
  * How the current span travels inside the process: `implicit` keeps it in AsyncLocalStorage (the
  * active context, which every async continuation inherits; the services), `explicit` keeps none and
- * the code passes `TracedScope.context` along (the gateway: on Node 20, AsyncLocalStorage installs
- * promise hooks that every promise of every request pays for, sampled or not; docs/benchmarks.md).
+ * the code passes `TracedScope.context` along (the gateway: with AsyncLocalStorage and the exporter on the main
+ * thread it misses its ≤ 10 % at 10 % sampling, ×1.15 on Node 24; docs/benchmarks.md).
  */
 export type ContextPropagation = 'implicit' | 'explicit';
 

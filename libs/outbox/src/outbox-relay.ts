@@ -1,12 +1,14 @@
-import type { MikroORM } from '@mikro-orm/postgresql';
+import { raw, type MikroORM } from '@mikro-orm/postgresql';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import type { Logger } from '@sts/logger/create-logger';
 import { outboxDeadLettered, outboxPublished } from '@sts/observability/metrics';
 import { contextFromHeaders, SpanKind, startSpan, type TraceHeaders } from '@sts/observability/trace-context';
+import { OutboxEntity, type OutboxRow } from './outbox';
 
 export type PublishEnvelope = (envelope: EventEnvelope) => Promise<void>;
 
-interface OutboxRow {
+/** A claimed row: its organization (`aggregate`) and what is published. */
+interface ClaimedRow {
   id: string;
   aggregate: string;
   envelope: EventEnvelope;
@@ -69,6 +71,9 @@ const AGGREGATE_SQL = `coalesce(envelope->'data'->>'org_id', '')`;
  * answers a round trip. When NATS is down, no row is blamed. After `maxAttempts` such failures the row is parked (`dead_lettered_at`), logged and
  * counted (`sts_outbox_dead_lettered_total`), and its organization's later rows go on.
  */
+/** Unpublished events, the oldest one's age in seconds, parked rows (the outbox gauges' fields). */
+export type OutboxBacklog = Record<'events' | 'oldestAgeSeconds' | 'parked', number>;
+
 export class OutboxRelay {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
@@ -103,6 +108,20 @@ export class OutboxRelay {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     await this.running;
+  }
+
+  /** What waits in this schema's outbox, for the metrics: unpublished events, the oldest one's age, parked rows. */
+  async backlog(): Promise<OutboxBacklog> {
+    const em = this.orm.em.fork();
+    const waiting = { publishedAt: null, deadLetteredAt: null };
+    const events = await em.count(OutboxEntity, waiting);
+    const parked = await em.count(OutboxEntity, { publishedAt: null, deadLetteredAt: { $ne: null } });
+    const oldest = await em
+      .createQueryBuilder(OutboxEntity)
+      .select(raw('extract(epoch from clock_timestamp() - min(created_at))::float8 as age'))
+      .where(waiting)
+      .execute<{ age: number | null }>('get');
+    return { events, oldestAgeSeconds: oldest?.age ?? 0, parked };
   }
 
   /** Publishes everything pending now; returns how many rows were published. Used by tests too. */
@@ -152,11 +171,14 @@ export class OutboxRelay {
     const em = this.orm.em.fork();
     const schema = this.orm.config.get('schema');
     return em.transactional(async (tx) => {
+      // Raw SQL here goes over the connection itself: @sts/db's sqlRunner is another driver library, which
+      // this one may not import (eslint.config.mjs); these statements raise nothing the relay tells apart.
       const connection = tx.getConnection();
       const context: unknown = tx.getTransactionContext();
-      // One relay of the schema publishes at a time (replicas of a service each run one): with two, the
-      // second would skip the first's locked rows and send an organization's later events before its
-      // earlier ones. The lock ends with the transaction, also when its process dies.
+      // Raw: an advisory lock, which the ORM does not express. One relay of the schema publishes at a time
+      // (replicas of a service each run one): with two, the second would skip the first's locked rows and
+      // send an organization's later events before its earlier ones. The lock ends with the transaction,
+      // also when its process dies.
       const [lock] = await connection.execute<{ locked: boolean }[]>(
         'select pg_try_advisory_xact_lock(hashtext(?)) as locked',
         [relayLockKey(schema)],
@@ -167,7 +189,9 @@ export class OutboxRelay {
         this.otherRelayActive = true;
         return { claimed: 0, published: 0 };
       }
-      const rows = await connection.execute<OutboxRow[]>(
+      // Raw: `for update skip locked` over the organization read from the envelope's JSON, which the ORM
+      // does not express.
+      const rows = await connection.execute<ClaimedRow[]>(
         `select id, ${AGGREGATE_SQL} as aggregate, envelope, trace_context from "${schema}"."outbox"
          where published_at is null and dead_lettered_at is null and ${AGGREGATE_SQL} not in (select jsonb_array_elements_text(?::jsonb))
          order by created_at, id limit ? for update skip locked`,
@@ -181,7 +205,7 @@ export class OutboxRelay {
       // message refused for itself (too large) is caught before sending, so it blocks its organization's
       // later rows, which are not sent; a transient failure (timeout, lost connection) can still fail one
       // message and not the next, and the failed one then follows later.
-      const sending: { row: OutboxRow; outcome: Promise<void> }[] = [];
+      const sending: { row: ClaimedRow; outcome: Promise<void> }[] = [];
       for (const row of rows) {
         if (blocked.has(row.aggregate)) continue;
         const tooLarge = this.tooLarge(row.envelope);
@@ -205,19 +229,14 @@ export class OutboxRelay {
       });
       if (published.length > 0) {
         outboxPublished.inc({ schema }, published.length);
-        await connection.execute(
-          `update "${schema}"."outbox" set published_at = now() where id in (${published.map(() => '?').join(', ')})`,
-          published,
-          'run',
-          context,
-        );
+        await tx.nativeUpdate(OutboxEntity, { id: { $in: published } }, { publishedAt: raw('now()') });
       }
       return { claimed: rows.length, published: published.length };
     });
   }
 
   /** A traced change's event is published in a producer span of that trace; the publisher passes it on. */
-  private publishTraced(row: OutboxRow): Promise<void> {
+  private publishTraced(row: ClaimedRow): Promise<void> {
     if (!row.trace_context) return this.publish(row.envelope);
     const span = startSpan(`publish ${row.envelope.type}`, {
       kind: SpanKind.PRODUCER,
@@ -250,35 +269,36 @@ export class OutboxRelay {
     // Under the relays' lock, in one transaction: a row locked by this update must not be skipped by
     // another relay's claim, which would then send its organization's later rows first.
     const outcomes = await this.orm.em.fork().transactional(async (tx) => {
-      const connection = tx.getConnection();
-      const context: unknown = tx.getTransactionContext();
-      await connection.execute(
-        'select pg_advisory_xact_lock(hashtext(?))',
-        [relayLockKey(schema)],
-        'all',
-        context,
-      );
-      const rows: ({ attempts: number; parked: boolean } | undefined)[] = [];
+      // Raw: the relays' advisory lock (see publishBatch).
+      await tx
+        .getConnection()
+        .execute(
+          'select pg_advisory_xact_lock(hashtext(?))',
+          [relayLockKey(schema)],
+          'all',
+          tx.getTransactionContext(),
+        );
+      const rows: (Pick<OutboxRow, 'attempts' | 'deadLetteredAt'> | undefined)[] = [];
       for (const [index, row] of failed.entries()) {
         const message = String((row.error as Error)?.message ?? row.error).slice(0, 500);
-        const rowBlamed = blamed[index]!;
-        const [updated] = await connection.execute<{ attempts: number; parked: boolean }[]>(
-          `update "${schema}"."outbox"
-           set attempts = attempts + ?, last_error = ?,
-               dead_lettered_at = case when attempts + ? >= ? then now() end
-           where id = ? and published_at is null
-           returning attempts, dead_lettered_at is not null as parked`,
-          [rowBlamed ? 1 : 0, message, rowBlamed ? 1 : 0, maxAttempts, row.id],
-          'all',
-          context,
-        );
+        const step = blamed[index]! ? 1 : 0;
+        const [updated] = await tx
+          .createQueryBuilder(OutboxEntity)
+          .update({
+            attempts: raw('attempts + ?', [step]),
+            lastError: message,
+            deadLetteredAt: raw('case when attempts + ? >= ? then now() end', [step, maxAttempts]),
+          })
+          .where({ id: row.id, publishedAt: null })
+          .returning(['attempts', 'deadLetteredAt'])
+          .execute<Pick<OutboxRow, 'attempts' | 'deadLetteredAt'>[]>('all');
         rows.push(updated);
       }
       return rows;
     });
     for (const [index, row] of failed.entries()) {
       const updated = outcomes[index];
-      if (updated?.parked) {
+      if (updated?.deadLetteredAt) {
         outboxDeadLettered.inc({ schema });
         this.logger.error(
           { eventId: row.id, org_id: row.aggregate, attempts: updated.attempts, err: row.error },

@@ -5,7 +5,13 @@ import type { EventEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
 import { eventually } from '@sts/testing/eventually';
 import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
-import { enqueueEvent, outboxDeadLetterSql, outboxTableSql, outboxTraceContextSql } from './outbox';
+import {
+  enqueueEvent,
+  OutboxEntity,
+  outboxDeadLetterSql,
+  outboxTableSql,
+  outboxTraceContextSql,
+} from './outbox';
 import { OutboxRelay } from './outbox-relay';
 
 class InitialMigration extends Migration {
@@ -35,7 +41,7 @@ describe('outbox relays of two replicas', () => {
       const orm = await createServiceOrm({
         databaseUrl: database.url,
         schema: 'outbox_replicas',
-        entities: [],
+        entities: [OutboxEntity],
         migrations: [{ name: '0001_initial', class: InitialMigration }],
         logger,
         poolMax: 4,
@@ -68,11 +74,11 @@ describe('outbox relays of two replicas', () => {
               brokenUntil[index] = Date.now() + 5;
             }
             if (Date.now() < brokenUntil[index]!) {
-              await sleep(5);
+              await sleep(5); // a broker that takes a while to fail (passes overlap), not a wait for an effect
               throw new Error('connection lost');
             }
             sent.push({ relay: index, envelope });
-            await sleep(1);
+            await sleep(1); // a broker that takes a while (passes overlap), not a wait for an effect
           },
           logger,
           { batchSize: 10, pollIntervalMs: 20 },
@@ -104,8 +110,17 @@ describe('outbox relays of two replicas', () => {
       }),
     );
 
-    await eventually(() => sent.length >= ORGS * EVENTS_PER_ORG, 20_000);
-    await sleep(200);
+    // The outbox drained (a row is marked published only after the broker took it), then the last relay
+    // stopped (it finishes its pass in flight): nothing can be sent again after this.
+    await eventually(async () => {
+      const [row] = await orms[1]!.em
+        .fork()
+        .getConnection()
+        .execute<
+          { n: number }[]
+        >('select count(*)::int as n from "outbox_replicas"."outbox" where "published_at" is null');
+      return row!.n === 0;
+    }, 20_000);
     await relays[1]!.stop();
 
     const ids = sent.map(({ envelope }) => envelope.id);

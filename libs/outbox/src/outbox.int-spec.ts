@@ -1,13 +1,16 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Migration } from '@mikro-orm/migrations';
 import { createServiceOrm, migrateToLatest, type ServiceOrm } from '@sts/db/service-orm';
 import {
   PROCESSED_EVENTS_RETENTION,
+  ProcessedEventEntity,
   processedEventsTableSql,
   recordEventOnce,
 } from '@sts/db/processed-events';
 import { deleteExpiredRows, startRetention } from '@sts/db/retention';
 import type { EventEnvelope } from '@sts/events/event-envelope';
 import { createLogger } from '@sts/logger/create-logger';
+import { outboxDeadLettered } from '@sts/observability/metrics';
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { ensureEventsStream } from '@sts/nats/event-stream';
 import { isBrokerUnavailable } from '@sts/nats/broker-failures';
@@ -18,6 +21,7 @@ import { createTestDatabase, type TestDatabase } from '@sts/testing/postgres';
 import {
   enqueueEvent,
   OUTBOX_RETENTION,
+  OutboxEntity,
   outboxDeadLetterSql,
   outboxTableSql,
   outboxTraceContextSql,
@@ -42,6 +46,12 @@ const orgCreated = (id: string) => ({
   created_at: new Date().toISOString(),
 });
 
+/** sts_outbox_dead_lettered_total of this spec's schema. */
+async function deadLetteredCount(): Promise<number> {
+  const { values } = await outboxDeadLettered.get();
+  return values.find((value) => value.labels.schema === 'outbox_test')?.value ?? 0;
+}
+
 describe('transactional outbox', () => {
   const logger = createLogger('outbox-test', 'silent');
   let database: TestDatabase;
@@ -52,7 +62,7 @@ describe('transactional outbox', () => {
     orm = await createServiceOrm({
       databaseUrl: database.url,
       schema: 'outbox_test',
-      entities: [],
+      entities: [OutboxEntity, ProcessedEventEntity],
       migrations: [{ name: '0001_initial', class: InitialMigration }],
       logger,
     });
@@ -168,6 +178,11 @@ describe('transactional outbox', () => {
       );
       const otherOrg = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('healthy')));
 
+      const parkedBefore = await deadLetteredCount();
+      const waiting = await relay.backlog();
+      expect([waiting.events, waiting.parked]).toEqual([3, 0]);
+      expect(waiting.oldestAgeSeconds).toBeGreaterThan(0);
+
       // First pass: the other organization's event goes through; the poisoned organization's later event waits.
       expect(await relay.drain()).toBe(1);
       expect(stored).toEqual([`healthy:${otherOrg.id}`]);
@@ -186,10 +201,55 @@ describe('transactional outbox', () => {
         >(`select attempts, dead_lettered_at is not null as parked, last_error from outbox_test.outbox where id = ?`, [poisonId]);
       expect(row).toEqual({ attempts: 3, parked: true, last_error: expect.stringMatching(/payload/i) });
       expect(await relay.drain()).toBe(0); // parked rows are not retried
+      // The metrics see it parked, and nothing else waiting.
+      expect(await relay.backlog()).toEqual({ events: 0, oldestAgeSeconds: 0, parked: 1 });
+      expect((await deadLetteredCount()) - parkedBefore).toBe(1);
     } finally {
       await deleteNamespaceStreams(nats.jsm, namespace);
       await nats.close();
     }
+  });
+
+  it("holds a failed organization's later rows in the same pass, across batches, and ends a pass during an outage", async () => {
+    const em = orm.em.fork();
+    const settle = new OutboxRelay(orm, async () => undefined, logger);
+    await settle.drain(); // rows of earlier tests
+    // Created in this order; batches of two: [a1, b1], [a2, b2], [a3].
+    const ids: Record<string, string> = {};
+    for (const name of ['a1', 'b1', 'a2', 'b2', 'a3']) {
+      const event = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated(name[0]!)));
+      ids[name] = event.id;
+    }
+    const nameOf = (id: string) => Object.keys(ids).find((name) => ids[name] === id);
+    const published: string[] = [];
+    let failA1 = true;
+    const relay = new OutboxRelay(
+      orm,
+      async (envelope) => {
+        if (failA1 && envelope.id === ids.a1) throw new Error('timeout');
+        published.push(nameOf(envelope.id)!);
+      },
+      logger,
+      { batchSize: 2 },
+    );
+    // a1 fails in the first batch: a2 and a3, in later batches of the same pass, wait behind it.
+    expect(await relay.drain()).toBe(2);
+    expect(published).toEqual(['b1', 'b2']);
+    failA1 = false;
+    expect(await relay.drain()).toBe(3);
+    expect(published).toEqual(['b1', 'b2', 'a1', 'a2', 'a3']);
+
+    // An outage with more than a batch pending: the pass ends (every organization blocked), it does not
+    // claim the same rows again and again.
+    for (const name of ['c1', 'c2', 'c3'])
+      await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated(name)));
+    const down = new OutboxRelay(orm, () => Promise.reject(new Error('CONNECTION_REFUSED')), logger, {
+      batchSize: 2,
+    });
+    const pass = down.drain();
+    const ended = await Promise.race([pass.then(() => true), sleep(5_000).then(() => false)]);
+    expect(ended).toBe(true);
+    expect(await settle.drain()).toBe(3);
   });
 
   it('blames no row while the broker is down', async () => {

@@ -17,4 +17,13 @@ describe('Lifecycle', () => {
     expect(order).toEqual(['server', 'db']);
     expect(errors).toEqual(['broken']);
   });
+
+  it('says which step is still running after the slow-step time', async () => {
+    const slow: string[] = [];
+    const lifecycle = new Lifecycle(undefined, (name, elapsedMs) => slow.push(`${name} ${elapsedMs}`), 20);
+    lifecycle.add('quick', () => undefined);
+    lifecycle.add('consumer', () => new Promise((resolve) => setTimeout(resolve, 100)));
+    await lifecycle.close();
+    expect(slow).toEqual(['consumer 20']);
+  });
 });

@@ -8,7 +8,15 @@ export class Lifecycle {
   private readonly closers: { name: string; close: () => unknown }[] = [];
   private closing: Promise<void> | undefined;
 
-  constructor(private readonly onError: (name: string, error: unknown) => void = () => undefined) {}
+  /**
+   * `onSlowStep` hears of a step still running after `slowStepMs`: a shutdown that an orchestrator ends with
+   * SIGKILL then says which step held it.
+   */
+  constructor(
+    private readonly onError: (name: string, error: unknown) => void = () => undefined,
+    private readonly onSlowStep: (name: string, elapsedMs: number) => void = () => undefined,
+    private readonly slowStepMs = 3_000,
+  ) {}
 
   add(name: string, close: () => unknown): void {
     this.closers.push({ name, close });
@@ -17,10 +25,13 @@ export class Lifecycle {
   close(): Promise<void> {
     this.closing ??= (async () => {
       for (const { name, close } of [...this.closers].reverse()) {
+        const slow = setTimeout(() => this.onSlowStep(name, this.slowStepMs), this.slowStepMs);
         try {
           await close();
         } catch (error) {
           this.onError(name, error);
+        } finally {
+          clearTimeout(slow);
         }
       }
     })();
@@ -38,6 +49,14 @@ export class Lifecycle {
     process.on('SIGTERM', handler);
     process.on('SIGINT', handler);
   }
+}
+
+/** The lifecycle of a process of ours: each failed step logged as an error, a step still running as a warning. */
+export function loggedLifecycle(logger: Logger): Lifecycle {
+  return new Lifecycle(
+    (resource, error) => logger.error({ err: error, resource }, 'shutdown step failed'),
+    (resource, elapsedMs) => logger.warn({ resource, elapsedMs }, 'shutdown step still running'),
+  );
 }
 
 /** What a process's start hands back: its logger, and how to stop what it started. */
@@ -62,9 +81,7 @@ export function runProcess(name: string, start: () => Promise<StartedProcess>): 
         void started.stop().then(() => process.exit(0));
         return;
       }
-      const lifecycle = new Lifecycle((resource, error) =>
-        logger.error({ err: error, resource }, 'shutdown step failed'),
-      );
+      const lifecycle = loggedLifecycle(logger);
       lifecycle.add(name, async () => {
         logger.info({ process: name }, 'stopping');
         await started.stop();

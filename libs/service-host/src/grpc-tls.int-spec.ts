@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Client, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { createLogger } from '@sts/logger/create-logger';
 import { BillingCycle, BillingServiceService, LicenseStatus, Plan } from '@sts/proto/gen/billing/v1/billing';
-import { testCertificateAuthority } from '@sts/testing/https-receiver';
+import { testCertificateAuthority } from '@sts/stand-ins/https-receiver';
 import { testServiceAuth } from '@sts/testing/service-auth';
 import { AppError } from '@sts/errors/app-error';
 import { createPromiseClient } from '@sts/grpc/grpc-client';

@@ -28,7 +28,7 @@ import { ensureEventsStream } from '@sts/nats/event-stream';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import { OUTBOX_RETENTION } from '@sts/outbox/outbox';
 import { OutboxRelay } from '@sts/outbox/outbox-relay';
-import { Lifecycle } from '@sts/runtime/lifecycle';
+import { loggedLifecycle } from '@sts/runtime/lifecycle';
 import { outboxBacklog } from '@sts/observability/metrics';
 import { startObservability, type ObservabilityConfig } from '@sts/observability/process-observability';
 
@@ -140,9 +140,7 @@ export async function runServiceHost(
   compose: (host: ServiceHost<never>) => Promise<ServiceRegistration[]>,
 ): Promise<RunningService> {
   const { config, logger, database } = options;
-  const lifecycle = new Lifecycle((name, error) =>
-    logger.error({ err: error, resource: name }, 'shutdown step failed'),
-  );
+  const lifecycle = loggedLifecycle(logger);
   try {
     let orm: ServiceOrm | null = null;
     if (database) {
@@ -183,11 +181,10 @@ export async function runServiceHost(
       });
       relay.start();
       lifecycle.add('outbox relay', () => relay?.stop());
-      const schema = database.schema;
-      const backlogOrm = orm;
+      const running = relay;
       lifecycle.add(
         'outbox metrics',
-        outboxBacklog.add(schema, () => readOutboxBacklog(backlogOrm, schema)),
+        outboxBacklog.add(database.schema, () => running.backlog()),
       );
     }
 
@@ -289,24 +286,4 @@ export async function runServiceHost(
     await lifecycle.close();
     throw error;
   }
-}
-
-/** What the outbox metrics report: raw SQL, three counts over the partial indexes of pending and parked rows. */
-async function readOutboxBacklog(orm: ServiceOrm, schema: string): Promise<Record<string, number>> {
-  const [row] = await orm.em
-    .getConnection()
-    .execute<{ events: string; oldest_age_seconds: number | null; parked: string }[]>(
-      `select
-       (select count(*) from "${schema}"."outbox" where published_at is null and dead_lettered_at is null) as events,
-       (select extract(epoch from clock_timestamp() - min(created_at))::float8 from "${schema}"."outbox"
-          where published_at is null and dead_lettered_at is null) as oldest_age_seconds,
-       (select count(*) from "${schema}"."outbox" where dead_lettered_at is not null and published_at is null) as parked`,
-      [],
-      'all',
-    );
-  return {
-    events: Number(row?.events ?? 0),
-    oldestAgeSeconds: row?.oldest_age_seconds ?? 0,
-    parked: Number(row?.parked ?? 0),
-  };
 }

@@ -1,27 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-
-/**
- * A TCP port free at the moment of asking (for a child process that must be told its port). Chosen below
- * Linux's ephemeral range (32768 and up): a port from that range can be taken by any outgoing connection
- * before the child binds it (seen: a service's metrics port taken between asking and listening).
- */
-export async function freePort(): Promise<number> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
-    if (await canListen(port)) return port;
-  }
-  throw new Error('no free port between 20000 and 32000');
-}
-
-function canListen(port: number): Promise<boolean> {
-  const server = createServer();
-  return new Promise((resolveListen) => {
-    server.once('error', () => resolveListen(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolveListen(true)));
-  });
-}
 
 /** Whether something accepts connections on 127.0.0.1:port. */
 export function portOpen(port: number): Promise<boolean> {

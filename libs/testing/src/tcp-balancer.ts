@@ -70,10 +70,11 @@ export async function startTcpBalancer<Backend extends TcpBackend = number>(
         client.pipe(upstream);
         upstream.pipe(client);
         client.resume();
-        // A backend's reset reaches the client as a reset, not as an orderly close. The other way a
-        // plain close: on Node 20, resetting the backend socket after the client's error left it as an
-        // active handle and the event loop spinning at full CPU after the test.
-        upstream.on('error', () => client.resetAndDestroy());
+        // A backend's reset reaches the client as a reset, not as an orderly close, unless the pipe has
+        // already ended the client (the backend's FIN came first): a reset racing that shutdown leaves
+        // the handle referenced, and Node (20 and 24 alike) then spins at full CPU in its exit cleanup,
+        // never exiting. The other way a plain close, for the same reason.
+        upstream.on('error', () => (client.writableEnded ? client.destroy() : client.resetAndDestroy()));
         client.on('error', () => upstream.destroy());
         client.on('close', () => upstream.destroy());
         upstream.on('close', () => client.destroy());

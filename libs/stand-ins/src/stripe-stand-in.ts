@@ -9,7 +9,8 @@ import Stripe from 'stripe';
  * status, idempotency keys honoured. It holds customers, prices, Checkout and portal sessions,
  * subscriptions and invoices in memory; what a customer does in Stripe's hosted pages (paying, switching
  * plans, cancelling) tests do through plain methods, and they build and sign the webhook events Stripe
- * would send with `event` and `signed`.
+ * would send with `event` and `signed`. `stripe-hosted-pages.ts` adds those pages for a browser (dev-stripe),
+ * delivering the signed events through `stripe-webhook-sender.ts`.
  */
 
 /** A decoded parameter of Stripe's bracket syntax: `a=1`, `a[b]=1`, `a[0]=1`, `a[]=1`. */
@@ -45,7 +46,26 @@ export interface StripeStandInOptions {
   prices?: readonly StripePriceSeed[];
   /** Source of `created` and period timestamps (default the system clock), e.g. `ManualClock`. */
   clock?: { now(): Date };
+  /** Interface to listen on (default 127.0.0.1). */
+  host?: string;
+  /** Port to listen on (default 0: a free one). */
+  port?: number;
+  /** Base of the URLs it hands out (sessions' `url`); default `http://<host>:<port>`. */
+  publicUrl?: string;
+  /**
+   * What a browser sees of Stripe (`/checkout/…`, `/portal/…`): offered every request outside `/v1/`
+   * before the API key is checked; it answers and returns true, or returns false to leave the request
+   * to the API (a 404 in Stripe's shape). Not recorded in `requests`. See `stripe-hosted-pages.ts`.
+   */
+  hostedPages?: StripeStandInPageHandler;
 }
+
+/** Answers a browser's request to the stand-in (returns true), or leaves it (false). */
+export type StripeStandInPageHandler = (
+  request: IncomingMessage,
+  response: ServerResponse,
+  body: string,
+) => boolean;
 
 export interface StandInProduct {
   id: string;
@@ -256,19 +276,25 @@ export interface StripeEventOptions {
 export type StripeFailureMode = 'none' | 'error' | 'unreachable';
 
 export interface StripeStandIn {
-  /** `http://127.0.0.1:<port>` */
+  /** `http://127.0.0.1:<port>` (or the `publicUrl` option): the base of the API and of the hosted pages. */
   url: string;
   port: number;
   apiKey: string;
   /** Every request that reached the stand-in, oldest first (also the refused and the dropped ones). */
   requests: StripeStandInRequest[];
   customers: ReadonlyMap<string, StandInCustomer>;
+  products: ReadonlyMap<string, StandInProduct>;
   prices: ReadonlyMap<string, StandInPrice>;
   checkoutSessions: ReadonlyMap<string, StandInCheckoutSession>;
+  portalSessions: ReadonlyMap<string, StandInPortalSession>;
   subscriptions: ReadonlyMap<string, StandInSubscription>;
   invoices: ReadonlyMap<string, StandInInvoice>;
   /** The seeded price with this lookup key (throws if there is none). */
   price(lookupKey: string): StandInPrice;
+  /** What a Checkout Session sells (its first line item), or undefined for an unknown session. */
+  checkoutLine(
+    sessionId: string,
+  ): { price: StandInPrice; product: StandInProduct | undefined; quantity: number } | undefined;
   /** What Stripe does when the customer pays on the Checkout page: a subscription for the session's price. */
   completeCheckout(
     sessionId: string,
@@ -473,9 +499,10 @@ interface SessionLine {
   subscriptionMetadata: Record<string, string>;
 }
 
-/** Starts the stand-in on 127.0.0.1 at a free port. */
+/** Starts the stand-in, by default on 127.0.0.1 at a free port. */
 export async function startStripeStandIn(options: StripeStandInOptions = {}): Promise<StripeStandIn> {
   const apiKey = options.apiKey ?? 'sk_test_standin';
+  const host = options.host ?? '127.0.0.1';
   const now = (): Date => options.clock?.now() ?? new Date();
   const requests: StripeStandInRequest[] = [];
   const products = new Map<string, StandInProduct>();
@@ -876,7 +903,10 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       try {
-        handle(req, res, Buffer.concat(chunks).toString('utf8'));
+        const body = Buffer.concat(chunks).toString('utf8');
+        const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname;
+        if (options.hostedPages && !path.startsWith('/v1/') && options.hostedPages(req, res, body)) return;
+        handle(req, res, body);
       } catch (error) {
         const body: StripeErrorBody = {
           type: 'api_error',
@@ -888,13 +918,17 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.listen(options.port ?? 0, host, () => {
       server.removeListener('error', reject);
       resolve();
     });
   });
   const { port } = server.address() as AddressInfo;
-  url = `http://127.0.0.1:${port}`;
+  // A wildcard interface is reached through loopback on this machine.
+  const reachable = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  url = (
+    options.publicUrl ?? `http://${reachable.includes(':') ? `[${reachable}]` : reachable}:${port}`
+  ).replace(/\/+$/, '');
 
   const newInvoice = (subscription: StandInSubscription, paid: boolean): StandInInvoice => {
     const item = firstItem(subscription);
@@ -975,11 +1009,19 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     apiKey,
     requests,
     customers,
+    products,
     prices,
     checkoutSessions,
+    portalSessions,
     subscriptions,
     invoices,
     price: priceByLookupKey,
+    checkoutLine: (sessionId) => {
+      const line = sessionLines.get(sessionId);
+      const price = line && prices.get(line.price);
+      if (!line || !price) return undefined;
+      return { price, product: products.get(price.product), quantity: line.quantity };
+    },
     completeCheckout: (sessionId, opts = {}) => {
       const session = checkoutSessions.get(sessionId);
       const line = sessionLines.get(sessionId);
