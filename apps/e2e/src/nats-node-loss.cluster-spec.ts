@@ -1,8 +1,15 @@
 import { randomBytes } from 'node:crypto';
+import { telemetryStreamName } from '@sts/events/telemetry';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
 import { openLimitsBucket } from '@sts/nats/kv-buckets';
-import { clusterNode, natsClusterUrl, startWholeCluster } from '@sts/testing/local-cluster';
+import {
+  clickhouseNodeUrl,
+  clusterNode,
+  localCluster,
+  natsClusterUrl,
+  startWholeCluster,
+} from '@sts/testing/local-cluster';
 import { enrollDevice, eventually, startSystem, type SystemUnderTest } from './system-under-test';
 
 const INVITES = 16;
@@ -151,9 +158,36 @@ describe('the system while a NATS server dies (NATS x3, ClickHouse 2x2)', () => 
     );
     const enrolled = (await feed()).map((item) => /burst-host-\d+/.exec(item.message)?.[0]);
     expect(enrolled.sort()).toEqual(Array.from({ length: DEVICES }, (_, n) => `burst-host-${n}`).sort());
-    const summary = await system.api<{ total_analyzed: number }>('GET', '/api/analytics/summary?window=24h', {
-      token: admin,
+    // The summary reads each shard from either replica, and the other fetches a batch stored on the first a
+    // moment later: the count is awaited, then must be exact (with every consumer idle nothing more lands).
+    const expected = DEVICES * BATCHES_PER_DEVICE * EVENTS_PER_BATCH;
+    const totalAnalyzed = async () =>
+      (
+        await system.api<{ total_analyzed: number }>('GET', '/api/analytics/summary?window=24h', {
+          token: admin,
+        })
+      ).body.total_analyzed;
+    await eventually(async () => (await totalAnalyzed()) === expected, 60_000).catch(async () => {
+      throw new Error(
+        `the summary counts ${await totalAnalyzed()} of ${expected} events; ${await replicaCounts()}; ` +
+          `telemetry stream: ${JSON.stringify((await nats.jsm.streams.info(telemetryStreamName(system.namespace))).state)}`,
+      );
     });
-    expect(summary.body.total_analyzed).toBe(DEVICES * BATCHES_PER_DEVICE * EVENTS_PER_BATCH);
+    expect(await totalAnalyzed()).toBe(expected);
   }, 300_000);
+
+  /** Events and ledger entries on each ClickHouse server, to tell a lost batch from a lagging replica. */
+  const replicaCounts = async () => {
+    const counts: string[] = [];
+    for (const node of localCluster().clickhouse.nodes) {
+      const query =
+        'SELECT (SELECT count() FROM telemetry_events_local), (SELECT sum(events) FROM ingested_batches_local)';
+      const answer = await fetch(`${clickhouseNodeUrl(node.name)}/?database=${system.clickhouse.name}`, {
+        method: 'POST',
+        body: query,
+      }).then((response) => response.text());
+      counts.push(`${node.name} events, ledger: ${answer.trim()}`);
+    }
+    return counts.join('; ');
+  };
 });
