@@ -15,7 +15,14 @@ import {
   testCertificateAuthority,
   type HttpsReceiver,
 } from '@sts/stand-ins/https-receiver';
-import { enrollDevice, eventually, runAgent, startSystem, type SystemUnderTest } from './system-under-test';
+import {
+  enrollAgent,
+  enrollDevice,
+  eventually,
+  runAgent,
+  startSystem,
+  type SystemUnderTest,
+} from './system-under-test';
 
 /** A browser test waits for what a person would see; a page that never shows it fails within this. */
 const SHOWN_MS = 15_000;
@@ -148,21 +155,13 @@ describe('the dashboard in a real browser', () => {
     await screenshot(admin, 'enrollment');
 
     const config = join(agentDir, 'agent.json');
-    const enrolled = await runAgent(
-      'enroll',
-      '--server',
-      system.gateway.url,
-      '--key',
+    const enrolled = await enrollAgent(system, {
       key,
-      '--code',
       code,
-      '--config',
       config,
-      '--machine-id',
-      'dashboard-laptop-1',
-      '--hostname',
-      'laptop-ada',
-    );
+      machineId: 'dashboard-laptop-1',
+      hostname: 'laptop-ada',
+    });
     expect(enrolled.stderr).toBe('');
     expect(enrolled.code).toBe(0);
 

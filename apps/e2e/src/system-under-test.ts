@@ -395,6 +395,28 @@ export async function enrollDevice(
 
 const execFileAsync = promisify(execFile);
 
+/** `agent enroll` against the system's gateway with a key and code, its settings written to `config`. */
+export function enrollAgent(
+  system: Pick<SystemUnderTest, 'gateway'>,
+  enrollment: { key: string; code: string; config: string; machineId: string; hostname?: string },
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { key, code, config, machineId, hostname } = enrollment;
+  return runAgent(
+    'enroll',
+    '--server',
+    system.gateway.url,
+    '--key',
+    key,
+    '--code',
+    code,
+    '--config',
+    config,
+    '--machine-id',
+    machineId,
+    ...(hostname === undefined ? [] : ['--hostname', hostname]),
+  );
+}
+
 /** Runs the agent CLI from source as a device would; its exit code (0 on success), stdout and stderr. */
 export function runAgent(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return execFileAsync(process.execPath, ['--import', 'tsx', 'apps/agent/src/main.ts', ...args]).then(

@@ -6,6 +6,7 @@ import {
   eventually,
   startSystem,
   type SystemUnderTest,
+  enrollAgent,
   runAgent,
 } from './system-under-test';
 
@@ -32,23 +33,7 @@ describe('the agent splits batches the gateway refuses as too large', () => {
       const admin = await system.tokenFor('split@agent.test', { name: 'Split' });
       const { key, code } = await enrollmentCredentials(system, admin);
       const agent = runAgent;
-      expect(
-        (
-          await agent(
-            'enroll',
-            '--server',
-            system.gateway.url,
-            '--key',
-            key,
-            '--code',
-            code,
-            '--config',
-            config,
-            '--machine-id',
-            'agent-split',
-          )
-        ).code,
-      ).toBe(0);
+      expect((await enrollAgent(system, { key, code, config, machineId: 'agent-split' })).code).toBe(0);
       const deviceId = (JSON.parse(await readFile(config, 'utf8')) as { device_id: string }).device_id;
 
       // The oldest batch holds an event that alone is over 4 KiB (a URL of 4,050 characters: valid, but

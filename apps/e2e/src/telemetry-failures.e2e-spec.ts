@@ -2,7 +2,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTcpProxy, type TcpProxy } from '@sts/testing/tcp-proxy';
-import { eventually, startSystem, type SystemUnderTest, runAgent } from './system-under-test';
+import { enrollAgent, eventually, runAgent, startSystem, type SystemUnderTest } from './system-under-test';
 
 /**
  * Outages of the parts behind the gateway, made with TCP proxies in front of the real servers: the
@@ -112,19 +112,12 @@ describe('telemetry when ClickHouse or NATS is unreachable', () => {
         body: { count: 1 },
       });
       const agent = runAgent;
-      const enrolled = await agent(
-        'enroll',
-        '--server',
-        system.gateway.url,
-        '--key',
+      const enrolled = await enrollAgent(system, {
         key,
-        '--code',
-        codes.body.codes[0]!.code,
-        '--config',
+        code: codes.body.codes[0]!.code,
         config,
-        '--machine-id',
-        'outage-nats',
-      );
+        machineId: 'outage-nats',
+      });
       expect(enrolled.code).toBe(0);
       const deviceId = /device id:\s+(\S+)/.exec((await agent('status', '--config', config)).stdout)![1]!;
 

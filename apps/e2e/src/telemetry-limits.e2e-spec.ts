@@ -8,6 +8,7 @@ import {
   eventually,
   startSystem,
   type SystemUnderTest,
+  enrollAgent,
   runAgent,
 } from './system-under-test';
 
@@ -234,19 +235,7 @@ describe('telemetry limits, end to end', () => {
       const admin = await system.tokenFor('agent-large@limits.test', { name: 'Agent' });
       const { key, code } = await enrollmentCredentials(system, admin);
       const agent = runAgent;
-      const enrolled = await agent(
-        'enroll',
-        '--server',
-        system.gateway.url,
-        '--key',
-        key,
-        '--code',
-        code,
-        '--config',
-        config,
-        '--machine-id',
-        'agent-large-batches',
-      );
+      const enrolled = await enrollAgent(system, { key, code, config, machineId: 'agent-large-batches' });
       expect(enrolled.code).toBe(0);
       const deviceId = (JSON.parse(await readFile(config, 'utf8')) as { device_id: string }).device_id;
       const lines = Array.from({ length: 5_000 }, (_, i) =>
