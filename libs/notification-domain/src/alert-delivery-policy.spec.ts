@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import {
   MAX_ATTEMPTS,
@@ -93,5 +94,75 @@ describe('alert delivery policy', () => {
     expect(() =>
       new Webhook(`whsec_${Buffer.alloc(32, 3).toString('base64')}`).verify(body, headers),
     ).toThrow();
+  });
+
+  it('draws the 2xx and 3xx boundaries exactly: 199 stops, 299 delivers, 300 and 399 are redirects, 400 stops', () => {
+    expect(judgeAttempt(answered(199), now)).toEqual({
+      outcome: 'stop',
+      error: 'HTTP 199: the receiver refused the message',
+    });
+    expect(judgeAttempt(answered(299), now)).toEqual({ outcome: 'delivered' });
+    for (const status of [300, 399]) {
+      expect(judgeAttempt(answered(status), now)).toEqual({
+        outcome: 'retry',
+        error: `redirect (${status}) not followed`,
+        retryAfterMs: null,
+      });
+    }
+    expect(judgeAttempt(answered(400), now)).toEqual({
+      outcome: 'stop',
+      error: 'HTTP 400: the receiver refused the message',
+    });
+  });
+
+  it('records a readable error for each kind of attempt without an answer (shown in the delivery log)', () => {
+    expect(NO_ANSWER_ERRORS).toEqual({
+      'not-allowed':
+        'address not allowed (the name does not resolve, or only to private or reserved addresses)',
+      network: 'connection failed',
+      tls: 'TLS handshake failed (certificate not trusted or not valid for the host)',
+      timeout: 'timeout (no answer in time)',
+    });
+    expect(judgeAttempt({ kind: 'no-answer', reason: 'timeout', durationMs: 1 }, now)).toEqual({
+      outcome: 'retry',
+      error: 'timeout (no answer in time)',
+      retryAfterMs: null,
+    });
+  });
+
+  it('reads Retry-After seconds around whitespace, dates ending or starting in digits, and ignores seconds followed by text', () => {
+    expect(retryAfterMs(' 120 ', now)).toBe(120_000);
+    expect(retryAfterMs('0', now)).toBe(0);
+    // An HTTP date with a numeric zone ends in digits; an ISO date starts with them: both are dates.
+    expect(retryAfterMs('Wed, 25 Nov 2026 12:05:00 +0000', now)).toBe(300_000);
+    expect(retryAfterMs('2026-11-25T12:05:00Z', now)).toBe(300_000);
+    expect(retryAfterMs('120 seconds', now)).toBeNull();
+    expect(retryAfterMs('', now)).toBeNull();
+    // A date in the past means "now", not a negative delay.
+    expect(retryAfterMs('Wed, 25 Nov 2026 11:00:00 GMT', now)).toBe(0);
+  });
+
+  it('sends exactly the Standard Webhooks headers: JSON content type, id, seconds timestamp, v1 HMAC-SHA256 signatures', () => {
+    const key = Buffer.alloc(32, 7);
+    const previousKey = Buffer.alloc(32, 9);
+    const body = '{"id":"e1","type":"alert.test"}';
+    const at = new Date('2026-11-25T12:00:00.987Z');
+    const seconds = Math.floor(at.getTime() / 1000);
+    const expected = (secretKey: Buffer) =>
+      'v1,' + createHmac('sha256', secretKey).update(`msg_42.${seconds}.${body}`).digest('base64');
+    expect(
+      signedHeaders(
+        'msg_42',
+        body,
+        [`whsec_${key.toString('base64')}`, `whsec_${previousKey.toString('base64')}`],
+        at,
+      ),
+    ).toEqual({
+      'content-type': 'application/json',
+      'webhook-id': 'msg_42',
+      'webhook-timestamp': String(seconds),
+      'webhook-signature': `${expected(key)} ${expected(previousKey)}`,
+    });
+    expect(seconds).toBe(1_795_608_000);
   });
 });

@@ -2,8 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { AppError } from '@sts/errors/app-error';
 import { Webhook } from 'standardwebhooks';
 import { ALERT_LIMITS, SECRET_ROTATION_GRACE_MS, validAlertDescription, validAlertUrl } from './alert-model';
-import { AlertService, attemptDelivery } from './alert-service';
-import type { AlertDeliveryQueue, AlertSender } from './notification-ports';
+import { newEnvelope } from '@sts/events/event-envelope';
+import type { AlertDelivery, AlertEndpointWithSecret } from './alert-model';
+import { AlertService, attemptDelivery, threatDeliveries } from './alert-service';
+import type { AlertDeliveryQueue, AlertSender, NotificationStore } from './notification-ports';
 import { InMemoryNotificationStore, ManualClock } from './test/in-memory-notification-store';
 
 const code = async (promise: Promise<unknown>) => {
@@ -233,5 +235,296 @@ describe('alert endpoints', () => {
     } finally {
       jest.useRealTimers();
     }
+  });
+});
+
+describe('alert messages and rules users rely on', () => {
+  let store: InMemoryNotificationStore;
+  let clock: ManualClock;
+  let key: Buffer;
+  let service: AlertService;
+
+  beforeEach(() => {
+    store = new InMemoryNotificationStore();
+    clock = new ManualClock();
+    key = randomBytes(32);
+    service = new AlertService(store, clock, { sealingKey: key, publicAppUrl: 'https://app.example' });
+  });
+
+  const failure = async (promise: Promise<unknown>) => {
+    try {
+      await promise;
+    } catch (error) {
+      return error instanceof AppError ? `${error.code}: ${error.detail}` : String(error);
+    }
+    return 'no error';
+  };
+
+  it('sends a threat alert with its exact fields and dashboard link, to enabled endpoints only', () => {
+    const endpoint = (id: string, disabledAt: Date | null) => ({
+      id,
+      orgId: 'org-1',
+      url: `https://${id}.example/`,
+      description: null,
+      createdAt: clock.now(),
+      disabledAt,
+    });
+    const threat = newEnvelope('threat.detected', {
+      org_id: 'org-1',
+      device_id: 'd/1 x',
+      hostname: 'kiosk',
+      dangerous_blocks: 5,
+      window_minutes: 10,
+      detected_at: '2026-03-01T10:00:00.000Z',
+    });
+
+    const deliveries = threatDeliveries(
+      threat,
+      [endpoint('e1', null), endpoint('e2', clock.now()), endpoint('e3', null)],
+      { publicAppUrl: 'https://app.example/base//' },
+      clock.now(),
+    );
+
+    expect(deliveries.map((d) => [d.endpointId, d.status, d.attempts, d.eventType])).toEqual([
+      ['e1', 'pending', 0, 'alert.threat_detected'],
+      ['e3', 'pending', 0, 'alert.threat_detected'],
+    ]);
+    expect(JSON.parse(deliveries[0]!.body)).toEqual({
+      id: threat.id,
+      type: 'alert.threat_detected',
+      created_at: '2026-03-01T10:00:00.000Z',
+      data: {
+        org_id: 'org-1',
+        device_id: 'd/1 x',
+        hostname: 'kiosk',
+        dangerous_blocks: 5,
+        window_minutes: 10,
+        detected_at: '2026-03-01T10:00:00.000Z',
+        dashboard_url: 'https://app.example/base/devices/d%2F1%20x',
+      },
+    });
+    expect(deliveries[1]!.body).toBe(deliveries[0]!.body);
+  });
+
+  it('sends a test message with its exact fields', async () => {
+    const { endpoint } = await service.create('org-1', 'https://a.example/', null);
+    const test = await service.sendTest('org-1', endpoint.id);
+    expect(JSON.parse(test.body)).toEqual({
+      id: test.id,
+      type: 'alert.test',
+      created_at: clock.now().toISOString(),
+      data: {
+        org_id: 'org-1',
+        endpoint_id: endpoint.id,
+        message: 'A test alert: this endpoint receives alerts.',
+      },
+    });
+  });
+
+  it('refuses a duplicate URL as a duplicate even at the cap, and names the cap when it is reached', async () => {
+    for (let i = 0; i < ALERT_LIMITS.endpointsPerOrganization; i++) {
+      await service.create('org-1', `https://a.example/${i}`, null);
+    }
+    expect(await failure(service.create('org-1', 'https://a.example/0', null))).toMatch(
+      /^ALERT_ENDPOINT_DUPLICATE: /,
+    );
+    expect(await failure(service.create('org-1', 'https://a.example/new', null))).toBe(
+      'ALERT_ENDPOINT_LIMIT: An organization may have at most 20 alert endpoints',
+    );
+  });
+
+  it('refuses a URL a concurrent create stored first (the insert loses the race)', async () => {
+    await service.create('org-1', 'https://a.example/', null);
+    // The other create committed after this one listed the endpoints.
+    const racing: NotificationStore = {
+      read: (work) => store.read(work),
+      transaction: (work) =>
+        store.transaction((repos) => work({ ...repos, listAlertEndpoints: async () => [] })),
+    };
+    const late = new AlertService(racing, clock, { sealingKey: key, publicAppUrl: 'https://app.example' });
+    expect(await code(late.create('org-1', 'https://a.example/', null))).toBe('ALERT_ENDPOINT_DUPLICATE');
+    expect(store.state.alertEndpoints).toHaveLength(1);
+  });
+
+  it('counts a test sent exactly a minute ago out of the minute, and the wait from the oldest in the window', async () => {
+    const { endpoint } = await service.create('org-1', 'https://a.example/', null);
+    for (let i = 0; i < ALERT_LIMITS.testsPerEndpointPerMinute; i++) {
+      await service.sendTest('org-1', endpoint.id);
+      clock.advance(10_000);
+    }
+    // Sent at 0, 10 and 20 s; now 30 s. The store need not return them in order.
+    store.state.alertDeliveries.reverse();
+    expect(await failure(service.sendTest('org-1', endpoint.id))).toBe(
+      'RATE_LIMITED: At most 3 test messages per endpoint per minute; try again in 30 s',
+    );
+    clock.advance(29_999);
+    expect(await failure(service.sendTest('org-1', endpoint.id))).toBe(
+      'RATE_LIMITED: At most 3 test messages per endpoint per minute; try again in 1 s',
+    );
+    clock.advance(1);
+    expect(await failure(service.sendTest('org-1', endpoint.id))).toBe('no error');
+  });
+});
+
+describe('one delivery attempt', () => {
+  let store: InMemoryNotificationStore;
+  let clock: ManualClock;
+  let key: Buffer;
+  let service: AlertService;
+
+  beforeEach(() => {
+    store = new InMemoryNotificationStore();
+    clock = new ManualClock();
+    key = randomBytes(32);
+    service = new AlertService(store, clock, { sealingKey: key, publicAppUrl: 'https://app.example' });
+  });
+
+  const answering = (status: number) => {
+    const sent: Record<string, string>[] = [];
+    const sender: AlertSender = {
+      send: async ({ headers }) => {
+        sent.push(headers);
+        return { kind: 'answered', status, durationMs: 1, retryAfter: null };
+      },
+    };
+    return { sender, sent };
+  };
+
+  /** A queue answering with `outcome`, recording the notices of disabled endpoints. */
+  const queueOf = (outcome: { recorded: boolean; failingSince: Date | null }) => {
+    const notices: string[] = [];
+    const queue: AlertDeliveryQueue = {
+      claimDue: async () => [],
+      recordAttempt: async () => outcome,
+      disableEndpoint: async (_endpoint, _at, notice) => {
+        notices.push(notice.message);
+        return true;
+      },
+    };
+    return { queue, notices };
+  };
+
+  const setUpDelivery = async (): Promise<{
+    delivery: AlertDelivery;
+    endpoint: AlertEndpointWithSecret;
+  }> => {
+    const { endpoint } = await service.create('org-1', 'https://hooks.example.com/in', null);
+    const delivery = await service.sendTest('org-1', endpoint.id);
+    return { delivery, endpoint: store.state.alertEndpoints[0]! };
+  };
+
+  it('records a secret it cannot open as failed for good, without sending and without disabling', async () => {
+    const { delivery, endpoint } = await setUpDelivery();
+    const { sender, sent } = answering(200);
+    const { queue, notices } = queueOf({ recorded: true, failingSince: null });
+
+    const result = await attemptDelivery(
+      { leaseToken: 'lease', delivery, endpoint },
+      sender,
+      queue,
+      randomBytes(32),
+      clock,
+      0,
+    );
+
+    expect(result).toEqual({
+      status: 'failed',
+      nextAttemptAt: null,
+      at: clock.now(),
+      responseCode: null,
+      error: 'the endpoint secret cannot be opened (SECRET_SEALING_KEY changed?); rotate the secret',
+      durationMs: 0,
+      endpointDisabled: false,
+      recorded: true,
+    });
+    expect(sent).toHaveLength(0);
+    expect(notices).toHaveLength(0);
+  });
+
+  it('schedules the second attempt after a first failure, 5 s later give or take the jitter', async () => {
+    const { delivery, endpoint } = await setUpDelivery();
+    const { queue } = queueOf({ recorded: true, failingSince: clock.now() });
+
+    const result = await attemptDelivery(
+      { leaseToken: 'lease', delivery, endpoint },
+      answering(503).sender,
+      queue,
+      key,
+      clock,
+    );
+
+    expect(result.status).toBe('pending');
+    expect(result.error).toBe('HTTP 503');
+    expect(result.endpointDisabled).toBe(false);
+    const wait = result.nextAttemptAt!.getTime() - clock.now().getTime();
+    expect(wait).toBeGreaterThanOrEqual(4_000);
+    expect(wait).toBeLessThanOrEqual(6_000);
+  });
+
+  it('signs with the previous secret too only before it expires', async () => {
+    const { delivery } = await setUpDelivery();
+    await service.rotateSecret('org-1', delivery.endpointId);
+    const { queue } = queueOf({ recorded: true, failingSince: null });
+    const signatures = async () => {
+      const { sender, sent } = answering(200);
+      const endpoint = store.state.alertEndpoints[0]!;
+      await attemptDelivery({ leaseToken: 'lease', delivery, endpoint }, sender, queue, key, clock);
+      return sent[0]!['webhook-signature']!.split(' ').length;
+    };
+
+    clock.advance(SECRET_ROTATION_GRACE_MS - 1);
+    expect(await signatures()).toBe(2);
+    clock.advance(1);
+    expect(await signatures()).toBe(1);
+  });
+
+  it('disables an endpoint failing for exactly the threshold, and tells the feed how to undo it', async () => {
+    const { delivery, endpoint } = await setUpDelivery();
+    const failingSince = new Date(clock.now().getTime() - 60_000);
+    const { queue, notices } = queueOf({ recorded: true, failingSince });
+
+    const result = await attemptDelivery(
+      { leaseToken: 'lease', delivery, endpoint },
+      answering(503).sender,
+      queue,
+      key,
+      clock,
+      60_000,
+    );
+
+    expect(result.endpointDisabled).toBe(true);
+    expect(notices).toEqual([
+      `Alert endpoint ${endpoint.id} (hooks.example.com) was disabled: deliveries have failed since ` +
+        `${failingSince.toISOString()} (last: HTTP 503). Enable it again once it receives alerts.`,
+    ]);
+  });
+
+  it('leaves an endpoint enabled while it fails for less than the threshold, after a delivery, or when the attempt was not recorded', async () => {
+    const { delivery, endpoint } = await setUpDelivery();
+    const attempt = (status: number, outcome: { recorded: boolean; failingSince: Date | null }) => {
+      const { queue, notices } = queueOf(outcome);
+      return attemptDelivery(
+        { leaseToken: 'lease', delivery, endpoint },
+        answering(status).sender,
+        queue,
+        key,
+        clock,
+        60_000,
+      ).then((result) => ({ disabled: result.endpointDisabled, notices: notices.length }));
+    };
+    const longAgo = new Date(clock.now().getTime() - 3_600_000);
+
+    expect(
+      await attempt(503, { recorded: true, failingSince: new Date(clock.now().getTime() - 59_999) }),
+    ).toEqual({ disabled: false, notices: 0 });
+    expect(await attempt(200, { recorded: true, failingSince: null })).toEqual({
+      disabled: false,
+      notices: 0,
+    });
+    // Another worker holds the delivery now: its attempt decides.
+    expect(await attempt(503, { recorded: false, failingSince: longAgo })).toEqual({
+      disabled: false,
+      notices: 0,
+    });
   });
 });

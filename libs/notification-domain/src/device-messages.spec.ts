@@ -4,6 +4,7 @@ import {
   deviceEnrolledMessage,
   deviceLabel,
   HOSTNAME_MAX_LENGTH,
+  threatDetectedMessage,
 } from './device-messages';
 
 const enrolled = (hostname: string, re_enrolled = false): EventData<'device.enrolled'> => ({
@@ -22,6 +23,15 @@ const disabled = (hostname: string): EventData<'device.disabled'> => ({
   at: '2026-03-01T10:00:00.000Z',
 });
 
+const threat = (hostname: string): EventData<'threat.detected'> => ({
+  org_id: 'org-1',
+  device_id: '0b9f2c1e-4a5b-4c6d-8e7f-001122334455',
+  hostname,
+  dangerous_blocks: 7,
+  window_minutes: 10,
+  detected_at: '2026-03-01T10:00:00.000Z',
+});
+
 describe('device feed messages', () => {
   it('name the device by its hostname', () => {
     expect(deviceEnrolledMessage(enrolled('web-01'))).toBe('Device "web-01" was enrolled');
@@ -29,6 +39,15 @@ describe('device feed messages', () => {
       'Device "web-01" was enrolled again; its previous device token no longer works',
     );
     expect(deviceDisabledMessage(disabled('web-01'))).toBe('Device "web-01" was disabled');
+  });
+
+  it('say how many dangerous addresses a device blocked, and within how many minutes', () => {
+    expect(threatDetectedMessage(threat('web-01'))).toBe(
+      'Device "web-01" blocked 7 dangerous addresses within 10 minutes',
+    );
+    expect(threatDetectedMessage(threat(''))).toBe(
+      'Device without a hostname (id 0b9f2c1e-4a5b-4c6d-8e7f-001122334455) blocked 7 dangerous addresses within 10 minutes',
+    );
   });
 
   it('keep a hostile hostname as plain text on one line, without control characters', () => {

@@ -1,5 +1,5 @@
 import { plainTextLine } from '@sts/vocabulary/plain-text';
-import { shellArg } from './email-format';
+import { formatUtc, headerSafe, shellArg } from './email-format';
 
 describe('plainTextLine', () => {
   it('trims and keeps ordinary text, including non-Latin scripts and emoji', () => {
@@ -55,5 +55,19 @@ describe('shellArg', () => {
     expect(shellArg("it's")).toBe("'it'\\''s'");
     expect(shellArg('https://x.test/?a=1&b=2')).toBe("'https://x.test/?a=1&b=2'");
     expect(shellArg('')).toBe("''");
+  });
+});
+
+describe('headerSafe', () => {
+  it('keeps a header value on one line: a run of line breaks and controls becomes a single space', () => {
+    expect(headerSafe('Acme\r\nBcc: victim@example.com')).toBe('Acme Bcc: victim@example.com');
+    expect(headerSafe('a\u0000\u001f\u007fb')).toBe('a b');
+    expect(headerSafe('\r\n Acme \t')).toBe('Acme');
+  });
+});
+
+describe('formatUtc', () => {
+  it('shows the date and the minute in UTC', () => {
+    expect(formatUtc(new Date('2026-03-01T14:05:59.999Z'))).toBe('2026-03-01 14:05 UTC');
   });
 });

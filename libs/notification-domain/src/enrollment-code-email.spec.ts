@@ -20,6 +20,81 @@ const input: EnrollmentCodeEmailInput = {
 const ENROLL = `agent enroll --server https://api.example.com --key ${KEY} --code ${CODE}`;
 
 describe('enrollment code e-mail', () => {
+  it('sends the receiver the whole e-mail: subject, text part and HTML part', () => {
+    const pre =
+      '<pre style="background: #f6f8fa; padding: 12px; white-space: pre-wrap; word-break: break-all;">';
+
+    expect(renderEnrollmentCodeEmail(input)).toEqual({
+      to: 'ops@example.com',
+      subject: 'Install the Security Telemetry agent for Acme',
+      text: [
+        'Hello,',
+        '',
+        'Ada Lovelace asked us to send you what you need to enroll a device of Acme in Security Telemetry.',
+        '',
+        'The Security Telemetry agent is a small command-line program that runs on the device. It enrolls the',
+        "device with Acme once, then reports the device's telemetry (which web addresses were allowed,",
+        'warned about or blocked) so that your organization sees it in its dashboard.',
+        '',
+        'Your one-time enrollment code: 7KQD-M3XP',
+        'It expires at 2026-03-02 12:34 UTC and works once: it enrolls one device and cannot be used again.',
+        '',
+        "Your organization's enrollment key: sts_ek_Q2hhbmdlTWUtMTIzNDU2Nzg5MGFiY2RlZg",
+        'The key is the same for every device of the organization and stays valid until an administrator',
+        'rotates or revokes it. Keep it secret: with it and a code, anyone can enroll a device.',
+        '',
+        'Install the agent program on the device, then run, as the user that will run the agent:',
+        '',
+        '  agent enroll --server https://api.example.com --key sts_ek_Q2hhbmdlTWUtMTIzNDU2Nzg5MGFiY2RlZg --code 7KQD-M3XP',
+        '',
+        'Or give the same values through environment variables (better on a shared machine: other users',
+        'can see the arguments of a running command):',
+        '',
+        '  export STS_SERVER_URL=https://api.example.com',
+        '  export STS_ENROLLMENT_KEY=sts_ek_Q2hhbmdlTWUtMTIzNDU2Nzg5MGFiY2RlZg',
+        '  export STS_ENROLLMENT_CODE=7KQD-M3XP',
+        '  agent enroll',
+        '',
+        'Then check what the device is enrolled as:',
+        '',
+        '  agent status',
+        '',
+        'The agent keeps its credentials in a configuration file readable only by that user; `agent --help`',
+        'lists every command. If the code has expired or was already used, ask Ada Lovelace for a new one.',
+        '',
+        'If you did not expect this e-mail, you can ignore it: nothing is enrolled until the command runs.',
+        '',
+      ].join('\n'),
+      html: [
+        '<!doctype html>',
+        '<html lang="en">',
+        '<head><meta charset="utf-8"><title>Install the Security Telemetry agent for Acme</title></head>',
+        '<body style="font-family: sans-serif; line-height: 1.5; color: #1f2328;">',
+        '<p>Hello,</p>',
+        '<p><strong>Ada Lovelace</strong> asked us to send you what you need to enroll a device of <strong>Acme</strong> in Security Telemetry.</p>',
+        "<p>The Security Telemetry agent is a small command-line program that runs on the device. It enrolls the device with Acme once, then reports the device's telemetry (which web addresses were allowed, warned about or blocked) so that your organization sees it in its dashboard.</p>",
+        '<p>Your one-time enrollment code: <code>7KQD-M3XP</code><br>',
+        'It expires at 2026-03-02 12:34 UTC and works once: it enrolls one device and cannot be used again.</p>',
+        `<p>Your organization's enrollment key: <code style="word-break: break-all;">sts_ek_Q2hhbmdlTWUtMTIzNDU2Nzg5MGFiY2RlZg</code><br>`,
+        'The key is the same for every device of the organization and stays valid until an administrator rotates or revokes it. Keep it secret: with it and a code, anyone can enroll a device.</p>',
+        '<p>Install the agent program on the device, then run, as the user that will run the agent:</p>',
+        `${pre}agent enroll --server https://api.example.com --key sts_ek_Q2hhbmdlTWUtMTIzNDU2Nzg5MGFiY2RlZg --code 7KQD-M3XP</pre>`,
+        '<p>Or give the same values through environment variables (better on a shared machine: other users can see the arguments of a running command):</p>',
+        `${pre}export STS_SERVER_URL=https://api.example.com`,
+        'export STS_ENROLLMENT_KEY=sts_ek_Q2hhbmdlTWUtMTIzNDU2Nzg5MGFiY2RlZg',
+        'export STS_ENROLLMENT_CODE=7KQD-M3XP',
+        'agent enroll</pre>',
+        '<p>Then check what the device is enrolled as:</p>',
+        `${pre}agent status</pre>`,
+        '<p>The agent keeps its credentials in a configuration file readable only by that user; <code>agent --help</code> lists every command. If the code has expired or was already used, ask Ada Lovelace for a new one.</p>',
+        '<p style="color: #57606a;">If you did not expect this e-mail, you can ignore it: nothing is enrolled until the command runs.</p>',
+        '</body>',
+        '</html>',
+        '',
+      ].join('\n'),
+    });
+  });
+
   it('names the organization in the subject', () => {
     const email = renderEnrollmentCodeEmail(input);
     expect(email.to).toBe('ops@example.com');

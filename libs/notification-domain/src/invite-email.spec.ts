@@ -13,6 +13,69 @@ const input: InviteEmailInput = {
 };
 
 describe('invite e-mail', () => {
+  it('sends the invitee the whole e-mail: subject, text part and HTML part', () => {
+    const link = 'https://app.example.com/invites/accept?token=sts_inv_abc-DEF_123';
+
+    expect(renderInviteEmail(input)).toEqual({
+      to: 'grace@example.com',
+      subject: "You're invited to join Acme on Security Telemetry",
+      text: [
+        'Hello,',
+        '',
+        'Ada Lovelace invited you to join Acme on Security Telemetry as ANALYST.',
+        '',
+        'Accept the invitation in the dashboard:',
+        link,
+        '',
+        'Or accept it through the API:',
+        '',
+        '  POST https://app.example.com/api/invites/accept',
+        '  Content-Type: application/json',
+        '',
+        '  {"token":"sts_inv_abc-DEF_123"}',
+        '',
+        'Your invitation token: sts_inv_abc-DEF_123',
+        '',
+        'The invitation expires at 2026-03-08 12:34 UTC. Sign in with grace@example.com after accepting to join the organization.',
+        'If you did not expect this invitation, you can ignore this e-mail.',
+        '',
+      ].join('\n'),
+      html: [
+        '<!doctype html>',
+        '<html lang="en">',
+        '<head><meta charset="utf-8"><title>You&#39;re invited to join Acme on Security Telemetry</title></head>',
+        '<body style="font-family: sans-serif; line-height: 1.5; color: #1f2328;">',
+        '<p>Hello,</p>',
+        '<p><strong>Ada Lovelace</strong> invited you to join <strong>Acme</strong> on Security Telemetry as <strong>ANALYST</strong>.</p>',
+        `<p><a href="${link}" style="display: inline-block; padding: 10px 16px; background: #0b5fff; color: #ffffff; text-decoration: none; border-radius: 4px;">Accept the invitation</a></p>`,
+        `<p>If the button does not work, open this address:<br><a href="${link}">${link}</a></p>`,
+        '<p>Or accept it through the API:</p>',
+        '<pre style="background: #f6f8fa; padding: 12px;">POST https://app.example.com/api/invites/accept',
+        'Content-Type: application/json',
+        '',
+        '{&quot;token&quot;:&quot;sts_inv_abc-DEF_123&quot;}</pre>',
+        '<p>Your invitation token: <code>sts_inv_abc-DEF_123</code></p>',
+        '<p>The invitation expires at 2026-03-08 12:34 UTC. Sign in with grace@example.com after accepting to join the organization.</p>',
+        '<p style="color: #57606a;">If you did not expect this invitation, you can ignore this e-mail.</p>',
+        '</body>',
+        '</html>',
+        '',
+      ].join('\n'),
+    });
+  });
+
+  it('says "an organization" and "An administrator" when nothing is left of the names', () => {
+    const email = renderInviteEmail({ ...input, orgName: ' \r\n', invitedByName: '\u0000' });
+
+    expect(email.subject).toBe("You're invited to join an organization on Security Telemetry");
+    expect(email.text).toContain(
+      'An administrator invited you to join an organization on Security Telemetry as ANALYST.',
+    );
+    expect(email.html).toContain(
+      '<strong>An administrator</strong> invited you to join <strong>an organization</strong>',
+    );
+  });
+
   it('names the organization in the subject and carries the link and the token', () => {
     const email = renderInviteEmail(input);
 

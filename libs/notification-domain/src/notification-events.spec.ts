@@ -461,3 +461,81 @@ describe('event narrowing', () => {
     if (event.type === 'member.joined') expect(event.data.role).toBe('ANALYST');
   });
 });
+
+describe('alert deliveries of threats, and what else users see of events', () => {
+  const endpointOf = (id: string, orgId: string) => ({
+    id,
+    orgId,
+    url: `https://${id}.example/`,
+    description: null,
+    createdAt: new Date('2026-03-01T09:00:00.000Z'),
+    secretSealed: 's',
+    previousSecretSealed: null,
+    previousSecretExpiresAt: null,
+    disabledAt: null,
+  });
+  const threatIn = (orgId: string) =>
+    newEnvelope('threat.detected', {
+      org_id: orgId,
+      device_id: 'd1',
+      hostname: 'kiosk',
+      dangerous_blocks: 5,
+      window_minutes: 10,
+      detected_at: '2026-03-01T10:00:00.000Z',
+    });
+
+  let store: InMemoryNotificationStore;
+  let handler: NotificationEventHandler;
+  let woken: number;
+
+  beforeEach(() => {
+    store = new InMemoryNotificationStore();
+    woken = 0;
+    handler = new NotificationEventHandler(
+      store,
+      new RecordingMailer(),
+      { emailsOf: async () => [] },
+      new ManualClock(),
+      { sealingKey: key, publicAppUrl: 'http://localhost:8080', publicApiUrl: 'https://api.example.com' },
+      () => woken++,
+    );
+    store.state.alertEndpoints.push(endpointOf('e1', 'org-1'), endpointOf('e2', 'org-2'));
+  });
+
+  it('schedules deliveries for a threat the first time only, and wakes the worker only when it scheduled some', async () => {
+    const threat = threatIn('org-1');
+
+    expect(await handler.handle(threat)).toBe('applied');
+    expect(store.state.alertDeliveries.map((d) => d.endpointId)).toEqual(['e1']);
+    expect(woken).toBe(1);
+
+    // The redelivered event schedules nothing and wakes no one.
+    expect(await handler.handle(threat)).toBe('duplicate');
+    expect(store.state.alertDeliveries).toHaveLength(1);
+    expect(woken).toBe(1);
+
+    // A threat in an organization without endpoints, and other feed events, schedule nothing.
+    expect(await handler.handle(threatIn('org-3'))).toBe('applied');
+    expect(await handler.handleFeedBatch([memberJoined(), deviceEnrolled(), deviceDisabled()])).toEqual([
+      { outcome: 'applied' },
+      { outcome: 'applied' },
+      { outcome: 'applied' },
+    ]);
+    expect(store.state.alertDeliveries).toHaveLength(1);
+    expect(woken).toBe(1);
+  });
+
+  it('names a member who has no name "A new member"', async () => {
+    const event = newEnvelope('member.joined', { ...memberJoined().data, name: '' });
+    await handler.handle(event);
+    expect(store.state.feed.map((item) => item.message)).toEqual([
+      'A new member (ada@example.com) joined as ANALYST',
+    ]);
+  });
+
+  it('keeps why a sealed secret could not be opened as the cause of the refusal', async () => {
+    const error = (await handler.handle(inviteCreated(randomBytes(32))).catch((e: unknown) => e)) as Error;
+    expect(error.name).toBe('UnprocessableEventError');
+    expect(error.cause).toBeDefined();
+  });
+});
