@@ -321,6 +321,9 @@ describe('gateway (fake upstream, real token verifier)', () => {
 
       expect(await status(analyst, 'GET', '/api/members')).toBe(200);
       expect(await status(appUser, 'GET', '/api/members')).toBe(403);
+      // The refusal names the roles the route needs.
+      const members = await gw.app.inject({ method: 'GET', url: '/api/members', headers: as(appUser) });
+      expect(expectProblem(members, 403, 'FORBIDDEN').detail).toBe('requires role ORG_ADMIN or ANALYST');
       expect(await status(analyst, 'GET', '/api/invites')).toBe(403);
       expect(await status(analyst, 'DELETE', '/api/members/m-2')).toBe(403);
       expect(await status(analyst, 'PATCH', '/api/members/m-2', { role: 'ORG_ADMIN' })).toBe(403);
@@ -391,9 +394,9 @@ describe('gateway (fake upstream, real token verifier)', () => {
         orgId: '',
       });
 
-      expect(
-        (await gw.app.inject({ method: 'GET', url: '/api/invites', headers: as(withoutRole) })).statusCode,
-      ).toBe(403);
+      const refused = await gw.app.inject({ method: 'GET', url: '/api/invites', headers: as(withoutRole) });
+      // The problem says which roles the route needs.
+      expect(expectProblem(refused, 403, 'FORBIDDEN').detail).toBe('requires role ORG_ADMIN');
       expect(gw.upstream.callsOf('resolveCaller')[1]?.request).toMatchObject({
         principal: { value: { role: ProtoRole.ROLE_ANALYST } },
       });
@@ -418,9 +421,9 @@ describe('gateway (fake upstream, real token verifier)', () => {
         url: '/api/session',
         headers: as(admin, { 'x-org-id': "1' or '1'='1" }),
       });
-      expect(expectProblem(response, 400, 'VALIDATION_FAILED').errors).toEqual([
-        { path: 'headers.x-org-id', message: 'invalid id' },
-      ]);
+      const problem = expectProblem(response, 400, 'VALIDATION_FAILED');
+      expect(problem.detail).toBe('X-Org-Id must be an organization id');
+      expect(problem.errors).toEqual([{ path: 'headers.x-org-id', message: 'invalid id' }]);
       expect(gw.upstream.callsOf('resolveCaller')).toHaveLength(1);
     });
 
