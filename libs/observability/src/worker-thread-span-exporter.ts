@@ -94,7 +94,7 @@ export class WorkerThreadSpanExporter implements SpanExporter {
       for (const [id, onReply] of this.waiting) onReply({ id, error: reason });
       this.waiting.clear();
     };
-    worker.on('error', (error) => failWaiting(`the span exporter's thread failed: ${error.message}`));
+    worker.on('error', (error: Error) => failWaiting(`the span exporter's thread failed: ${error.message}`));
     worker.on('exit', (code) => failWaiting(`the span exporter's thread ended (exit code ${code})`));
     this.worker = worker;
     return worker;
