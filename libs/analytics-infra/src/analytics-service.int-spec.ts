@@ -167,6 +167,17 @@ async function rawCount(orgId: string): Promise<number> {
   return Number(row?.n ?? 0);
 }
 
+/**
+ * A count once every consumer is idle (nothing more lands): on the cluster a read goes to either replica of a
+ * shard, and the second fetches what the first stored a moment later, so the count is awaited until it shows
+ * `expected`; one doubled or lost stays wrong and fails.
+ */
+async function expectSettled(count: () => Promise<number>, expected: number): Promise<void> {
+  await eventually(async () => (await count()) === expected, 30_000).catch(async () => {
+    throw new Error(`the count stayed ${await count()}, expected ${expected}`);
+  });
+}
+
 async function consumerIdle(jsm: JetStreamManager): Promise<boolean> {
   const info = await jsm.consumers.info(`${namespace.toUpperCase()}_TELEMETRY`, TELEMETRY_CONSUMER);
   return info.num_pending === 0 && info.num_ack_pending === 0;
@@ -246,8 +257,8 @@ describe('analytics service', () => {
     await publishBatch({ ...batch, batch_id: 'next', events: events(1, 'allowed') });
     await eventually(async () => (await rawCount(orgId)) === 5);
     await eventually(() => consumerIdle(nats.jsm));
-    expect(await rawCount(orgId)).toBe(5);
-    expect((await queries.summary(orgId, '24h', null)).total_analyzed).toBe(5);
+    await expectSettled(() => rawCount(orgId), 5);
+    await expectSettled(async () => (await queries.summary(orgId, '24h', null)).total_analyzed, 5);
   });
 
   it('counts each of two batches whose rollup rows are the same', async () => {
@@ -281,7 +292,7 @@ describe('analytics service', () => {
     await publishEvent('device.disabled', { ...device, at: new Date().toISOString() });
     await eventually(async () => (await queries.summary(orgId, '24h', null)).total_analyzed === 2);
     // One device's own figures stay visible.
-    expect((await queries.summary(orgId, '24h', deviceId)).total_analyzed).toBe(3);
+    await expectSettled(async () => (await queries.summary(orgId, '24h', deviceId)).total_analyzed, 3);
 
     await publishEvent('device.enabled', { ...device, at: new Date().toISOString() });
     await eventually(async () => (await queries.summary(orgId, '24h', null)).total_analyzed === 5);
@@ -321,9 +332,9 @@ describe('analytics service', () => {
 
     await eventually(async () => (await rawCount(orgId)) >= 5);
     await eventually(() => consumerIdle(nats.jsm));
-    expect(await rawCount(orgId)).toBe(5);
-    expect((await queries.summary(orgId, '24h', deviceId)).total_analyzed).toBe(5);
-    expect((await queries.summary(orgId, '24h', null)).total_analyzed).toBe(5);
+    await expectSettled(() => rawCount(orgId), 5);
+    await expectSettled(async () => (await queries.summary(orgId, '24h', deviceId)).total_analyzed, 5);
+    await expectSettled(async () => (await queries.summary(orgId, '24h', null)).total_analyzed, 5);
   });
 
   it('counts a batch sent just after a re-enable that analytics applies long after the batch arrived', async () => {
@@ -371,7 +382,7 @@ describe('analytics service', () => {
     await eventually(async () => (await stateChanges(deviceId)).at(-1) === 'active');
     await eventually(async () => (await rawCount(orgId)) === 4, 30_000);
     await eventually(() => consumerIdle(nats.jsm));
-    expect((await queries.summary(orgId, '24h', null)).total_analyzed).toBe(4);
+    await expectSettled(async () => (await queries.summary(orgId, '24h', null)).total_analyzed, 4);
   });
 
   it("drops events observed before the device's enrollment and counts a latency up to a minute", async () => {
@@ -491,8 +502,8 @@ describe('analytics service', () => {
     );
     await eventually(async () => (await rawCount(orgId)) >= 1000, 30_000);
     await eventually(() => consumerIdle(nats.jsm));
-    expect(await rawCount(orgId)).toBe(1000);
-    expect((await queries.summary(orgId, '24h', null)).total_analyzed).toBe(1000);
+    await expectSettled(() => rawCount(orgId), 1000);
+    await expectSettled(async () => (await queries.summary(orgId, '24h', null)).total_analyzed, 1000);
   });
 
   it('counts exactly when the process is killed between the insert and the acknowledgement', async () => {
@@ -518,8 +529,8 @@ describe('analytics service', () => {
     running.push(restarted);
     await eventually(async () => (await rawCount(orgId)) >= 200, 90_000);
     await eventually(() => consumerIdle(nats.jsm), 90_000);
-    expect(await rawCount(orgId)).toBe(200);
-    expect((await queries.summary(orgId, '24h', deviceId)).total_analyzed).toBe(200);
+    await expectSettled(() => rawCount(orgId), 200);
+    await expectSettled(async () => (await queries.summary(orgId, '24h', deviceId)).total_analyzed, 200);
   }, 120_000);
 });
 
