@@ -1,3 +1,11 @@
+import { createServer, type Server } from 'node:https';
+import type { ServerResponse } from 'node:http';
+import {
+  getDefaultAutoSelectFamily,
+  setDefaultAutoSelectFamily,
+  type AddressInfo,
+  type Socket,
+} from 'node:net';
 import {
   startHttpsReceiver,
   testCertificateAuthority,
@@ -5,7 +13,48 @@ import {
   type TestCertificateAuthority,
 } from '@sts/stand-ins/https-receiver';
 import { judgeAttempt } from '@sts/notification-domain/alert-delivery-policy';
-import { httpsAlertSender, isForbiddenAddress } from './https-alert-sender';
+import { eventually } from '@sts/testing/eventually';
+import { httpsAlertSender, isForbiddenAddress, type HttpsAlertSenderOptions } from './https-alert-sender';
+
+/**
+ * A real HTTPS receiver whose answers this spec writes itself (the body's size, an answer that never
+ * ends), recording which connection carried each request and which connections the client closed.
+ */
+async function startRawReceiver(ca: TestCertificateAuthority) {
+  const { cert, key } = await ca.issueLocalhost();
+  const connections: Socket[] = [];
+  const closed = new Set<number>();
+  const served: number[] = [];
+  let answer: (res: ServerResponse) => void = (res) => res.end('ok');
+  const server: Server = createServer({ cert, key }, (req, res) => {
+    req.resume();
+    req.on('end', () => {
+      served.push(connections.indexOf(req.socket));
+      answer(res);
+    });
+  });
+  server.on('secureConnection', (socket: Socket) => {
+    const index = connections.push(socket) - 1;
+    socket.once('close', () => closed.add(index));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `https://127.0.0.1:${port}`,
+    port,
+    /** The connection (0, 1, …) of each request served. */
+    served,
+    closed,
+    answer: (next: typeof answer) => {
+      answer = next;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        connections.forEach((socket) => socket.destroy());
+        server.close(() => resolve());
+      }),
+  };
+}
 
 /** The sender against real HTTPS receivers with a CA of their own. */
 describe('HTTPS alert sender', () => {
@@ -54,6 +103,7 @@ describe('HTTPS alert sender', () => {
     expect(receiver.requests).toHaveLength(1);
     expect(receiver.requests[0]).toMatchObject({ method: 'POST', path: '/hooks/alerts?x=1', body });
     expect(receiver.requests[0]?.headers['webhook-id']).toBe('msg_1');
+    expect(receiver.requests[0]?.headers['user-agent']).toBe('sts-alerts/1');
   });
 
   it("passes on Retry-After, and never follows a redirect (here to a private address's receiver)", async () => {
@@ -148,6 +198,124 @@ describe('HTTPS alert sender', () => {
     });
     expect(result).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
     expect(receiver.requests).toHaveLength(0);
+  });
+
+  it('with private networks allowed, reaches a literal loopback address, IPv4 or IPv6 in brackets', async () => {
+    for (const url of [`https://127.0.0.1:${receiver.port}/`, `https://[::1]:${receiver.port}/`])
+      expect(await open().send({ url, headers, body })).toMatchObject({ kind: 'answered', status: 200 });
+    expect(receiver.requests).toHaveLength(2);
+  });
+
+  it('refuses a name that points inside by the time of the connection (rebinding after the check): the connection lookup checks again', async () => {
+    const calls: string[] = [];
+    const sender = httpsAlertSender({
+      timeoutMs: 2_000,
+      allowPrivateNetworks: false,
+      extraCa: ca.certPem,
+      // The check sees a public address among private ones; the connection's own lookup, only this machine.
+      resolve: async (hostname) => {
+        calls.push(hostname);
+        return calls.length === 1
+          ? [
+              { address: '127.0.0.1', family: 4 },
+              { address: '8.8.8.8', family: 4 },
+            ]
+          : [
+              { address: '127.0.0.1', family: 4 },
+              { address: '::1', family: 6 },
+            ];
+      },
+    });
+    const result = await sender.send({ url: `https://localhost:${receiver.port}/`, headers, body });
+    expect(result).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
+    expect(calls).toEqual(['localhost', 'localhost']);
+    expect(receiver.requests).toHaveLength(0);
+  });
+
+  it('connects through its own lookup also when the runtime asks for one address only (no family autoselection)', async () => {
+    const before = getDefaultAutoSelectFamily();
+    setDefaultAutoSelectFamily(false);
+    try {
+      expect(await open().send({ url: receiver.url, headers, body })).toMatchObject({
+        kind: 'answered',
+        status: 200,
+      });
+      const rebinding = httpsAlertSender({
+        timeoutMs: 2_000,
+        allowPrivateNetworks: false,
+        extraCa: ca.certPem,
+        resolve: (() => {
+          let calls = 0;
+          return async () =>
+            ++calls === 1 ? [{ address: '8.8.8.8', family: 4 }] : [{ address: '127.0.0.1', family: 4 }];
+        })(),
+      });
+      expect(
+        await rebinding.send({ url: `https://localhost:${receiver.port}/`, headers, body }),
+      ).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
+    } finally {
+      setDefaultAutoSelectFamily(before);
+    }
+    expect(receiver.requests).toHaveLength(1);
+  });
+
+  describe('on a receiver of its own', () => {
+    let raw: Awaited<ReturnType<typeof startRawReceiver>>;
+    beforeEach(async () => {
+      raw = await startRawReceiver(ca);
+    });
+    afterEach(async () => {
+      await raw.close();
+    });
+
+    it('keeps the connection between attempts, also after an answer of exactly the size limit', async () => {
+      const sender = open();
+      raw.answer((res) => res.end('ok'));
+      await sender.send({ url: raw.url, headers, body });
+      raw.answer((res) => res.end(Buffer.alloc(64 * 1024, 'a')));
+      expect(await sender.send({ url: raw.url, headers, body })).toMatchObject({
+        kind: 'answered',
+        status: 200,
+      });
+      raw.answer((res) => res.end('ok'));
+      expect(await sender.send({ url: raw.url, headers, body })).toMatchObject({
+        kind: 'answered',
+        status: 200,
+      });
+      expect(raw.served).toEqual([0, 0, 0]);
+    });
+
+    it('stops reading an answer past the size limit: reports the status at once and closes the connection', async () => {
+      // Headers, 64 KiB and one byte, and the answer never ends: only the size limit ends the attempt.
+      raw.answer((res) => {
+        res.writeHead(200);
+        res.write(Buffer.alloc(64 * 1024 + 1, 'a'));
+      });
+      const timeoutMs = 5_000;
+      const result = await open({ timeoutMs }).send({ url: raw.url, headers, body });
+      expect(result).toMatchObject({ kind: 'answered', status: 200 });
+      expect(result.durationMs).toBeLessThan(timeoutMs);
+      await eventually(() => raw.closed.has(0));
+    }, 15_000);
+
+    it('checks the name again before an attempt on a kept connection: a name that now points inside is refused', async () => {
+      const options: HttpsAlertSenderOptions = {
+        timeoutMs: 2_000,
+        allowPrivateNetworks: true,
+        extraCa: ca.certPem,
+        resolve: async () => [{ address: '127.0.0.1', family: 4 }],
+      };
+      const sender = httpsAlertSender(options);
+      const url = `https://localhost:${raw.port}/`;
+      expect(await sender.send({ url, headers, body })).toMatchObject({ kind: 'answered', status: 200 });
+      // The same receiver, its connection kept; the guard now on (the name points at this machine).
+      options.allowPrivateNetworks = false;
+      expect(await sender.send({ url, headers, body })).toMatchObject({
+        kind: 'no-answer',
+        reason: 'not-allowed',
+      });
+      expect(raw.served).toEqual([0]);
+    });
   });
 
   it.each([

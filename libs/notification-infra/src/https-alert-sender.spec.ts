@@ -1,0 +1,87 @@
+import { httpsAlertSender, isForbiddenAddress } from './https-alert-sender';
+
+/** The SSRF guard's decisions that need no network: the address classes, and names refused before any connection. */
+describe('HTTPS alert sender, without a network', () => {
+  const headers = { 'content-type': 'application/json' };
+  const body = '{}';
+
+  it.each([
+    // Not an address for Node (so never connected to as one), though ipaddr.js reads them as 8.8.8.8.
+    ['134744072', true],
+    ['010.8.8.8', true],
+    ['8.8.2056', true],
+    // An address for Node that ipaddr.js cannot read (a zone it does not accept): refused, not let through.
+    ['2606:4700:4700::1111%a-b', true],
+    ['8.8.8.8', false],
+    ['2606:4700:4700::1111', false],
+  ])('%s is forbidden: %s', (address, forbidden) => {
+    expect(isForbiddenAddress(address)).toBe(forbidden);
+  });
+
+  /** A sender whose name resolution is `answers`, one per call (the last repeated), counting the calls. */
+  const resolving = (
+    answers: (() => Promise<{ address: string; family: number }[]>)[],
+    options: { allowPrivateNetworks?: boolean; timeoutMs?: number } = {},
+  ) => {
+    const calls: string[] = [];
+    const sender = httpsAlertSender({
+      timeoutMs: options.timeoutMs ?? 2_000,
+      allowPrivateNetworks: options.allowPrivateNetworks ?? false,
+      resolve: (hostname) => {
+        calls.push(hostname);
+        return (answers[calls.length - 1] ?? answers[answers.length - 1]!)();
+      },
+    });
+    return { sender, calls };
+  };
+
+  it('refuses a name that resolves only inside after one resolution, without attempting a connection, and times it', async () => {
+    const { sender, calls } = resolving([
+      async () => [
+        { address: '10.0.0.5', family: 4 },
+        { address: '::1', family: 6 },
+      ],
+    ]);
+    const before = performance.now();
+    const result = await sender.send({ url: 'https://alerts.example.com:8443/hooks', headers, body });
+    const after = performance.now();
+    expect(result).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
+    // A connection would have asked the name again (its own checked lookup).
+    expect(calls).toEqual(['alerts.example.com']);
+    expect(result.durationMs).toBeGreaterThanOrEqual(0);
+    expect(result.durationMs).toBeLessThanOrEqual(after - before);
+  });
+
+  it('refuses a name that does not resolve after one resolution, without attempting a connection', async () => {
+    const { sender, calls } = resolving([
+      async () => {
+        throw Object.assign(new Error('getaddrinfo ENOTFOUND'), { code: 'ENOTFOUND' });
+      },
+    ]);
+    const result = await sender.send({ url: 'https://nothing.example.com/', headers, body });
+    expect(result).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
+    expect(calls).toEqual(['nothing.example.com']);
+  });
+
+  it('reports a name resolution that never answers as a timeout, and asks no more', async () => {
+    const { sender, calls } = resolving([() => new Promise(() => {})], { timeoutMs: 100 });
+    const result = await sender.send({ url: 'https://slow.example.com/', headers, body });
+    expect(result).toMatchObject({ kind: 'no-answer', reason: 'timeout' });
+    expect(result.durationMs).toBeGreaterThanOrEqual(100 - 1);
+    expect(calls).toEqual(['slow.example.com']);
+  });
+
+  it('with private networks allowed, still reports a name that does not resolve as not allowed (the connection lookup fails)', async () => {
+    const { sender, calls } = resolving(
+      [
+        async () => {
+          throw Object.assign(new Error('getaddrinfo ENOTFOUND'), { code: 'ENOTFOUND' });
+        },
+      ],
+      { allowPrivateNetworks: true },
+    );
+    const result = await sender.send({ url: 'https://nothing.example.com/', headers, body });
+    expect(result).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
+    expect(calls).toEqual(['nothing.example.com']);
+  });
+});
