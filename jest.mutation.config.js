@@ -10,6 +10,7 @@ const ADAPTER_SPECS = [
   'libs/notification-infra/src/https-alert-sender.int-spec.ts',
   'libs/notification-infra/src/alert-deliveries.int-spec.ts',
   'libs/billing-infra/src/billing-service.int-spec.ts',
+  'libs/billing-infra/src/stripe-payment-provider.int-spec.ts',
   'libs/outbox/src/outbox.int-spec.ts',
   'libs/outbox/src/outbox-replicas.int-spec.ts',
   'libs/nats/src/batch-consumer.int-spec.ts',
