@@ -9,8 +9,24 @@ import {
 } from '@sts/db/processed-events';
 import { deleteExpiredRows, startRetention } from '@sts/db/retention';
 import type { EventEnvelope } from '@sts/events/event-envelope';
+import { context, propagation, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { createLogger } from '@sts/logger/create-logger';
-import { outboxDeadLettered } from '@sts/observability/metrics';
+import { outboxDeadLettered, outboxPublished } from '@sts/observability/metrics';
+import {
+  currentTraceHeaders,
+  markTracingOn,
+  SpanKind,
+  SpanStatusCode,
+  startSpan,
+} from '@sts/observability/trace-context';
+import { samplerNamed, TraceRoots } from '@sts/observability/trace-roots';
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { ensureEventsStream } from '@sts/nats/event-stream';
 import { isBrokerUnavailable } from '@sts/nats/broker-failures';
@@ -49,6 +65,12 @@ const orgCreated = (id: string) => ({
 /** sts_outbox_dead_lettered_total of this spec's schema. */
 async function deadLetteredCount(): Promise<number> {
   const { values } = await outboxDeadLettered.get();
+  return values.find((value) => value.labels.schema === 'outbox_test')?.value ?? 0;
+}
+
+/** sts_outbox_published_total of this spec's schema. */
+async function publishedCount(): Promise<number> {
+  const { values } = await outboxPublished.get();
   return values.find((value) => value.labels.schema === 'outbox_test')?.value ?? 0;
 }
 
@@ -306,6 +328,280 @@ describe('transactional outbox', () => {
     }
   });
 
+  /** Holds the relays' advisory lock of the spec's schema, as another replica's relay in a pass does. */
+  async function holdRelayLock(): Promise<() => Promise<void>> {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let acquired!: () => void;
+    const held = new Promise<void>((resolve) => (acquired = resolve));
+    const done = orm.em.fork().transactional(async (tx) => {
+      await tx
+        .getConnection()
+        .execute(
+          `select pg_advisory_xact_lock(hashtext('sts-outbox:outbox_test'))`,
+          [],
+          'all',
+          tx.getTransactionContext(),
+        );
+      acquired();
+      await released;
+    });
+    await Promise.race([held, done]);
+    return async () => {
+      release();
+      await done;
+    };
+  }
+
+  const rowOf = async (id: string) => {
+    const [row] = await orm.em
+      .fork()
+      .getConnection()
+      .execute<
+        { attempts: number; parked: boolean; last_error: string | null; published: boolean }[]
+      >(`select attempts, dead_lettered_at is not null as parked, last_error, published_at is not null as published from outbox_test.outbox where id = ?`, [id]);
+    return row;
+  };
+
+  const markPublished = (ids: string[]) =>
+    orm.em
+      .fork()
+      .getConnection()
+      .execute(
+        `update outbox_test.outbox set published_at = now() where id in (${ids.map(() => '?').join(', ')})`,
+        ids,
+      );
+
+  it("publishes nothing while another relay of the schema holds the schema's lock, and takes over when it ends", async () => {
+    await new OutboxRelay(orm, async () => undefined, logger).drain(); // rows of earlier tests
+    const em = orm.em.fork();
+    const waiting = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('locked-out')));
+    const published: string[] = [];
+    const relay = new OutboxRelay(
+      orm,
+      async (envelope) => {
+        published.push(envelope.id);
+      },
+      logger,
+    );
+    const release = await holdRelayLock();
+    try {
+      // The pass claims nothing and records no failure (which would wait for the lock).
+      expect(await relay.drain()).toBe(0);
+    } finally {
+      await release();
+    }
+    expect(published).toEqual([]);
+    expect(await relay.drain()).toBe(1);
+    expect(published).toEqual([waiting.id]);
+  });
+
+  it("counts a failure against its row only when another row went through, and records the error's message", async () => {
+    await new OutboxRelay(orm, async () => undefined, logger).drain(); // rows of earlier tests
+    const em = orm.em.fork();
+    const failing = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('blame-x')));
+    const message = `timeout ${'x'.repeat(600)}`;
+    let rejection: unknown = new Error(message);
+    // No `brokerAnswers`: only a row published in the same pass tells that the broker works.
+    const relay = new OutboxRelay(
+      orm,
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a publisher may reject with anything
+      (envelope) => (envelope.id === failing.id ? Promise.reject(rejection) : Promise.resolve()),
+      logger,
+      { maxAttempts: 5 },
+    );
+    expect(await relay.drain()).toBe(0);
+    expect(await rowOf(failing.id)).toEqual({
+      attempts: 0,
+      parked: false,
+      last_error: message.slice(0, 500),
+      published: false,
+    });
+
+    const healthy = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('blame-y')));
+    expect(await relay.drain()).toBe(1);
+    expect(await rowOf(failing.id)).toMatchObject({ attempts: 1, parked: false });
+    expect(await rowOf(healthy.id)).toMatchObject({ published: true });
+
+    // A publisher may reject with anything, even nothing.
+    rejection = null;
+    expect(await relay.drain()).toBe(0);
+    expect(await rowOf(failing.id)).toEqual({
+      attempts: 1,
+      parked: false,
+      last_error: 'null',
+      published: false,
+    });
+    await markPublished([failing.id]);
+  });
+
+  it("refuses an event over max_payload once the publisher's headers are counted, and takes one that fits exactly", async () => {
+    await new OutboxRelay(orm, async () => undefined, logger).drain(); // rows of earlier tests
+    const em = orm.em.fork();
+    const event = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('payload-edge')));
+    const bytes = Buffer.byteLength(JSON.stringify(event)) + 1_024; // the envelope and the headers' allowance
+    const published: string[] = [];
+    const publish = async (envelope: EventEnvelope) => {
+      published.push(envelope.id);
+    };
+    const tooSmall = new OutboxRelay(orm, publish, logger, { maxPayloadBytes: bytes - 1 });
+    expect(await tooSmall.drain()).toBe(0);
+    expect(published).toEqual([]);
+    expect(await rowOf(event.id)).toMatchObject({
+      published: false,
+      last_error: `event of ${bytes} bytes exceeds the broker's max_payload of ${bytes - 1}`,
+    });
+
+    const before = await publishedCount();
+    const exact = new OutboxRelay(orm, publish, logger, { maxPayloadBytes: bytes });
+    expect(await exact.drain()).toBe(1);
+    expect(published).toEqual([event.id]);
+    expect((await publishedCount()) - before).toBe(1);
+  });
+
+  it('logs a failed publish at warn and a parked row at error, naming the event and its organization', async () => {
+    await new OutboxRelay(orm, async () => undefined, logger).drain(); // rows of earlier tests
+    const lines: Record<string, unknown>[] = [];
+    const captured = createLogger('outbox-test', 'warn', {
+      write: (line: string) => {
+        lines.push(JSON.parse(line) as Record<string, unknown>);
+      },
+    });
+    const em = orm.em.fork();
+    const failing = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('logged')));
+    const relay = new OutboxRelay(orm, () => Promise.reject(new Error('refused')), captured, {
+      maxAttempts: 2,
+      brokerAnswers: async () => true,
+    });
+    const parkedBefore = await deadLetteredCount();
+    expect(await relay.drain()).toBe(0);
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: 40,
+        msg: 'outbox publish failed',
+        eventId: failing.id,
+        blamed: true,
+        err: expect.objectContaining({ message: 'refused' }),
+      }),
+    ]);
+    expect(await relay.drain()).toBe(0);
+    expect(lines[1]).toEqual(
+      expect.objectContaining({
+        level: 50,
+        msg: 'outbox row parked after repeated publish failures; later events of its organization go on',
+        eventId: failing.id,
+        org_id: 'logged',
+        attempts: 2,
+        err: expect.objectContaining({ message: 'refused' }),
+      }),
+    );
+    expect(lines).toHaveLength(2);
+    expect((await deadLetteredCount()) - parkedBefore).toBe(1);
+    expect(await rowOf(failing.id)).toMatchObject({ attempts: 2, parked: true });
+  });
+
+  it('runs a pass at start, at once when woken (again after a pass woken during), soon after meeting another relay, and none after stop', async () => {
+    await new OutboxRelay(orm, async () => undefined, logger).drain(); // rows of earlier tests
+    const em = orm.em.fork();
+    const enqueue = (name: string) =>
+      em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated(name)));
+    const published: string[] = [];
+    let gate: Promise<void> | undefined;
+    let open = () => undefined as void;
+    const relay = new OutboxRelay(
+      orm,
+      async (envelope) => {
+        published.push(envelope.id);
+        await gate;
+      },
+      logger,
+      { pollIntervalMs: 1_000 },
+    );
+    // Only the relay's own timers are faked (the database client's stay real): the test moves its clock.
+    jest.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      /** The pass in flight ended and the next one is scheduled. */
+      const passEnded = () => eventually(() => jest.getTimerCount() === 1);
+
+      relay.wake(); // not started: no pass
+      expect(jest.getTimerCount()).toBe(0);
+      const first = await enqueue('sched-1');
+      relay.start();
+      expect(jest.getTimerCount()).toBe(1);
+      jest.advanceTimersByTime(0);
+      await eventually(() => published.includes(first.id));
+      await passEnded();
+      // The next pass waits for the poll interval...
+      jest.advanceTimersByTime(999);
+      expect(jest.getTimerCount()).toBe(1);
+
+      // ...unless the relay is woken: the pending pass is replaced by one at once.
+      const second = await enqueue('sched-2');
+      relay.wake();
+      expect(jest.getTimerCount()).toBe(1);
+      jest.advanceTimersByTime(0);
+      await eventually(() => published.includes(second.id));
+      await passEnded();
+
+      // Woken during a pass: no second pass alongside, but one at once after it.
+      gate = new Promise<void>((resolve) => (open = resolve));
+      const third = await enqueue('sched-3');
+      relay.wake();
+      jest.advanceTimersByTime(0);
+      await eventually(() => published.includes(third.id));
+      const fourth = await enqueue('sched-4');
+      relay.wake();
+      expect(jest.getTimerCount()).toBe(0);
+      gate = undefined;
+      open();
+      await passEnded();
+      jest.advanceTimersByTime(0);
+      await eventually(() => published.includes(fourth.id));
+      await passEnded();
+      jest.advanceTimersByTime(999); // and then the poll interval again
+      expect(jest.getTimerCount()).toBe(1);
+
+      // Another relay of the schema in a pass: this one looks again after 50 ms, then polls as before.
+      const fifth = await enqueue('sched-5');
+      const release = await holdRelayLock();
+      relay.wake();
+      jest.advanceTimersByTime(0);
+      await passEnded();
+      await release();
+      jest.advanceTimersByTime(49);
+      expect(jest.getTimerCount()).toBe(1);
+      jest.advanceTimersByTime(1);
+      await eventually(() => published.includes(fifth.id));
+      await passEnded();
+      jest.advanceTimersByTime(999);
+      expect(jest.getTimerCount()).toBe(1);
+
+      // Stopped while idle: the pending pass is cancelled, and a wake starts none.
+      await relay.stop();
+      expect(jest.getTimerCount()).toBe(0);
+      relay.wake();
+      expect(jest.getTimerCount()).toBe(0);
+
+      // Stopped during a pass: the pass ends, and no next one is scheduled.
+      gate = new Promise<void>((resolve) => (open = resolve));
+      const sixth = await enqueue('sched-6');
+      relay.start();
+      jest.advanceTimersByTime(0);
+      await eventually(() => published.includes(sixth.id));
+      const stopped = relay.stop();
+      gate = undefined;
+      open();
+      await stopped;
+      expect(jest.getTimerCount()).toBe(0);
+      expect(await rowOf(sixth.id)).toMatchObject({ published: true });
+    } finally {
+      gate = undefined;
+      open();
+      jest.useRealTimers();
+      await relay.stop();
+    }
+  });
+
   it('deletes published rows past the retention, never unpublished ones', async () => {
     const em = orm.em.fork();
     const sql = (statement: string) => em.getConnection().execute<Record<string, unknown>[]>(statement);
@@ -395,5 +691,62 @@ describe('transactional outbox', () => {
     } finally {
       await retention.stop();
     }
+  });
+
+  // Last: it turns tracing on for the rest of the file.
+  it("publishes a traced change's event in a producer span of that trace, and an untraced one in none", async () => {
+    await new OutboxRelay(orm, async () => undefined, logger).drain(); // rows of earlier tests
+    const exporter = new InMemorySpanExporter();
+    const roots = new TraceRoots(samplerNamed('parentbased_always_on'));
+    trace.setGlobalTracerProvider(
+      new BasicTracerProvider({
+        sampler: roots.sampler,
+        idGenerator: roots,
+        spanProcessors: [new SimpleSpanProcessor(exporter)],
+      }),
+    );
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+    markTracingOn(roots);
+
+    const em = orm.em.fork();
+    const change = startSpan('change', { kind: SpanKind.SERVER });
+    const traced = await change.run(() =>
+      em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('traced'))),
+    );
+    change.end();
+    const untraced = await em.transactional((tx) => enqueueEvent(tx, 'org.created', orgCreated('untraced')));
+    exporter.reset();
+
+    const seen = new Map<string, string | undefined>();
+    let fail = true;
+    const relay = new OutboxRelay(
+      orm,
+      async (envelope) => {
+        seen.set(envelope.id, currentTraceHeaders()?.traceparent);
+        if (fail && envelope.id === traced.id) throw new Error('refused');
+      },
+      logger,
+    );
+    expect(await relay.drain()).toBe(1);
+    const [failed, ...others] = exporter.getFinishedSpans();
+    expect(others).toEqual([]);
+    expect(failed).toMatchObject({
+      name: 'publish org.created',
+      kind: SpanKind.PRODUCER,
+      status: { code: SpanStatusCode.ERROR },
+      attributes: { 'messaging.system': 'nats', 'messaging.message.id': traced.id },
+    });
+    expect(failed?.spanContext().traceId).toBe(change.traceId);
+    expect(seen.get(traced.id)).toContain(failed?.spanContext().spanId);
+    expect(seen.get(untraced.id)).toBeUndefined();
+
+    exporter.reset();
+    fail = false;
+    expect(await relay.drain()).toBe(1);
+    const [publish, ...rest] = exporter.getFinishedSpans();
+    expect(rest).toEqual([]);
+    expect(publish).toMatchObject({ name: 'publish org.created', status: { code: SpanStatusCode.UNSET } });
+    expect(publish?.spanContext().traceId).toBe(change.traceId);
   });
 });
