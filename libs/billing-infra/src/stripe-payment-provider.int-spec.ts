@@ -6,6 +6,7 @@ import { capturedLogger } from '@sts/logger/captured-logger';
 import { createLogger, type Logger } from '@sts/logger/create-logger';
 import { startStripeStandIn, type StripeStandIn } from '@sts/stand-ins/stripe-stand-in';
 import { createStripeClient, StripePaymentProvider } from './stripe-payment-provider';
+import { checkoutSessionObject, failureOf, subscriptionObject } from './test/stripe-objects';
 
 // The adapter's calls against the Stripe stand-in (an HTTP server speaking Stripe's API to the official SDK);
 // a few answers the stand-in never gives (403, 429, a session without a url, …) come from a small server of
@@ -13,72 +14,6 @@ import { createStripeClient, StripePaymentProvider } from './stripe-payment-prov
 // stripe-payment-provider.spec.ts.
 
 const silent = createLogger('stripe-provider-spec', 'silent');
-
-/** Unix seconds of an ISO instant, as Stripe writes timestamps. */
-const seconds = (iso: string): number => Date.parse(iso) / 1000;
-
-const CREATED = '2026-01-01T00:00:00.000Z';
-const PERIOD_END = '2027-01-01T00:00:00.000Z';
-
-/** A subscription as Stripe's API version 2025-03-31 and later sends it: the period on its item. */
-function subscriptionObject(
-  changes: Record<string, unknown> = {},
-  item: Record<string, unknown> = {},
-): Record<string, unknown> {
-  return {
-    id: 'sub_1QxYz2AbCdEfGhIj',
-    object: 'subscription',
-    cancel_at: null,
-    cancel_at_period_end: false,
-    canceled_at: null,
-    created: seconds(CREATED),
-    currency: 'usd',
-    customer: 'cus_QxYz2AbCdEfGhIj',
-    items: {
-      object: 'list',
-      data: [
-        {
-          id: 'si_QxYz2AbCdEfGhIj',
-          object: 'subscription_item',
-          current_period_start: seconds(CREATED),
-          current_period_end: seconds(PERIOD_END),
-          price: { id: 'price_1QxYz2', object: 'price', lookup_key: 'pro_annual', unit_amount: 29000 },
-          quantity: 1,
-          ...item,
-        },
-      ],
-      has_more: false,
-    },
-    metadata: { org_id: 'org-1' },
-    status: 'active',
-    ...changes,
-  };
-}
-
-function checkoutSessionObject(changes: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    id: 'cs_test_a1QxYz2AbCdEfGhIj',
-    object: 'checkout.session',
-    client_reference_id: 'org-1',
-    customer: 'cus_QxYz2AbCdEfGhIj',
-    mode: 'subscription',
-    payment_status: 'paid',
-    status: 'complete',
-    subscription: 'sub_1QxYz2AbCdEfGhIj',
-    url: null,
-    ...changes,
-  };
-}
-
-/** The error a call or a function failed with (the test fails if it did not). */
-async function failureOf(run: () => unknown): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a failure');
-}
 
 describe('StripePaymentProvider against the Stripe stand-in', () => {
   let stripe: StripeStandIn;

@@ -2,112 +2,30 @@ import Stripe from 'stripe';
 import { SUBSCRIPTION_STATUSES } from '@sts/billing-domain/billing-model';
 import { AppError } from '@sts/errors/app-error';
 import { createLogger } from '@sts/logger/create-logger';
-import { signStripePayload, stripeEvent } from '@sts/stand-ins/stripe-stand-in';
+import { signStripePayload } from '@sts/stand-ins/stripe-stand-in';
 import {
   createStripeClient,
   lookupKeyOf,
   StripePaymentProvider,
   toPaymentEvent,
 } from './stripe-payment-provider';
+import {
+  CANCEL_AT,
+  CREATED,
+  checkoutSessionObject,
+  eventFields,
+  eventOf,
+  failureOf,
+  invoiceObject,
+  PERIOD_END,
+  seconds,
+  subscriptionObject,
+} from './test/stripe-objects';
 
 // What Stripe sends and what billing makes of it (toPaymentEvent, verifyEvent, the client's settings: no I/O).
 // The adapter's calls against the Stripe stand-in are in stripe-payment-provider.int-spec.ts.
 
 const silent = createLogger('stripe-provider-spec', 'silent');
-
-/** Unix seconds of an ISO instant, as Stripe writes timestamps. */
-const seconds = (iso: string): number => Date.parse(iso) / 1000;
-
-const CREATED = '2026-01-01T00:00:00.000Z';
-const PERIOD_END = '2027-01-01T00:00:00.000Z';
-const CANCEL_AT = '2026-07-01T00:00:00.000Z';
-
-/** An event as Stripe sends it (the stand-in's builder: every field of Stripe's event object). */
-const eventOf = (type: string, object: unknown, id = 'evt_1QxYz2AbCdEfGhIj') =>
-  stripeEvent(type, object, { id, created: new Date(CREATED) });
-
-/** A subscription as Stripe's API version 2025-03-31 and later sends it: the period on its item. */
-function subscriptionObject(
-  changes: Record<string, unknown> = {},
-  item: Record<string, unknown> = {},
-): Record<string, unknown> {
-  return {
-    id: 'sub_1QxYz2AbCdEfGhIj',
-    object: 'subscription',
-    cancel_at: null,
-    cancel_at_period_end: false,
-    canceled_at: null,
-    created: seconds(CREATED),
-    currency: 'usd',
-    customer: 'cus_QxYz2AbCdEfGhIj',
-    items: {
-      object: 'list',
-      data: [
-        {
-          id: 'si_QxYz2AbCdEfGhIj',
-          object: 'subscription_item',
-          current_period_start: seconds(CREATED),
-          current_period_end: seconds(PERIOD_END),
-          price: { id: 'price_1QxYz2', object: 'price', lookup_key: 'pro_annual', unit_amount: 29000 },
-          quantity: 1,
-          ...item,
-        },
-      ],
-      has_more: false,
-    },
-    metadata: { org_id: 'org-1' },
-    status: 'active',
-    ...changes,
-  };
-}
-
-/** An invoice of a subscription as Stripe sends it since API version 2025-03-31 (`parent`). */
-function invoiceObject(changes: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    id: 'in_1QxYz2AbCdEfGhIj',
-    object: 'invoice',
-    amount_due: 2900,
-    amount_paid: 0,
-    currency: 'usd',
-    customer: 'cus_QxYz2AbCdEfGhIj',
-    hosted_invoice_url: 'https://invoice.stripe.com/i/acct_1/test_abc',
-    next_payment_attempt: null,
-    parent: {
-      type: 'subscription_details',
-      quote_details: null,
-      subscription_details: { subscription: 'sub_1QxYz2AbCdEfGhIj', metadata: {} },
-    },
-    status: 'open',
-    ...changes,
-  };
-}
-
-function checkoutSessionObject(changes: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    id: 'cs_test_a1QxYz2AbCdEfGhIj',
-    object: 'checkout.session',
-    client_reference_id: 'org-1',
-    customer: 'cus_QxYz2AbCdEfGhIj',
-    mode: 'subscription',
-    payment_status: 'paid',
-    status: 'complete',
-    subscription: 'sub_1QxYz2AbCdEfGhIj',
-    url: null,
-    ...changes,
-  };
-}
-
-/** The error a call or a function failed with (the test fails if it did not). */
-async function failureOf(run: () => unknown): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a failure');
-}
-
-const eventFields = { id: 'evt_1QxYz2AbCdEfGhIj', created: new Date(CREATED) };
 
 describe('lookupKeyOf', () => {
   it.each([

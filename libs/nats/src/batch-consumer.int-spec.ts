@@ -301,7 +301,9 @@ describe('batch consumer settling messages (NATS)', () => {
       retention: RetentionPolicy.Limits,
     });
     nats.nc.subscribe(`$JS.ACK.${stream}.>`, {
-      callback: (_error, msg) => settlements.push({ reply: msg.subject, verb: msg.string(), at: Date.now() }),
+      callback: (_error, msg) => {
+        settlements.push({ reply: msg.subject, verb: msg.string(), at: Date.now() });
+      },
     });
     await nats.nc.flush();
   });
@@ -332,7 +334,9 @@ describe('batch consumer settling messages (NATS)', () => {
       filterSubjects: [`${namespace}.settle.${name}`],
       decode: (msg) => {
         const body = msg.string();
-        bodies.set(String(msg.reply), body);
+        // The message's reply subject is the subject of its acknowledgements (the implementation has it;
+        // the JsMsg interface does not name it).
+        bodies.set((msg as JsMsg & { readonly reply: string }).reply, body);
         if (body.startsWith('skip')) return undefined;
         if (body.startsWith('poison')) throw new Error(`cannot read ${body}`);
         return body;

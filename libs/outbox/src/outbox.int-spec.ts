@@ -517,8 +517,21 @@ describe('transactional outbox', () => {
       logger,
       { pollIntervalMs: 1_000 },
     );
-    // Only the relay's own timers are faked (the database client's stay real): the test moves its clock.
-    jest.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    // Only setTimeout and clearTimeout are faked (the relay's schedule: the test moves its clock); the clock,
+    // ticks and immediates the database client and `eventually` use stay real.
+    jest.useFakeTimers({
+      doNotFake: [
+        'Date',
+        'hrtime',
+        'nextTick',
+        'performance',
+        'queueMicrotask',
+        'setImmediate',
+        'clearImmediate',
+        'setInterval',
+        'clearInterval',
+      ],
+    });
     try {
       /** The pass in flight ended and the next one is scheduled. */
       const passEnded = () => eventually(() => jest.getTimerCount() === 1);
