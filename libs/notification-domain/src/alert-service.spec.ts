@@ -17,6 +17,15 @@ const code = async (promise: Promise<unknown>) => {
   return 'no error';
 };
 
+/** A service over a fresh in-memory store, with the clock and sealing key the tests move and read. */
+function alertServiceUnderTest() {
+  const store = new InMemoryNotificationStore();
+  const clock = new ManualClock();
+  const key = randomBytes(32);
+  const service = new AlertService(store, clock, { sealingKey: key, publicAppUrl: 'https://app.example' });
+  return { store, clock, key, service };
+}
+
 describe('alert endpoints', () => {
   let store: InMemoryNotificationStore;
   let service: AlertService;
@@ -245,10 +254,7 @@ describe('alert messages and rules users rely on', () => {
   let service: AlertService;
 
   beforeEach(() => {
-    store = new InMemoryNotificationStore();
-    clock = new ManualClock();
-    key = randomBytes(32);
-    service = new AlertService(store, clock, { sealingKey: key, publicAppUrl: 'https://app.example' });
+    ({ store, clock, key, service } = alertServiceUnderTest());
   });
 
   const failure = async (promise: Promise<unknown>) => {
@@ -373,10 +379,7 @@ describe('one delivery attempt', () => {
   let service: AlertService;
 
   beforeEach(() => {
-    store = new InMemoryNotificationStore();
-    clock = new ManualClock();
-    key = randomBytes(32);
-    service = new AlertService(store, clock, { sealingKey: key, publicAppUrl: 'https://app.example' });
+    ({ store, clock, key, service } = alertServiceUnderTest());
   });
 
   const answering = (status: number) => {
