@@ -523,6 +523,41 @@ describe('batch consumer settling messages (NATS)', () => {
     expect(deliveries).toEqual([1]);
   });
 
+  it("stops a batch's heartbeat timer when the batch ends, acknowledged or failed", async () => {
+    // Nothing shows a forgotten timer on the wire (the client sends no progress for a message it has
+    // settled); it would hold its batch in memory and run for ever, one more per batch. So the timers
+    // are counted where they are made: those with the heartbeat's period, a third of the ack wait.
+    const ackWaitMs = 3_600;
+    const heartbeatPeriod = ackWaitMs / 3;
+    const intervalsMade = jest.spyOn(globalThis, 'setInterval');
+    const intervalsCleared = jest.spyOn(globalThis, 'clearInterval');
+    cleanups.push(() => {
+      intervalsMade.mockRestore();
+      intervalsCleared.mockRestore();
+    });
+    await start(
+      'tidy',
+      async (batch) => {
+        if (batch.some(({ value, msg }) => value === 'tidy-fail' && msg.info.deliveryCount === 1))
+          throw new Error('fails once');
+      },
+      { ackWaitMs },
+    );
+    await publish('tidy', 'tidy-ok');
+    await settled('tidy-ok', '+ACK');
+    await publish('tidy', 'tidy-fail');
+    await settled('tidy-fail', '+ACK');
+    expect(verbsOf('tidy-fail').map((verb) => verb.split(' ')[0])).toEqual(['-NAK', '+ACK']);
+
+    const heartbeatTimers = intervalsMade.mock.calls.flatMap(([, period], call) =>
+      period === heartbeatPeriod ? [intervalsMade.mock.results[call]!.value as NodeJS.Timeout] : [],
+    );
+    // One a batch: tidy-ok, tidy-fail, and tidy-fail again.
+    expect(heartbeatTimers).toHaveLength(3);
+    const cleared = new Set<unknown>(intervalsCleared.mock.calls.map(([timer]) => timer));
+    expect(heartbeatTimers.filter((timer) => !cleared.has(timer))).toEqual([]);
+  });
+
   it('waits maxWaitMs for a batch to fill, and hands over a full batch at once', async () => {
     const batches: string[][] = [];
     await start(
