@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AppError } from '@sts/errors/app-error';
+import { failureOf } from '@sts/testing/failure-of';
 import { DevOidcProvider, devSubjectForEmail } from '@sts/dev-oidc/dev-oidc-provider';
 import {
   createHostileTokens,
@@ -14,15 +15,7 @@ import { AccessTokenVerifier } from './access-token-verifier';
 
 const AUDIENCE = 'https://api.security-telemetry.local';
 
-async function rejection(promise: Promise<unknown>): Promise<AppError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(AppError);
-    return error as AppError;
-  }
-  throw new Error('expected a rejection');
-}
+const rejectionOf = (promise: Promise<unknown>) => failureOf(promise, AppError);
 
 describe('AccessTokenVerifier against DevOidcProvider over HTTP', () => {
   let provider: DevOidcProvider;
@@ -89,7 +82,7 @@ describe('AccessTokenVerifier against DevOidcProvider over HTTP', () => {
     it.each(Object.keys(HOSTILE_TOKEN_DESCRIPTIONS) as HostileTokenName[])(
       'refuses %s with 401',
       async (name) => {
-        const error = await rejection(verifier.verifyAuthorizationHeader(`Bearer ${hostile[name]}`));
+        const error = await rejectionOf(verifier.verifyAuthorizationHeader(`Bearer ${hostile[name]}`));
         expect(error.code).toBe('UNAUTHENTICATED');
         expect(error.httpStatus).toBe(401);
       },
@@ -137,7 +130,7 @@ describe('AccessTokenVerifier against DevOidcProvider over HTTP', () => {
 
       // Past the bound (60 s without a good refresh) the keys are no longer trusted: 503, not 401.
       nowMs += 20_000;
-      expect((await rejection(resilient.verify(token))).code).toBe('SERVICE_UNAVAILABLE');
+      expect((await rejectionOf(resilient.verify(token))).code).toBe('SERVICE_UNAVAILABLE');
 
       // The server returns; after the back-off the next verification fetches and succeeds.
       up = true;
@@ -155,7 +148,7 @@ describe('AccessTokenVerifier against DevOidcProvider over HTTP', () => {
     const token = await down.issueUserToken({ email: 'x@example.com' });
     await down.stop();
     const orphan = new AccessTokenVerifier({ issuer, audience: AUDIENCE, jwksTimeoutMs: 2_000 });
-    const error = await rejection(orphan.verify(token));
+    const error = await rejectionOf(orphan.verify(token));
     expect(error.code).toBe('SERVICE_UNAVAILABLE');
   });
 });

@@ -1,4 +1,5 @@
 import { AppError } from '@sts/errors/app-error';
+import { failureOf } from '@sts/testing/failure-of';
 import { DevOidcProvider, devSubjectForEmail } from '@sts/dev-oidc/dev-oidc-provider';
 import {
   createHostileTokens,
@@ -17,15 +18,7 @@ import {
 const ISSUER = 'https://idp.test/';
 const AUDIENCE = 'https://api.security-telemetry.local';
 
-async function rejection(promise: Promise<unknown>): Promise<AppError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(AppError);
-    return error as AppError;
-  }
-  throw new Error('expected a rejection');
-}
+const rejectionOf = (promise: Promise<unknown>) => failureOf(promise, AppError);
 
 describe('parseBearer', () => {
   it('returns the token of a Bearer header, scheme case-insensitive', () => {
@@ -91,7 +84,9 @@ describe('AccessTokenVerifier (local key set)', () => {
       await expect(verifier().verifyAuthorizationHeader(`Bearer ${token}`)).resolves.toMatchObject({
         kind: 'user',
       });
-      expect((await rejection(verifier().verifyAuthorizationHeader(undefined))).code).toBe('UNAUTHENTICATED');
+      expect((await rejectionOf(verifier().verifyAuthorizationHeader(undefined))).code).toBe(
+        'UNAUTHENTICATED',
+      );
     });
 
     it('falls back for the name: nickname, preferred_username, e-mail local part', async () => {
@@ -139,25 +134,25 @@ describe('AccessTokenVerifier (local key set)', () => {
 
     it('refuses tokens that live longer than accepted (exp - iat)', async () => {
       const long = await provider.issueUserToken({ email: 'l@x.io', expiresIn: 2 * 86_400 });
-      expect((await rejection(verifier().verify(long))).detail).toMatch(/lifetime/);
+      expect((await rejectionOf(verifier().verify(long))).detail).toMatch(/lifetime/);
       const noIat = await provider.issueUserToken({
         email: 'l@x.io',
         expiresIn: 2 * 86_400,
         claims: { iat: undefined },
       });
-      expect((await rejection(verifier().verify(noIat))).detail).toMatch(/lifetime/);
+      expect((await rejectionOf(verifier().verify(noIat))).detail).toMatch(/lifetime/);
       const hour = await provider.issueUserToken({ email: 'l@x.io', expiresIn: 3600 });
       await expect(verifier({ maxTokenLifetimeSeconds: 3600 }).verify(hour)).resolves.toMatchObject({
         kind: 'user',
       });
-      expect((await rejection(verifier({ maxTokenLifetimeSeconds: 3599 }).verify(hour))).code).toBe(
+      expect((await rejectionOf(verifier({ maxTokenLifetimeSeconds: 3599 }).verify(hour))).code).toBe(
         'UNAUTHENTICATED',
       );
     });
 
     it('refuses a user token without email, saying so', async () => {
       const token = await provider.issueUserToken({ email: 'x@x.io', claims: { email: undefined } });
-      const error = await rejection(verifier().verify(token));
+      const error = await rejectionOf(verifier().verify(token));
       expect(error.code).toBe('UNAUTHENTICATED');
       expect(error.detail).toMatch(/email/);
     });
@@ -209,8 +204,8 @@ describe('AccessTokenVerifier (local key set)', () => {
         role: 'APP_USER',
       });
       // Not on the list: a user token without e-mail, refused (an absent e-mail no longer makes a machine).
-      expect((await rejection(verifier().verify(token))).detail).toMatch(/email/);
-      expect((await rejection(verifier({ machineClientIds: ['other'] }).verify(token))).detail).toMatch(
+      expect((await rejectionOf(verifier().verify(token))).detail).toMatch(/email/);
+      expect((await rejectionOf(verifier({ machineClientIds: ['other'] }).verify(token))).detail).toMatch(
         /email/,
       );
     });
@@ -236,8 +231,8 @@ describe('AccessTokenVerifier (local key set)', () => {
         orgId: 'org_1',
         claims: { role: 'ROOT' },
       });
-      expect((await rejection(verifier().verify(noOrg))).detail).toMatch(/org_id/);
-      expect((await rejection(verifier().verify(badRole))).detail).toMatch(/role/);
+      expect((await rejectionOf(verifier().verify(noOrg))).detail).toMatch(/org_id/);
+      expect((await rejectionOf(verifier().verify(badRole))).detail).toMatch(/role/);
     });
   });
 
@@ -249,7 +244,7 @@ describe('AccessTokenVerifier (local key set)', () => {
 
     it.each(Object.keys(HOSTILE_TOKEN_DESCRIPTIONS) as HostileTokenName[])('refuses %s', async (name) => {
       const v = verifier();
-      const error = await rejection(v.verify(hostile[name]));
+      const error = await rejectionOf(v.verify(hostile[name]));
       expect(error.code).toBe('UNAUTHENTICATED');
       expect(error.httpStatus).toBe(401);
       expect(error.detail.length).toBeGreaterThan(0);
@@ -259,26 +254,26 @@ describe('AccessTokenVerifier (local key set)', () => {
 
     it('gives short, specific reasons', async () => {
       const v = verifier();
-      expect((await rejection(v.verify(hostile.expired))).detail).toBe('Token has expired');
-      expect((await rejection(v.verify(hostile.wrongAudience))).detail).toBe(
+      expect((await rejectionOf(v.verify(hostile.expired))).detail).toBe('Token has expired');
+      expect((await rejectionOf(v.verify(hostile.wrongAudience))).detail).toBe(
         'Token audience is not accepted',
       );
-      expect((await rejection(v.verify(hostile.wrongIssuer))).detail).toBe('Token issuer is not trusted');
-      expect((await rejection(v.verify(hostile.notYetValid))).detail).toBe('Token is not yet valid');
-      expect((await rejection(v.verify(hostile.algNone))).detail).toBe(
+      expect((await rejectionOf(v.verify(hostile.wrongIssuer))).detail).toBe('Token issuer is not trusted');
+      expect((await rejectionOf(v.verify(hostile.notYetValid))).detail).toBe('Token is not yet valid');
+      expect((await rejectionOf(v.verify(hostile.algNone))).detail).toBe(
         'Token signing algorithm is not allowed',
       );
-      expect((await rejection(v.verify(hostile.hmacWithPublicKeyPem))).detail).toBe(
+      expect((await rejectionOf(v.verify(hostile.hmacWithPublicKeyPem))).detail).toBe(
         'Token signing algorithm is not allowed',
       );
-      expect((await rejection(v.verify(hostile.unknownKey))).detail).toBe('Token signing key is unknown');
-      expect((await rejection(v.verify(hostile.unknownKeySameKid))).detail).toBe(
+      expect((await rejectionOf(v.verify(hostile.unknownKey))).detail).toBe('Token signing key is unknown');
+      expect((await rejectionOf(v.verify(hostile.unknownKeySameKid))).detail).toBe(
         'Token signature is invalid',
       );
-      expect((await rejection(v.verify(hostile.missingSubject))).detail).toBe(
+      expect((await rejectionOf(v.verify(hostile.missingSubject))).detail).toBe(
         'Token has no subject (sub) claim',
       );
-      expect((await rejection(v.verify(hostile.garbage))).detail).toBe('Token is malformed');
+      expect((await rejectionOf(v.verify(hostile.garbage))).detail).toBe('Token is malformed');
     });
 
     it('refuses an HMAC token even when the key resolver would hand out the public key as a secret', async () => {
@@ -286,12 +281,12 @@ describe('AccessTokenVerifier (local key set)', () => {
       const naive = verifier({
         keySet: () => Promise.resolve(new TextEncoder().encode(provider.publicKeyPem)),
       });
-      const error = await rejection(naive.verify(hostile.hmacWithPublicKeyPem));
+      const error = await rejectionOf(naive.verify(hostile.hmacWithPublicKeyPem));
       expect(error.detail).toBe('Token signing algorithm is not allowed');
     });
 
     it('refuses oversized tokens before parsing', async () => {
-      expect((await rejection(verifier().verify('a'.repeat(20_000)))).detail).toBe(
+      expect((await rejectionOf(verifier().verify('a'.repeat(20_000)))).detail).toBe(
         'Access token is too large',
       );
     });
@@ -323,8 +318,8 @@ describe('AccessTokenVerifier (local key set)', () => {
     it('never caches failures', async () => {
       const v = verifier();
       const { expired } = await createHostileTokens(provider);
-      await rejection(v.verify(expired));
-      await rejection(v.verify(expired));
+      await rejectionOf(v.verify(expired));
+      await rejectionOf(v.verify(expired));
       expect(v.stats()).toEqual({ verifications: 2, cacheHits: 0, cacheSize: 0 });
     });
 
@@ -336,7 +331,7 @@ describe('AccessTokenVerifier (local key set)', () => {
       await v.verify(token);
       expect(v.stats().cacheHits).toBe(1);
       clock += 21_000;
-      const error = await rejection(v.verify(token));
+      const error = await rejectionOf(v.verify(token));
       expect(error.detail).toBe('Token has expired');
       expect(v.stats()).toMatchObject({ verifications: 2, cacheSize: 0 });
     });

@@ -5,8 +5,9 @@ import { AppError } from '@sts/errors/app-error';
 import { capturedLogger } from '@sts/logger/captured-logger';
 import { createLogger, type Logger } from '@sts/logger/create-logger';
 import { startStripeStandIn, type StripeStandIn } from '@sts/stand-ins/stripe-stand-in';
+import { failureOf } from '@sts/testing/failure-of';
 import { createStripeClient, StripePaymentProvider } from './stripe-payment-provider';
-import { checkoutSessionObject, failureOf, subscriptionObject } from './test/stripe-objects';
+import { checkoutSessionObject, subscriptionObject } from './test/stripe-objects';
 
 // The adapter's calls against the Stripe stand-in (an HTTP server speaking Stripe's API to the official SDK);
 // a few answers the stand-in never gives (403, 429, a session without a url, …) come from a small server of

@@ -3,6 +3,7 @@ import { SUBSCRIPTION_STATUSES } from '@sts/billing-domain/billing-model';
 import { AppError } from '@sts/errors/app-error';
 import { createLogger } from '@sts/logger/create-logger';
 import { signStripePayload } from '@sts/stand-ins/stripe-stand-in';
+import { failureOf } from '@sts/testing/failure-of';
 import {
   createStripeClient,
   lookupKeyOf,
@@ -15,7 +16,6 @@ import {
   checkoutSessionObject,
   eventFields,
   eventOf,
-  failureOf,
   invoiceObject,
   PERIOD_END,
   seconds,

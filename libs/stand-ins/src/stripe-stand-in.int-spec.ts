@@ -1,4 +1,5 @@
 import Stripe from 'stripe';
+import { failureOf } from '@sts/testing/failure-of';
 import { isUuid } from '@sts/vocabulary/identifiers';
 import {
   parseStripeForm,
@@ -7,16 +8,6 @@ import {
   stripeEvent,
   type StripeStandIn,
 } from './stripe-stand-in';
-
-/** The error a promise rejects with (fails the test if it resolves). */
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  return promise.then(
-    () => {
-      throw new Error('expected the call to fail');
-    },
-    (error: unknown) => error,
-  );
-}
 
 const unix = (date: Date) => Math.floor(date.getTime() / 1000);
 
@@ -88,7 +79,7 @@ describe('Stripe stand-in, driven by the official stripe package', () => {
     const retrieved = await stripe.customers.retrieve(first.id);
     expect(retrieved).toMatchObject({ id: first.id, email: 'owner@example.com', name: 'Owner' });
 
-    const reuse = await rejection(
+    const reuse = await failureOf(
       stripe.customers.create({ email: 'other@example.com' }, { idempotencyKey: 'customer-org-1' }),
     );
     expect(reuse).toBeInstanceOf(Stripe.errors.StripeIdempotencyError);
@@ -249,13 +240,13 @@ describe('Stripe stand-in, driven by the official stripe package', () => {
     });
     expect(portal.id).toMatch(/^bps_/);
 
-    const missing = await rejection(stripe.billingPortal.sessions.create({ customer: 'cus_missing' }));
+    const missing = await failureOf(stripe.billingPortal.sessions.create({ customer: 'cus_missing' }));
     expect(missing).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
     expect(missing).toMatchObject({ statusCode: 400, code: 'resource_missing', param: 'customer' });
   });
 
   it('answers unknown ids and routes with Stripe errors the SDK understands', async () => {
-    const error = await rejection(stripe.subscriptions.retrieve('sub_missing'));
+    const error = await failureOf(stripe.subscriptions.retrieve('sub_missing'));
     expect(error).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
     expect(error).toMatchObject({
       statusCode: 404,
@@ -265,7 +256,7 @@ describe('Stripe stand-in, driven by the official stripe package', () => {
       rawType: 'invalid_request_error',
     });
 
-    const checkout = await rejection(
+    const checkout = await failureOf(
       stripe.checkout.sessions.create({
         customer: (await newCustomer()).id,
         mode: 'subscription',
@@ -297,7 +288,7 @@ describe('Stripe stand-in, driven by the official stripe package', () => {
       protocol: 'http',
       maxNetworkRetries: 0,
     });
-    const error = await rejection(wrongKey.customers.create({ email: 'x@example.com' }));
+    const error = await failureOf(wrongKey.customers.create({ email: 'x@example.com' }));
     expect(error).toBeInstanceOf(Stripe.errors.StripeAuthenticationError);
     expect(error).toMatchObject({
       statusCode: 401,
@@ -307,13 +298,13 @@ describe('Stripe stand-in, driven by the official stripe package', () => {
 
   it('fails on demand: 500 api_error, then a dropped connection', async () => {
     standIn.failRequests('error');
-    const apiError = await rejection(stripe.customers.create({ email: 'x@example.com' }));
+    const apiError = await failureOf(stripe.customers.create({ email: 'x@example.com' }));
     expect(apiError).toBeInstanceOf(Stripe.errors.StripeAPIError);
     expect(apiError).toMatchObject({ statusCode: 500, rawType: 'api_error' });
 
     standIn.failRequests('unreachable');
     const before = standIn.requests.length;
-    const connection = await rejection(stripe.customers.create({ email: 'x@example.com' }));
+    const connection = await failureOf(stripe.customers.create({ email: 'x@example.com' }));
     expect(connection).toBeInstanceOf(Stripe.errors.StripeConnectionError);
     // A reset connection is retried once even with maxNetworkRetries: 0, under the same idempotency key.
     const attempts = standIn.requests.slice(before);

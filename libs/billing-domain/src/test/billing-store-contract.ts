@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { UniqueConflict } from '@sts/errors/unique-conflict';
+import { failureOf } from '@sts/testing/failure-of';
 import { billingUpdatedData, initialLicense, type LicenseRecord } from '../billing-model';
 import type { BillingRepositories, BillingStore } from '../billing-ports';
 
@@ -38,12 +39,6 @@ export function describeBillingStoreContract(name: string, open: () => Promise<B
     const NOW = at('2026-03-01T12:00:00.000Z');
     const LATER = at('2026-03-01T13:00:00.000Z');
     const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-    const failureOf = (promise: Promise<unknown>) =>
-      promise.then(
-        () => undefined,
-        (error: unknown) => error,
-      );
 
     const license = (orgId: string, overrides: Partial<LicenseRecord> = {}): LicenseRecord => ({
       ...initialLicense(orgId, NOW),

@@ -84,14 +84,4 @@ export function checkoutSessionObject(changes: Record<string, unknown> = {}): Re
   };
 }
 
-/** The error a call or a function failed with (the test fails if it did not). */
-export async function failureOf(run: () => unknown): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a failure');
-}
-
 export const eventFields = { id: 'evt_1QxYz2AbCdEfGhIj', created: new Date(CREATED) };

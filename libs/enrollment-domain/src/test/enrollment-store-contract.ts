@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { UniqueConflict } from '@sts/errors/unique-conflict';
+import { failureOf } from '@sts/testing/failure-of';
 import type { Device } from '../enrollment-model';
 import type {
   ConsumeCodeInput,
@@ -150,12 +151,6 @@ export function describeEnrollmentStoreContract(
     const codeState = async (org: Org, codeHash: string, now = NOW) =>
       (await store.read((repos) => repos.findEnrollmentTarget(org.keyHash, 'nobody', codeHash, null, now)))
         ?.code;
-
-    const failureOf = (promise: Promise<unknown>) =>
-      promise.then(
-        () => undefined,
-        (error: unknown) => error,
-      );
 
     describe('consuming a code (the write of an enrollment, atomic on its own)', () => {
       it('consumes a live code once, writing the device and its event; the next consumer gets `used`', async () => {

@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { UniqueConflict } from '@sts/errors/unique-conflict';
+import { failureOf } from '@sts/testing/failure-of';
 import type { Role } from '@sts/vocabulary/roles';
 import type { Invite, Member, Organization, User } from '../identity-model';
 import type { IdentityStore } from '../identity-ports';
@@ -45,12 +46,6 @@ export function describeIdentityStoreContract(
     const minutes = (n: number) => new Date(NOW.getTime() + n * 60_000);
     /** An e-mail no other check uses (the accepted-invite reads are not scoped by organization). */
     const uniqueEmail = (local = 'someone') => `${local}-${randomUUID().slice(0, 8)}@example.com`;
-
-    const failureOf = (promise: Promise<unknown>) =>
-      promise.then(
-        () => undefined,
-        (error: unknown) => error,
-      );
 
     async function organization(name = 'Acme'): Promise<Organization> {
       const org: Organization = { id: randomUUID(), name, domain: null, createdAt: NOW };
