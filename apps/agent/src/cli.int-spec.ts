@@ -20,14 +20,7 @@ const MACHINE_ID = 'b182b32c253bf1d5d9fe9ca4a104e7925391ba10508fd50cbfffeb0e3927
 const DEFAULT_MAX_BODY_BYTES = 16 * 1024;
 
 type Mode =
-  | 'contract'
-  | 'slow'
-  | 'rate-limited'
-  | 'crash'
-  | 'html-502'
-  | 'garbage-200'
-  | 'no-token'
-  | 'redirect';
+  'contract' | 'slow' | 'rate-limited' | 'crash' | 'html-502' | 'garbage-200' | 'no-token' | 'redirect';
 
 interface Received {
   method: string;

@@ -131,16 +131,13 @@ describe('analytics replicas (ClickHouse, NATS)', () => {
         org_id: device.orgId,
         device_id: device.deviceId,
         batch_id: `b-${n}`,
-        events: Array.from(
-          { length: EVENTS_PER_BATCH },
-          (_, i): TelemetryEvent => ({
-            observed_at: Date.now() - 60_000 - i,
-            host: `site-${i}.example`,
-            // Deleted devices never block: whether they raise a threat before their deletion is a race.
-            verdict: i === 0 && device.fate !== 'deleted' ? 'blocked' : 'allowed',
-            classification_ms: 5,
-          }),
-        ),
+        events: Array.from({ length: EVENTS_PER_BATCH }, (_, i): TelemetryEvent => ({
+          observed_at: Date.now() - 60_000 - i,
+          host: `site-${i}.example`,
+          // Deleted devices never block: whether they raise a threat before their deletion is a race.
+          verdict: i === 0 && device.fate !== 'deleted' ? 'blocked' : 'allowed',
+          classification_ms: 5,
+        })),
       })),
     );
     // Shuffled, each twice: as the gateway sends it, and as an agent repeating it after the stream's

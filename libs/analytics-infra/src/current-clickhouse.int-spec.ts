@@ -234,17 +234,15 @@ function generateBatches(): { key: string; rows: TelemetryRow[] }[] {
     ]
       .map((date) => Math.floor(date.getTime() / 1000))
       .sort((a, b) => a - b);
-    const rows = times.map(
-      (observed): Omit<TelemetryRow, 'batch_key' | 'received_at'> => ({
-        org_id: orgId,
-        device_id: deviceId,
-        observed_at: observed,
-        host: pick(hosts),
-        verdict: verdict(),
-        // Quarter milliseconds: exact in Float32 and in every Float64 sum, whatever the order of summing.
-        classification_ms: Math.floor(random() * 800) / 4,
-      }),
-    );
+    const rows = times.map((observed): Omit<TelemetryRow, 'batch_key' | 'received_at'> => ({
+      org_id: orgId,
+      device_id: deviceId,
+      observed_at: observed,
+      host: pick(hosts),
+      verdict: verdict(),
+      // Quarter milliseconds: exact in Float32 and in every Float64 sum, whatever the order of summing.
+      classification_ms: Math.floor(random() * 800) / 4,
+    }));
     // Expired rows one batch each (their ledger expires with them), the rest in batches of up to 7,
     // received 5 s after the newest row (or now, for rows of a clock ahead).
     let index = 0;

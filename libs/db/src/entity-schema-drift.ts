@@ -57,9 +57,10 @@ export async function entitySchemaDrift(options: EntitySchemaDriftOptions): Prom
         await orm.em
           .fork()
           .getConnection()
-          .execute<
-            { indexname: string; indexdef: string }[]
-          >('select indexname, indexdef from pg_indexes where schemaname = ?', [options.schema])
+          .execute<{ indexname: string; indexdef: string }[]>(
+            'select indexname, indexdef from pg_indexes where schemaname = ?',
+            [options.schema],
+          )
       ).map((row) => [row.indexname, row.indexdef]),
     );
     for (const table of generator.getTargetSchema(options.schema).getTables()) {

@@ -102,9 +102,7 @@ export class WorkerThreadSpanExporter implements SpanExporter {
 }
 
 type WorkerRequest =
-  | { type: 'export'; bytes: Uint8Array; spanCount: number }
-  | { type: 'flush' }
-  | { type: 'shutdown' };
+  { type: 'export'; bytes: Uint8Array; spanCount: number } | { type: 'flush' } | { type: 'shutdown' };
 
 interface WorkerReply {
   id: number;

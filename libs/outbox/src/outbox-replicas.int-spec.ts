@@ -116,9 +116,9 @@ describe('outbox relays of two replicas', () => {
       const [row] = await orms[1]!.em
         .fork()
         .getConnection()
-        .execute<
-          { n: number }[]
-        >('select count(*)::int as n from "outbox_replicas"."outbox" where "published_at" is null');
+        .execute<{ n: number }[]>(
+          'select count(*)::int as n from "outbox_replicas"."outbox" where "published_at" is null',
+        );
       return row!.n === 0;
     }, 20_000);
     await relays[1]!.stop();

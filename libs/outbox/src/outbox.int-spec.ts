@@ -218,9 +218,10 @@ describe('transactional outbox', () => {
 
       const [row] = await em
         .getConnection()
-        .execute<
-          { attempts: number; parked: boolean; last_error: string }[]
-        >(`select attempts, dead_lettered_at is not null as parked, last_error from outbox_test.outbox where id = ?`, [poisonId]);
+        .execute<{ attempts: number; parked: boolean; last_error: string }[]>(
+          `select attempts, dead_lettered_at is not null as parked, last_error from outbox_test.outbox where id = ?`,
+          [poisonId],
+        );
       expect(row).toEqual({ attempts: 3, parked: true, last_error: expect.stringMatching(/payload/i) });
       expect(await relay.drain()).toBe(0); // parked rows are not retried
       // The metrics see it parked, and nothing else waiting.
@@ -284,9 +285,10 @@ describe('transactional outbox', () => {
     for (let pass = 0; pass < 3; pass += 1) expect(await relay.drain()).toBe(0);
     const [row] = await em
       .getConnection()
-      .execute<
-        { attempts: number; parked: boolean }[]
-      >(`select attempts, dead_lettered_at is not null as parked from outbox_test.outbox where id = ?`, [waiting.id]);
+      .execute<{ attempts: number; parked: boolean }[]>(
+        `select attempts, dead_lettered_at is not null as parked from outbox_test.outbox where id = ?`,
+        [waiting.id],
+      );
     expect(row).toEqual({ attempts: 0, parked: false });
     await em
       .getConnection()
@@ -312,9 +314,10 @@ describe('transactional outbox', () => {
       for (let pass = 0; pass < 3; pass += 1) expect(await relay.drain()).toBe(0);
       const [row] = await em
         .getConnection()
-        .execute<
-          { attempts: number; parked: boolean; last_error: string }[]
-        >(`select attempts, dead_lettered_at is not null as parked, last_error from outbox_test.outbox where id = ?`, [waiting.id]);
+        .execute<{ attempts: number; parked: boolean; last_error: string }[]>(
+          `select attempts, dead_lettered_at is not null as parked, last_error from outbox_test.outbox where id = ?`,
+          [waiting.id],
+        );
       expect(row).toEqual({
         attempts: 0,
         parked: false,
@@ -357,9 +360,10 @@ describe('transactional outbox', () => {
     const [row] = await orm.em
       .fork()
       .getConnection()
-      .execute<
-        { attempts: number; parked: boolean; last_error: string | null; published: boolean }[]
-      >(`select attempts, dead_lettered_at is not null as parked, last_error, published_at is not null as published from outbox_test.outbox where id = ?`, [id]);
+      .execute<{ attempts: number; parked: boolean; last_error: string | null; published: boolean }[]>(
+        `select attempts, dead_lettered_at is not null as parked, last_error, published_at is not null as published from outbox_test.outbox where id = ?`,
+        [id],
+      );
     return row;
   };
 
@@ -685,9 +689,9 @@ describe('transactional outbox', () => {
       (
         await em
           .getConnection()
-          .execute<
-            { event_id: string }[]
-          >(`select event_id from outbox_test.processed_events where event_id in (${ids.map((id) => `'${id}'`).join(', ')}) order by 1`)
+          .execute<{ event_id: string }[]>(
+            `select event_id from outbox_test.processed_events where event_id in (${ids.map((id) => `'${id}'`).join(', ')}) order by 1`,
+          )
       ).map((row) => row.event_id);
     await handledAgo(ids[0] as string, '9 days');
     await handledAgo(ids[1] as string, '7 days');

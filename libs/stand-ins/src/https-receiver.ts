@@ -64,9 +64,7 @@ export interface ReceivedRequest {
 
 /** What the receiver does with a request: answer (status, headers) or drop the connection, or never answer. */
 export type ReceiverBehaviour =
-  | { status: number; headers?: Record<string, string> }
-  | 'drop-connection'
-  | 'never-answer';
+  { status: number; headers?: Record<string, string> } | 'drop-connection' | 'never-answer';
 
 export interface HttpsReceiver {
   /** `https://localhost:<port>` */

@@ -26,9 +26,10 @@ export async function openMigratedTestOrm(
     outboxEvents: async (orgId) => {
       const [row] = await orm.em
         .getConnection()
-        .execute<
-          { n: string }[]
-        >(`select count(*) as n from "${options.schema}".outbox where envelope->'data'->>'org_id' = ?`, [orgId]);
+        .execute<{ n: string }[]>(
+          `select count(*) as n from "${options.schema}".outbox where envelope->'data'->>'org_id' = ?`,
+          [orgId],
+        );
       return Number(row?.n ?? 0);
     },
     close: async () => {
