@@ -71,8 +71,12 @@ describe('StripePaymentProvider against the Stripe stand-in', () => {
       const orgId = nextOrg();
       const provider = providerOf();
       const first = await provider.createCustomer({ orgId, email: 'admin@acme.test' });
-      // A retried first checkout, or another admin's at the same time.
-      expect(await provider.createCustomer({ orgId, email: 'admin@acme.test' })).toBe(first);
+      // A retried first checkout, or another admin's at the same time: the replayed answer has no e-mail,
+      // so the caller's is set again.
+      const from = stripe.requests.length;
+      expect(await provider.createCustomer({ orgId, email: 'other-admin@acme.test' })).toBe(first);
+      expect(requestsSince(from)).toEqual(['POST /v1/customers', `POST /v1/customers/${first}`]);
+      expect(stripe.customers.get(first)?.email).toBe('other-admin@acme.test');
       expect(await providerOf().createCustomer({ orgId, email: null })).toBe(first);
       expect([...stripe.customers.values()].filter((c) => c.metadata.org_id === orgId)).toHaveLength(1);
 

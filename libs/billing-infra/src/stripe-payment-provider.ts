@@ -252,15 +252,16 @@ export class StripePaymentProvider implements PaymentProvider {
 
   async createCustomer(request: { orgId: string; email: string | null }): Promise<string> {
     // One key per organization: a retried or concurrent first checkout gets the customer Stripe made the
-    // first time (Stripe refuses one key with other parameters, so the admin's e-mail is set after).
+    // first time (Stripe refuses one key with other parameters, so the admin's e-mail is set after). The
+    // answer to a repeated key is the first one, without an e-mail, so every call that has one sets it.
     const customer = await this.call('create the customer', () =>
       this.stripe.customers.create(
         { metadata: { org_id: request.orgId } },
         { idempotencyKey: `customer-of-org-${request.orgId}` },
       ),
     );
-    if (request.email && !customer.email) {
-      const email = request.email;
+    const email = request.email;
+    if (email) {
       await this.call('set the customer e-mail', () => this.stripe.customers.update(customer.id, { email }));
     }
     return customer.id;
