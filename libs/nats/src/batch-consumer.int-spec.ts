@@ -2,17 +2,10 @@ import { ClickHouseError } from '@clickhouse/client';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AckPolicy, RetentionPolicy, StorageType, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import { context, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import {
-  BasicTracerProvider,
-  InMemorySpanExporter,
-  SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+import type { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { capturedLogger } from '@sts/logger/captured-logger';
 import { consumerMessagesEnded, consumerRedeliveries, renderMetrics } from '@sts/observability/metrics';
-import { markTracingOn } from '@sts/observability/trace-context';
-import { samplerNamed, TraceRoots } from '@sts/observability/trace-roots';
+import { recordSpansInMemory } from '@sts/observability/test/spans-in-memory';
 import { eventually } from '@sts/testing/eventually';
 import { deleteNamespaceStreams, uniqueNatsNamespace } from '@sts/testing/nats-namespace';
 import {
@@ -49,21 +42,12 @@ describe('batch consumer failures in logs and traces (NATS)', () => {
   const namespace = uniqueNatsNamespace('bcred');
   const stream = `${namespace.toUpperCase()}_REDACT`;
   const { logger, lines } = capturedLogger('batch-consumer-test');
-  const exporter = new InMemorySpanExporter();
+  let exporter: InMemorySpanExporter;
   let nats: JetStreamConnection;
   const consumers: BatchConsumer[] = [];
 
   beforeAll(async () => {
-    const roots = new TraceRoots(samplerNamed('parentbased_always_on'));
-    trace.setGlobalTracerProvider(
-      new BasicTracerProvider({
-        sampler: roots.sampler,
-        idGenerator: roots,
-        spanProcessors: [new SimpleSpanProcessor(exporter)],
-      }),
-    );
-    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-    markTracingOn(roots);
+    exporter = recordSpansInMemory();
     nats = await connectJetStream({ url: NATS_URL, name: 'batch-consumer-test', logger });
     await nats.jsm.streams.add({
       name: stream,

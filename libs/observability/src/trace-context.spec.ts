@@ -1,13 +1,5 @@
-import { context, propagation, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import {
-  BasicTracerProvider,
-  InMemorySpanExporter,
-  SamplingDecision,
-  SimpleSpanProcessor,
-  type Sampler,
-} from '@opentelemetry/sdk-trace-base';
+import { context } from '@opentelemetry/api';
+import { SamplingDecision, type InMemorySpanExporter, type Sampler } from '@opentelemetry/sdk-trace-base';
 import { capturedLogger } from '@sts/logger/captured-logger';
 import {
   contextFromHeaders,
@@ -15,12 +7,12 @@ import {
   inSpan,
   isTracingOn,
   linkToRecordedSpan,
-  markTracingOn,
   NEW_TRACE,
   SpanKind,
   startRootSpan,
   startSpan,
 } from './trace-context';
+import { recordSpansInMemory } from './test/spans-in-memory';
 import { samplerNamed, TraceRoots } from './trace-roots';
 
 describe('trace context', () => {
@@ -32,7 +24,7 @@ describe('trace context', () => {
   });
 
   describe('with tracing on', () => {
-    const exporter = new InMemorySpanExporter();
+    let exporter: InMemorySpanExporter;
     const defaultSampler = samplerNamed('parentbased_always_on');
     // What the process's sampler is; a test may change it.
     let sampler: Sampler = defaultSampler;
@@ -46,15 +38,7 @@ describe('trace context', () => {
       },
     });
     beforeAll(() => {
-      const provider = new BasicTracerProvider({
-        sampler: roots.sampler,
-        idGenerator: roots,
-        spanProcessors: [new SimpleSpanProcessor(exporter)],
-      });
-      trace.setGlobalTracerProvider(provider);
-      context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-      propagation.setGlobalPropagator(new W3CTraceContextPropagator());
-      markTracingOn(roots);
+      exporter = recordSpansInMemory(roots);
     });
     beforeEach(() => {
       exporter.reset();

@@ -9,24 +9,10 @@ import {
 } from '@sts/db/processed-events';
 import { deleteExpiredRows, startRetention } from '@sts/db/retention';
 import type { EventEnvelope } from '@sts/events/event-envelope';
-import { context, propagation, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import {
-  BasicTracerProvider,
-  InMemorySpanExporter,
-  SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
 import { createLogger } from '@sts/logger/create-logger';
 import { outboxDeadLettered, outboxPublished } from '@sts/observability/metrics';
-import {
-  currentTraceHeaders,
-  markTracingOn,
-  SpanKind,
-  SpanStatusCode,
-  startSpan,
-} from '@sts/observability/trace-context';
-import { samplerNamed, TraceRoots } from '@sts/observability/trace-roots';
+import { currentTraceHeaders, SpanKind, SpanStatusCode, startSpan } from '@sts/observability/trace-context';
+import { recordSpansInMemory } from '@sts/observability/test/spans-in-memory';
 import { createEventPublisher } from '@sts/nats/event-publisher';
 import { ensureEventsStream } from '@sts/nats/event-stream';
 import { isBrokerUnavailable } from '@sts/nats/broker-failures';
@@ -713,18 +699,7 @@ describe('transactional outbox', () => {
   // Last: it turns tracing on for the rest of the file.
   it("publishes a traced change's event in a producer span of that trace, and an untraced one in none", async () => {
     await new OutboxRelay(orm, async () => undefined, logger).drain(); // rows of earlier tests
-    const exporter = new InMemorySpanExporter();
-    const roots = new TraceRoots(samplerNamed('parentbased_always_on'));
-    trace.setGlobalTracerProvider(
-      new BasicTracerProvider({
-        sampler: roots.sampler,
-        idGenerator: roots,
-        spanProcessors: [new SimpleSpanProcessor(exporter)],
-      }),
-    );
-    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
-    markTracingOn(roots);
+    const exporter = recordSpansInMemory();
 
     const em = orm.em.fork();
     const change = startSpan('change', { kind: SpanKind.SERVER });
