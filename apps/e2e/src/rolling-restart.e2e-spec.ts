@@ -130,7 +130,10 @@ describe('rolling restart under load', () => {
     ]);
     const gatewayBalancer = await startTcpBalancer([ports.gateway1!, ports.gateway2!], {
       healthCheck: async (port) => (await get(port, '/readyz')).status === 200,
+      // deploy/k8s's probe, its period shortened: three failures in a row, each check given 3 s (a gateway
+      // under load may take its dependencies' whole 1 s budget to answer; one slow answer is not a drain).
       healthIntervalMs: 100,
+      failureThreshold: 3,
     });
     balancers = { gateway: gatewayBalancer, enrollment: enrollmentBalancer, analytics: analyticsBalancer };
     agent = new Agent({ keepAlive: true, maxSockets: WORKERS });
@@ -297,7 +300,7 @@ describe('rolling restart under load', () => {
 /** GET on a fresh connection, for the balancer's readiness checks. */
 function get(port: number, path: string): Promise<Answer> {
   return new Promise((resolveGet, reject) => {
-    const outgoing = request({ host: '127.0.0.1', port, path, agent: false, timeout: 1_000 }, (response) => {
+    const outgoing = request({ host: '127.0.0.1', port, path, agent: false, timeout: 3_000 }, (response) => {
       response.resume();
       response.on('end', () => resolveGet({ status: response.statusCode ?? 0, body: '' }));
     });

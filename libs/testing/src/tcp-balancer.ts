@@ -23,14 +23,16 @@ function addressOf(backend: TcpBackend): { host: string; port: number } {
  * A layer-4 load balancer in front of replicas, as a cloud balancer or kube-proxy is: each connection
  * goes to the next backend in rotation; a backend that refuses the connection (nothing was sent to
  * it yet) is skipped for the next one, the one retry such a balancer makes. A reset from a backend
- * reaches the client as a reset. With `healthCheck`, backends are polled and those failing it leave
- * the rotation until they pass again (a readiness probe).
+ * reaches the client as a reset. With `healthCheck`, backends are polled and those failing it
+ * `failureThreshold` times in a row leave the rotation until they pass again (a readiness probe).
  */
 export async function startTcpBalancer<Backend extends TcpBackend = number>(
   backendPorts: Backend[],
   options: {
     healthCheck?: (backend: Backend) => Promise<boolean>;
     healthIntervalMs?: number;
+    /** Consecutive failed checks that take a backend out of rotation (a probe's failureThreshold); 1 by default. */
+    failureThreshold?: number;
   } = {},
 ): Promise<TcpBalancer<Backend>> {
   const unhealthy = new Set<Backend>();
@@ -89,23 +91,28 @@ export async function startTcpBalancer<Backend extends TcpBackend = number>(
   const address = server.address();
   if (!address || typeof address === 'string') throw new Error('balancer has no port');
 
-  let polling: NodeJS.Timeout | undefined;
+  // Each backend is probed on its own schedule, as a kubelet probes each pod: a slow answer from one
+  // does not delay the checks of another.
+  const polling = new Set<NodeJS.Timeout>();
   if (options.healthCheck) {
     const check = options.healthCheck;
-    const poll = async () => {
-      await Promise.all(
-        backendPorts.map(async (port) => {
-          const healthy = await check(port).catch(() => false);
-          if (healthy) unhealthy.delete(port);
-          else {
-            unhealthy.add(port);
-            everUnhealthy.add(port);
-          }
-        }),
-      );
-      if (!closed) polling = setTimeout(() => void poll(), options.healthIntervalMs ?? 200);
+    const threshold = options.failureThreshold ?? 1;
+    const probe = async (port: Backend, failuresInARow: number): Promise<void> => {
+      const healthy = await check(port).catch(() => false);
+      const failures = healthy ? 0 : failuresInARow + 1;
+      if (failures === 0) unhealthy.delete(port);
+      else if (failures >= threshold) {
+        unhealthy.add(port);
+        everUnhealthy.add(port);
+      }
+      if (closed) return;
+      const timer = setTimeout(() => {
+        polling.delete(timer);
+        void probe(port, failures);
+      }, options.healthIntervalMs ?? 200);
+      polling.add(timer);
     };
-    await poll();
+    await Promise.all(backendPorts.map((port) => probe(port, 0)));
   }
 
   return {
@@ -115,7 +122,7 @@ export async function startTcpBalancer<Backend extends TcpBackend = number>(
     close: () =>
       new Promise<void>((resolve) => {
         closed = true;
-        clearTimeout(polling);
+        for (const timer of polling) clearTimeout(timer);
         for (const socket of clients) socket.destroy();
         for (const sockets of open.values()) for (const socket of sockets) socket.destroy();
         for (const socket of connecting) socket.destroy();
