@@ -17,6 +17,7 @@ const SCOPES = {
     'libs/gateway-http/src/auth/caller-context.ts',
     'libs/outbox/src/outbox-relay.ts',
     'libs/nats/src/batch-consumer.ts',
+    'libs/nats/src/retry-delay.ts',
   ],
 };
 

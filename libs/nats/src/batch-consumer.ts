@@ -12,6 +12,7 @@ import {
   type DurableConsumerSpec,
 } from './durable-consumer';
 import { natsHeaderGetter } from './trace-headers';
+import { retryDelayMs, type RetryDelayPolicy } from './retry-delay';
 
 /** From this delivery on a failure is logged as an error: something is down or broken, not unlucky. */
 const LOUD_AFTER_DELIVERIES = 10;
@@ -73,7 +74,7 @@ export interface BatchConsumerOptions<T> {
   /** The server redelivers a message not acknowledged in this time. Default 60 s (kept alive while handled). */
   ackWaitMs?: number;
   /** Delay before a failed message comes back: doubles per delivery, up to the maximum. */
-  retryDelay?: { initialMs?: number; maxMs?: number };
+  retryDelay?: Partial<RetryDelayPolicy>;
   /**
    * A span per batch, linked to the spans that published its messages (default). Off for a handler
    * that makes a span per message itself, continuing each message's trace.
@@ -129,20 +130,16 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
   const maxWaitMs = options.maxWaitMs ?? 200;
   const spec = batchConsumerSpec(options);
   const { ackWaitMs, maxDeliver } = spec;
-  const retryInitialMs = options.retryDelay?.initialMs ?? 1_000;
-  const retryMaxMs = options.retryDelay?.maxMs ?? 30_000;
+  const retryDelay: RetryDelayPolicy = {
+    initialMs: options.retryDelay?.initialMs ?? 1_000,
+    maxMs: options.retryDelay?.maxMs ?? 30_000,
+  };
   const isPermanent = options.isPermanentFailure ?? (() => false);
   const describe = options.describe ?? (() => ({}));
 
   async function ensureConsumer(reconcile: boolean): Promise<void> {
     await options.ensureStream();
     await ensureDurableConsumer(jsm, spec, logger, reconcile);
-  }
-
-  function retryDelayMs(deliveryCount: number): number {
-    const exponential = retryInitialMs * 2 ** Math.min(Math.max(deliveryCount - 1, 0), 30);
-    // ±20% jitter so that messages that failed together do not all come back together.
-    return Math.round(Math.min(exponential, retryMaxMs) * (0.8 + Math.random() * 0.4));
   }
 
   /** Retries a failed message later, or ends it (permanent failure, or out of deliveries). */
@@ -166,7 +163,7 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
       logger.error(fields, `handler failed ${delivery} times; giving up on this message`);
       msg.term();
     } else {
-      const retryInMs = retryDelayMs(delivery);
+      const retryInMs = retryDelayMs(delivery, retryDelay);
       if (logRetry && delivery >= LOUD_AFTER_DELIVERIES)
         logger.error({ ...fields, retry_in_ms: retryInMs }, `handler failed ${delivery} times; will retry`);
       else if (logRetry) logger.warn({ ...fields, retry_in_ms: retryInMs }, 'handler failed; will retry');
