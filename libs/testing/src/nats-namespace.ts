@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
-import type { JetStreamManager } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, type JetStreamManager } from '@nats-io/jetstream';
+import { TimeoutError } from '@nats-io/nats-core';
 
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
 
@@ -33,6 +34,28 @@ export async function deleteNamespaceStreams(jsm: JetStreamManager, namespace: s
       doomed.push(info.config.name);
     }
   }
-  await Promise.all(doomed.map((name) => jsm.streams.delete(name)));
+  await Promise.all(doomed.map((name) => deleteStream(jsm, name)));
   return doomed;
+}
+
+/**
+ * A delete asked again when its answer is late: on the three-node JetStream each one goes through the
+ * meta group, which other files running at the same time keep busy (an answer may take longer than the
+ * API's 5 s). A delete that went through before its answer was lost finds no stream the next time.
+ */
+async function deleteStream(jsm: JetStreamManager, name: string, attempts = 4): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await jsm.streams.delete(name);
+      return;
+    } catch (error) {
+      if (
+        attempt > 1 &&
+        error instanceof JetStreamApiError &&
+        error.code === JetStreamApiCodes.StreamNotFound
+      )
+        return;
+      if (!(error instanceof TimeoutError) || attempt === attempts) throw error;
+    }
+  }
 }
