@@ -35,7 +35,7 @@ step "build (every app bundled into dist/apps; the e2e tier runs the production 
 npx nx run-many -t build --parallel=2 </dev/null
 
 # A run that never ends (a process that does not exit) fails with a plain line instead of waiting out CI's
-# own limit: the tiers take about 10 and 3 minutes on this 2-core machine.
+# own limit: the tiers take about 5 and 4 minutes on this 2-core machine.
 within() {
   local limit=$1
   shift
@@ -47,7 +47,10 @@ within() {
 
 step "tests (unit, integration, the integration specs again on the cluster, e2e, the dashboard in a browser)"
 mkdir -p tmp
-within 40m npx jest --ci --selectProjects unit integration cluster e2e browser \
+# One worker per core (jest's default leaves one core to itself): the specs mostly wait on servers, so two at
+# a time on two cores take half as long as one (docs/testing.md); each file has its own databases, NATS
+# namespace and ports, so files never meet.
+within 40m npx jest --ci --selectProjects unit integration cluster e2e browser --maxWorkers=100% \
   --json --outputFile=tmp/jest-results.json </dev/null
 step "fault tests (the local cluster's nodes killed under load; one file at a time, after the rest)"
 within 20m npx jest --ci --selectProjects cluster-faults --runInBand \
