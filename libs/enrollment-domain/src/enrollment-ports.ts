@@ -125,6 +125,8 @@ export interface EnrollmentRepositories {
   allowReEnrollment(orgId: string, deviceId: string, until: Date): Promise<void>;
   /** Deletes the device and clears the references of codes it consumed. */
   deleteDevice(orgId: string, deviceId: string): Promise<void>;
+  /** The device as listed, without locking it. */
+  findDevice(orgId: string, deviceId: string): Promise<ListedDevice | null>;
   /** Ordered by (enrolledAt, id); returns up to `page.limit + 1` rows. */
   listDevices(orgId: string, filter: DeviceFilter, page: PageRequest): Promise<ListedDevice[]>;
   findDeviceByTokenHash(tokenHash: string): Promise<DeviceIdentity | null>;

@@ -751,6 +751,19 @@ describe('enrollment service', () => {
       expect(store.eventsOf('device.enabled')).toHaveLength(1);
     });
 
+    it('are read one by one within their organization only', async () => {
+      const [device] = await enrollMany(1);
+      const [theirs] = await enrollMany(1, ORG_B);
+      expect(await service.getDevice(ORG_A, device!.deviceId)).toMatchObject({
+        id: device!.deviceId,
+        orgId: ORG_A,
+        hostname: 'host-0',
+        status: 'active',
+      });
+      for (const deviceId of [theirs!.deviceId, '33333333-3333-4333-8333-333333333333'])
+        expect(await codeOf(service.getDevice(ORG_A, deviceId))).toBe('DEVICE_NOT_FOUND');
+    });
+
     it('emit device.disabled when disabled and device.enabled when enabled again', async () => {
       const [device] = await enrollMany(1);
       await service.setDeviceStatus(ORG_A, device!.deviceId, 'disabled');

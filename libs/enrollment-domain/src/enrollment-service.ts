@@ -330,6 +330,13 @@ export class EnrollmentService {
     return this.store.read((repos) => repos.listDevices(orgId, filter, page));
   }
 
+  /** One device of the organization; DEVICE_NOT_FOUND for an id it does not have. */
+  async getDevice(orgId: string, deviceId: string): Promise<ListedDevice> {
+    const device = await this.store.read((repos) => repos.findDevice(orgId, deviceId));
+    if (!device) throw new AppError('DEVICE_NOT_FOUND');
+    return device;
+  }
+
   /** Idempotent; `device.disabled` / `device.enabled` only when the status actually changes. */
   async setDeviceStatus(orgId: string, deviceId: string, status: DeviceStatus): Promise<void> {
     await this.store.transaction(async (repos) => {

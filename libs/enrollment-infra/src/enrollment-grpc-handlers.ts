@@ -118,6 +118,13 @@ export function enrollmentGrpcHandlers(
       }));
       return { devices: items.map(toProtoDevice), nextCursor };
     },
+    getDevice: async (request) => {
+      const device = await service.getDevice(
+        requireUuidField(request.orgId, 'org_id'),
+        requireUuid(request.deviceId, 'DEVICE_NOT_FOUND'),
+      );
+      return { device: toProtoDevice(device) };
+    },
     disableDevice: async (request) => {
       await service.setDeviceStatus(
         requireUuidField(request.orgId, 'org_id'),

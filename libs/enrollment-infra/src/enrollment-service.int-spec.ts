@@ -554,14 +554,19 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
   });
 
   describe('devices', () => {
-    it('are disabled, enabled and deleted only within their organization', async () => {
+    it('are read, disabled, enabled and deleted only within their organization', async () => {
       const a = await organization(1);
       const b = await organization(1);
       const device = await enroll(a.key, a.codes[0]!, { machineId: 'isolated-machine' });
       const other = await enroll(b.key, b.codes[0]!);
 
       for (const deviceId of [device.deviceId, 'not-a-uuid', '', randomUUID()]) {
-        for (const call of [client.disableDevice, client.enableDevice, client.deleteDevice]) {
+        for (const call of [
+          client.getDevice,
+          client.disableDevice,
+          client.enableDevice,
+          client.deleteDevice,
+        ]) {
           expect((await failure(call({ orgId: b.orgId, deviceId }))).code).toBe('DEVICE_NOT_FOUND');
         }
       }
@@ -584,6 +589,21 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
       expect((await client.authenticateDevice({ deviceToken: device.deviceToken })).status).toBe(
         DeviceStatus.DEVICE_STATUS_DISABLED,
       );
+      // One device reads as the list gives it.
+      const { device: read } = await client.getDevice({ orgId: a.orgId, deviceId: device.deviceId });
+      const listed = await client.listDevices({
+        orgId: a.orgId,
+        limit: 0,
+        cursor: '',
+        status: ANY,
+        query: '',
+      });
+      expect(read).toEqual(listed.devices[0]);
+      expect(read).toMatchObject({
+        id: device.deviceId,
+        machineId: 'isolated-machine',
+        status: DeviceStatus.DEVICE_STATUS_DISABLED,
+      });
       await client.enableDevice({ orgId: a.orgId, deviceId: device.deviceId });
       await client.enableDevice({ orgId: a.orgId, deviceId: device.deviceId });
       expect((await client.authenticateDevice({ deviceToken: device.deviceToken })).status).toBe(
@@ -603,6 +623,9 @@ describe('enrollment service over gRPC with PostgreSQL and NATS', () => {
         'DEVICE_TOKEN_INVALID',
       );
       expect((await failure(client.deleteDevice({ orgId: a.orgId, deviceId: device.deviceId }))).code).toBe(
+        'DEVICE_NOT_FOUND',
+      );
+      expect((await failure(client.getDevice({ orgId: a.orgId, deviceId: device.deviceId }))).code).toBe(
         'DEVICE_NOT_FOUND',
       );
       expect(

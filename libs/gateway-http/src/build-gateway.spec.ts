@@ -956,7 +956,7 @@ describe('gateway (fake upstream, real token verifier)', () => {
       expect(gw.upstream.callsOf('enrollDevice')).toHaveLength(2);
     });
 
-    it('lets ANALYST list, disable and enable devices, only ORG_ADMIN delete them, and APP_USER none of it', async () => {
+    it('lets ANALYST list, read, disable and enable devices, only ORG_ADMIN delete them, and APP_USER none of it', async () => {
       const analyst = await gw.tokens.user('ana@example.com');
       const appUser = await gw.tokens.user('app@example.com');
       gw.upstream.memberships.set('ana@example.com', { role: ProtoRole.ROLE_ANALYST, dashboardAccess: true });
@@ -965,6 +965,20 @@ describe('gateway (fake upstream, real token verifier)', () => {
         dashboardAccess: true,
       });
       gw.upstream.enrollment.listDevices = async () => ({ devices: [], nextCursor: '' });
+      gw.upstream.enrollment.getDevice = async (request) => {
+        gw.upstream.calls.push({ method: 'getDevice', request, requestId: undefined });
+        return {
+          device: {
+            id: request.deviceId,
+            name: 'alpha',
+            machineId: 'm-1',
+            status: DeviceStatus.DEVICE_STATUS_DISABLED,
+            enrolledAt: new Date('2026-03-01T12:00:00.000Z'),
+            lastSeenAt: new Date('2026-03-02T08:30:00.000Z'),
+            metadataJson: '{"os":"linux"}',
+          },
+        };
+      };
       for (const method of ['disableDevice', 'enableDevice', 'deleteDevice'] as const) {
         gw.upstream.enrollment[method] = async (request) => {
           gw.upstream.calls.push({ method, request, requestId: undefined });
@@ -975,6 +989,7 @@ describe('gateway (fake upstream, real token verifier)', () => {
         (await gw.app.inject({ method, url, headers: as(token) })).statusCode;
       const routes = [
         ['GET', '/api/devices'],
+        ['GET', '/api/devices/d-1'],
         ['POST', '/api/devices/d-1/disable'],
         ['POST', '/api/devices/d-1/enable'],
         ['DELETE', '/api/devices/d-1'],
@@ -984,13 +999,26 @@ describe('gateway (fake upstream, real token verifier)', () => {
       expect(gw.upstream.calls.filter((call) => call.method.endsWith('Device'))).toEqual([]);
 
       expect(await status(analyst, 'GET', '/api/devices')).toBe(200);
+      const one = await gw.app.inject({ method: 'GET', url: '/api/devices/d-1', headers: as(analyst) });
+      expect([one.statusCode, one.json()]).toEqual([
+        200,
+        {
+          id: 'd-1',
+          name: 'alpha',
+          machine_id: 'm-1',
+          status: 'disabled',
+          enrolled_at: '2026-03-01T12:00:00.000Z',
+          last_seen_at: '2026-03-02T08:30:00.000Z',
+          metadata: { os: 'linux' },
+        },
+      ]);
       expect(await status(analyst, 'POST', '/api/devices/d-1/disable')).toBe(204);
       expect(await status(analyst, 'POST', '/api/devices/d-1/enable')).toBe(204);
       expect(await status(analyst, 'DELETE', '/api/devices/d-1')).toBe(403);
       expect(await status(admin, 'DELETE', '/api/devices/d-1')).toBe(204);
       expect(
         gw.upstream.calls.filter((call) => call.method.endsWith('Device')).map((call) => call.method),
-      ).toEqual(['disableDevice', 'enableDevice', 'deleteDevice']);
+      ).toEqual(['getDevice', 'disableDevice', 'enableDevice', 'deleteDevice']);
     });
 
     it('links the next page of devices, keeping the filters', async () => {

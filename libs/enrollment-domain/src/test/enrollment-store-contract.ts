@@ -414,6 +414,36 @@ export function describeEnrollmentStoreContract(
         ).toEqual({ orgId: org.orgId, existing: null, code: 'unknown' });
       });
 
+      it('are found by id within their organization only, as they are listed', async () => {
+        const org = await organization(1);
+        const stranger = await organization(0);
+        const { device: own } = await enrolled(org, 0, { metadata: { os: 'linux', tags: ['a', 'b'] } });
+        await store.transaction((repos) => repos.setDeviceStatus(org.orgId, own.id, 'disabled'));
+        const found = await store.read((repos) => repos.findDevice(org.orgId, own.id));
+        const [listed] = await store.read((repos) =>
+          repos.listDevices(org.orgId, { status: null, query: null }, { limit: 10, after: null }),
+        );
+        // The same device as the list gives, its metadata the same object (the JSON text may be spaced otherwise).
+        const parsed = (device: typeof found) =>
+          device && { ...device, metadataJson: JSON.parse(device.metadataJson) as unknown };
+        expect(parsed(found)).toEqual(parsed(listed!));
+        expect(parsed(found)).toEqual({
+          id: own.id,
+          orgId: org.orgId,
+          machineId: own.machineId,
+          hostname: own.hostname,
+          status: 'disabled',
+          enrolledAt: own.enrolledAt,
+          lastSeenAt: own.lastSeenAt,
+          metadataJson: { os: 'linux', tags: ['a', 'b'] },
+        });
+        expect(await store.read((repos) => repos.findDevice(stranger.orgId, own.id))).toBeNull();
+        expect(await store.read((repos) => repos.findDevice(org.orgId, randomUUID()))).toBeNull();
+        expect(await store.read((repos) => repos.findDevice(org.orgId, 'not-a-uuid'))).toBeNull();
+        await store.transaction((repos) => repos.deleteDevice(org.orgId, own.id));
+        expect(await store.read((repos) => repos.findDevice(org.orgId, own.id))).toBeNull();
+      });
+
       it('move last_seen_at forward only, skipping devices of another organization and deleted ones', async () => {
         const org = await organization(3);
         const { device: a } = await enrolled(org, 0);

@@ -321,6 +321,10 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
       for (const code of s().codes.values())
         if (code.consumedByDeviceId === deviceId) code.consumedByDeviceId = null;
     },
+    findDevice: async (orgId, deviceId) => {
+      const row = deviceOf(orgId, deviceId);
+      return row ? toListedDevice(row) : null;
+    },
     listDevices: async (orgId, filter, page: PageRequest) => {
       const query = filter.query?.toLowerCase() ?? null;
       return [...s().devices.values()]

@@ -7,6 +7,7 @@ import { deviceToContract } from '../contract/contract-mapping';
 import { devicePayload, errorResponses, idParam, pageQuery } from '../contract/contract-schemas';
 import type { DeviceCredentials } from '../auth/device-credentials';
 import { setNextLink } from '../contract/link-header';
+import { required } from '../contract/upstream-answer';
 import type { UpstreamClients } from '../upstream-clients';
 import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { callOptionsFor } from '../observability/http-observability';
@@ -85,6 +86,27 @@ export const deviceRoutes: FastifyPluginAsyncZod<{
       );
       setNextLink(request, reply, nextCursor, request.query.limit);
       return devices.map(deviceToContract);
+    },
+  );
+
+  app.get(
+    '/api/devices/:device_id',
+    {
+      onRequest: [requireRoles('ORG_ADMIN', 'ANALYST')],
+      schema: {
+        tags: ['Devices'],
+        summary: "One device of the caller's organization (our addition)",
+        security,
+        params: deviceParams,
+        response: { 200: devicePayload, ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (request) => {
+      const { device } = await clients.enrollment.getDevice(
+        { orgId: requireCaller(request).org.id, deviceId: request.params.device_id },
+        callOptionsFor(request),
+      );
+      return deviceToContract(required(device, 'device'));
     },
   );
 

@@ -5,10 +5,10 @@ import { startTestGateway, type TestGateway } from '../test/test-gateway';
 const THEIRS = '7d1c2b8e-5d4f-4a1b-9c3e-2f6a8b9c0d1e';
 
 /**
- * Every route that changes something, called by an ORG_ADMIN machine client of organization A that names
- * organization B in X-Org-Id and B's objects in the path: what reaches the services is scoped to A (the
- * service answers 404 for B's object), never to B. A body naming an organization is refused before
- * anything is called.
+ * Every route that changes something or reads one object by its id, called by an ORG_ADMIN machine client
+ * of organization A that names organization B in X-Org-Id and B's objects in the path: what reaches the
+ * services is scoped to A (the service answers 404 for B's object), never to B. A body naming an
+ * organization is refused before anything is called.
  */
 describe('tenant scoping of changes', () => {
   let gw: TestGateway;
@@ -23,7 +23,8 @@ describe('tenant scoping of changes', () => {
     await gw.app.close();
   });
 
-  const changes: { method: 'POST' | 'PATCH' | 'DELETE'; url: string; body?: object }[] = [
+  const changes: { method: 'GET' | 'POST' | 'PATCH' | 'DELETE'; url: string; body?: object }[] = [
+    { method: 'GET', url: `/api/devices/${THEIRS}` },
     { method: 'POST', url: `/api/devices/${THEIRS}/disable` },
     { method: 'POST', url: `/api/devices/${THEIRS}/enable` },
     { method: 'DELETE', url: `/api/devices/${THEIRS}` },

@@ -196,6 +196,7 @@ export class FakeUpstream {
     enrollDevice: (request, options) => this.unscripted('enrollDevice', request, options),
     allowReEnrollment: (request, options) => this.unscripted('allowReEnrollment', request, options),
     listDevices: (request, options) => this.unscripted('listDevices', request, options),
+    getDevice: (request, options) => this.unscripted('getDevice', request, options),
     disableDevice: (request, options) => this.unscripted('disableDevice', request, options),
     enableDevice: (request, options) => this.unscripted('enableDevice', request, options),
     deleteDevice: (request, options) => this.unscripted('deleteDevice', request, options),

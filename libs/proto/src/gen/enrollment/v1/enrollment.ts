@@ -188,6 +188,15 @@ export interface ListDevicesResponse {
   nextCursor: string;
 }
 
+export interface GetDeviceRequest {
+  orgId: string;
+  deviceId: string;
+}
+
+export interface GetDeviceResponse {
+  device: Device | undefined;
+}
+
 export interface DisableDeviceRequest {
   orgId: string;
   deviceId: string;
@@ -2046,6 +2055,168 @@ export const ListDevicesResponse: MessageFns<ListDevicesResponse> = {
   },
 };
 
+function createBaseGetDeviceRequest(): GetDeviceRequest {
+  return { orgId: "", deviceId: "" };
+}
+
+export const GetDeviceRequest: MessageFns<GetDeviceRequest> = {
+  encode(message: GetDeviceRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.orgId !== "") {
+      writer.uint32(10).string(message.orgId);
+    }
+    if (message.deviceId !== "") {
+      writer.uint32(18).string(message.deviceId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetDeviceRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetDeviceRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.deviceId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetDeviceRequest {
+    return {
+      orgId: isSet(object.orgId)
+        ? globalThis.String(object.orgId)
+        : isSet(object.org_id)
+        ? globalThis.String(object.org_id)
+        : "",
+      deviceId: isSet(object.deviceId)
+        ? globalThis.String(object.deviceId)
+        : isSet(object.device_id)
+        ? globalThis.String(object.device_id)
+        : "",
+    };
+  },
+
+  toJSON(message: GetDeviceRequest): unknown {
+    const obj: any = {};
+    if (message.orgId !== "") {
+      obj.orgId = message.orgId;
+    }
+    if (message.deviceId !== "") {
+      obj.deviceId = message.deviceId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetDeviceRequest>, I>>(base?: I): GetDeviceRequest {
+    return GetDeviceRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetDeviceRequest>, I>>(object: I): GetDeviceRequest {
+    const message = createBaseGetDeviceRequest();
+    message.orgId = object.orgId ?? "";
+    message.deviceId = object.deviceId ?? "";
+    return message;
+  },
+};
+
+function createBaseGetDeviceResponse(): GetDeviceResponse {
+  return { device: undefined };
+}
+
+export const GetDeviceResponse: MessageFns<GetDeviceResponse> = {
+  encode(message: GetDeviceResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.device !== undefined) {
+      Device.encode(message.device, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetDeviceResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetDeviceResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.device = Device.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetDeviceResponse {
+    return { device: isSet(object.device) ? Device.fromJSON(object.device) : undefined };
+  },
+
+  toJSON(message: GetDeviceResponse): unknown {
+    const obj: any = {};
+    if (message.device !== undefined) {
+      obj.device = Device.toJSON(message.device);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetDeviceResponse>, I>>(base?: I): GetDeviceResponse {
+    return GetDeviceResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetDeviceResponse>, I>>(object: I): GetDeviceResponse {
+    const message = createBaseGetDeviceResponse();
+    message.device = (object.device !== undefined && object.device !== null)
+      ? Device.fromPartial(object.device)
+      : undefined;
+    return message;
+  },
+};
+
 function createBaseDisableDeviceRequest(): DisableDeviceRequest {
   return { orgId: "", deviceId: "" };
 }
@@ -2766,6 +2937,16 @@ export const EnrollmentServiceService = {
     responseSerialize: (value: ListDevicesResponse): Buffer => Buffer.from(ListDevicesResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListDevicesResponse => ListDevicesResponse.decode(value),
   },
+  /** NOT_FOUND (DEVICE_NOT_FOUND) when the organization has no such device. */
+  getDevice: {
+    path: "/enrollment.v1.EnrollmentService/GetDevice" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetDeviceRequest): Buffer => Buffer.from(GetDeviceRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetDeviceRequest => GetDeviceRequest.decode(value),
+    responseSerialize: (value: GetDeviceResponse): Buffer => Buffer.from(GetDeviceResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetDeviceResponse => GetDeviceResponse.decode(value),
+  },
   disableDevice: {
     path: "/enrollment.v1.EnrollmentService/DisableDevice" as const,
     requestStream: false as const,
@@ -2831,6 +3012,8 @@ export interface EnrollmentServiceServer extends UntypedServiceImplementation {
    */
   allowReEnrollment: handleUnaryCall<AllowReEnrollmentRequest, AllowReEnrollmentResponse>;
   listDevices: handleUnaryCall<ListDevicesRequest, ListDevicesResponse>;
+  /** NOT_FOUND (DEVICE_NOT_FOUND) when the organization has no such device. */
+  getDevice: handleUnaryCall<GetDeviceRequest, GetDeviceResponse>;
   disableDevice: handleUnaryCall<DisableDeviceRequest, DisableDeviceResponse>;
   enableDevice: handleUnaryCall<EnableDeviceRequest, EnableDeviceResponse>;
   deleteDevice: handleUnaryCall<DeleteDeviceRequest, DeleteDeviceResponse>;
@@ -2970,6 +3153,22 @@ export interface EnrollmentServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListDevicesResponse) => void,
+  ): ClientUnaryCall;
+  /** NOT_FOUND (DEVICE_NOT_FOUND) when the organization has no such device. */
+  getDevice(
+    request: GetDeviceRequest,
+    callback: (error: ServiceError | null, response: GetDeviceResponse) => void,
+  ): ClientUnaryCall;
+  getDevice(
+    request: GetDeviceRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetDeviceResponse) => void,
+  ): ClientUnaryCall;
+  getDevice(
+    request: GetDeviceRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetDeviceResponse) => void,
   ): ClientUnaryCall;
   disableDevice(
     request: DisableDeviceRequest,
