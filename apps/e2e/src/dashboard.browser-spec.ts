@@ -221,6 +221,13 @@ describe('the dashboard in a real browser', () => {
       .waitFor({ timeout: SHOWN_MS });
     expect(await seriousAccessibilityViolations(admin)).toEqual([]);
     await screenshot(admin, 'device');
+
+    // Opened by its address (a bookmark, a reload), the page asks for this one device, not the list.
+    const direct = apiRequests(admin);
+    await admin.reload();
+    await admin.getByRole('heading', { level: 1, name: 'Device laptop-ada' }).waitFor({ timeout: SHOWN_MS });
+    expect(direct).toContain(`GET /api/devices/${deviceId}`);
+    expect(direct).not.toContain('GET /api/devices');
   });
 
   it('disables, enables and deletes a device, deleting only after confirmation', async () => {
@@ -231,6 +238,8 @@ describe('the dashboard in a real browser', () => {
     await row.getByRole('button', { name: 'Enable' }).click();
     await row.getByRole('button', { name: 'Disable' }).waitFor({ timeout: SHOWN_MS });
 
+    const page = await row.getByRole('link', { name: 'laptop-ada' }).getAttribute('href');
+    expect(page).toMatch(/^\/devices\/[0-9a-f-]{36}$/);
     await row.getByRole('button', { name: 'Delete device' }).click();
     const dialog = admin.getByRole('dialog', { name: 'Delete laptop-ada?' });
     await dialog.getByRole('button', { name: 'Cancel' }).click();
@@ -242,6 +251,10 @@ describe('the dashboard in a real browser', () => {
       token: await system.tokenFor('ada@dashboard.test', { name: 'Ada Admin' }),
     });
     expect(listed.body).toEqual([]);
+    // Its page, opened by its address, says it is not there.
+    await admin.goto(`${system.gateway.url}${page!}`);
+    await admin.getByRole('alert').filter({ hasText: 'Not found' }).waitFor({ timeout: SHOWN_MS });
+    await mainNav(admin).getByRole('link', { name: 'Devices' }).click();
   });
 
   const adminToken = () => system.tokenFor('ada@dashboard.test', { name: 'Ada Admin' });

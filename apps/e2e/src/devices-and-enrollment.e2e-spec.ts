@@ -117,7 +117,7 @@ describe('enrollment and devices, end to end', () => {
     }
   });
 
-  it('enrolls a device; it is listed with every contract field and announced in the feed by hostname', async () => {
+  it('enrolls a device; it is listed and read by id with every contract field, and announced in the feed by hostname', async () => {
     const key = await newKey();
     const [code] = await newCodes(1);
     const enrolled = await enroll(key, {
@@ -144,6 +144,8 @@ describe('enrollment and devices, end to end', () => {
       last_seen_at: expect.stringMatching(ISO),
       metadata: { os: 'linux', arch: 'x64' },
     });
+    const read = await system.api<Device>('GET', `/api/devices/${enrolled.body.device_id}`, { token: admin });
+    expect([read.status, read.body]).toEqual([200, device]);
     const item = await eventually(async () => {
       const feed = await system.api<{ type: string; message: string }[]>('GET', '/api/notifications', {
         token: admin,
@@ -387,6 +389,7 @@ describe('enrollment and devices, end to end', () => {
 
     const stranger = await system.tokenFor('eve@elsewhere.test', { name: 'Eve' });
     for (const [method, path] of [
+      ['GET', `/api/devices/${device_id}`],
       ['POST', `/api/devices/${device_id}/disable`],
       ['POST', `/api/devices/${device_id}/enable`],
       ['DELETE', `/api/devices/${device_id}`],
@@ -413,6 +416,8 @@ describe('enrollment and devices, end to end', () => {
     expect((await system.api('POST', `/api/devices/${device_id}/disable`, { token: analyst })).status).toBe(
       204,
     );
+    const seen = await system.api<Device>('GET', `/api/devices/${device_id}`, { token: analyst });
+    expect([seen.status, seen.body.status]).toEqual([200, 'disabled']);
     expect((await system.api('POST', `/api/devices/${device_id}/enable`, { token: analyst })).status).toBe(
       204,
     );
@@ -422,6 +427,7 @@ describe('enrollment and devices, end to end', () => {
 
     expect((await system.api('DELETE', `/api/devices/${device_id}`, { token: admin })).status).toBe(204);
     expect((await system.api('DELETE', `/api/devices/${device_id}`, { token: admin })).status).toBe(404);
+    expect((await system.api('GET', `/api/devices/${device_id}`, { token: admin })).status).toBe(404);
     expect((await devices('?q=lifecycle')).length).toBe(0);
   });
 

@@ -1,5 +1,6 @@
 import type { ApiFetch } from './api-fetch';
 import { nextCursor } from './link-header';
+import { ApiError } from './problem';
 import type { Device, DeviceStatus, Page } from './types';
 
 export interface DeviceQuery {
@@ -22,23 +23,16 @@ export async function listDevices(
 }
 
 /**
- * One device. The API has no GET /api/devices/:id, so this pages through the list (200 a page) until
- * it meets the id; undefined when it is not the organization's.
+ * One device of the organization; null when it has none with this id (404). Null, not undefined: a query
+ * may not resolve to undefined (TanStack Query fails it with "data is undefined").
  */
-export async function findDevice(
-  api: ApiFetch,
-  id: string,
-  signal?: AbortSignal,
-): Promise<Device | undefined> {
-  let cursor: string | undefined;
-  for (let pages = 0; pages < 50; pages += 1) {
-    const page = await listDevices(api, { limit: 200, cursor }, signal);
-    const found = page.items.find((device) => device.id === id);
-    if (found) return found;
-    if (!page.nextCursor) return undefined;
-    cursor = page.nextCursor;
+export async function getDevice(api: ApiFetch, id: string, signal?: AbortSignal): Promise<Device | null> {
+  try {
+    return (await api<Device>(`/api/devices/${encodeURIComponent(id)}`, { signal })).data;
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) return null;
+    throw error;
   }
-  return undefined;
 }
 
 export async function setDeviceStatus(

@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { useMutation, useQuery } from '@tanstack/react-query';
 import { Link, useLocation, useNavigate, useParams, useSearchParams } from 'react-router';
-import { allowReEnrollment, findDevice } from '../api/devices';
+import { allowReEnrollment, getDevice } from '../api/devices';
 import { keys } from '../api/queries';
 import type { Device } from '../api/types';
 import { useApi } from '../auth/auth-context';
@@ -18,10 +18,10 @@ export function DeviceDetailPage() {
   const api = useApi();
   const location = useLocation();
   const fromList = (location.state as { device?: Device } | null)?.device;
-  // The API has no GET /api/devices/:id: the list's row comes along as router state, else the list is searched.
+  // Opened from the list, its row comes along as router state and shows at once; else GET /api/devices/:id.
   const device = useQuery({
     queryKey: [...keys.devices, 'one', id],
-    queryFn: ({ signal }) => findDevice(api, id, signal),
+    queryFn: ({ signal }) => getDevice(api, id, signal),
     initialData: fromList?.id === id ? fromList : undefined,
     staleTime: fromList?.id === id ? 5_000 : 0,
   });
