@@ -5,7 +5,7 @@ import { AppError } from '@sts/errors/app-error';
 import { Role as ProtoRole } from '@sts/proto/gen/identity/v1/identity';
 import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
 import { isUuid } from '@sts/vocabulary/identifiers';
-import { AT, ORG_ID, OTHER_ORG_ID, protoMember } from './test/fake-upstream';
+import { AT, ORG_ID, OTHER_ORG_ID, protoInvite, protoMember } from './test/fake-upstream';
 import { startTestGateway, type TestGateway } from './test/test-gateway';
 
 // light-my-request (behind app.inject) requires `cookie` 2, which is ESM only; jest.config.js does not
@@ -492,6 +492,54 @@ describe('gateway (fake upstream, real token verifier)', () => {
         org: { id: ORG_ID, name: 'Acme' },
       });
       expect(gw.upstream.callsOf('acceptInvite')[0]?.request).toEqual({ token: 'sts_inv_abc' });
+    });
+
+    it('previews the invite the token would accept, apart from accepts in the rate limit', async () => {
+      const limited = await startTestGateway({ RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 2 });
+      try {
+        const call = (path: 'preview' | 'accept') =>
+          limited.app.inject({
+            method: 'POST',
+            url: `/api/invites/${path}`,
+            payload: { token: 'sts_inv_abc' },
+            remoteAddress: '203.0.113.9',
+          });
+        const previewed = await call('preview');
+        expect([previewed.statusCode, previewed.json()]).toEqual([
+          200,
+          {
+            status: 'pending',
+            email: 'grace@example.com',
+            role: 'ANALYST',
+            org: { id: ORG_ID, name: 'Acme' },
+            expires_at: protoInvite().expiresAt!.toISOString(),
+          },
+        ]);
+        expect(limited.upstream.callsOf('previewInvite').map((c) => c.request)).toEqual([
+          { token: 'sts_inv_abc' },
+        ]);
+        expect(limited.upstream.callsOf('acceptInvite')).toEqual([]);
+        expect((await call('preview')).statusCode).toBe(200);
+        expectProblem(await call('preview'), 429, 'RATE_LIMITED');
+        // Previews do not use up the address's accepts.
+        expect((await call('accept')).statusCode).toBe(200);
+        limited.upstream.identity.previewInvite = async () => {
+          throw new AppError('INVITE_TOKEN_INVALID');
+        };
+        let addresses = 0;
+        const other = (payload: object) =>
+          limited.app.inject({
+            method: 'POST',
+            url: '/api/invites/preview',
+            payload,
+            remoteAddress: `203.0.113.${20 + addresses++}`,
+          });
+        expectProblem(await other({ token: 'sts_inv_used' }), 400, 'INVITE_TOKEN_INVALID');
+        expectProblem(await other({ token: '' }), 400, 'VALIDATION_FAILED');
+        expectProblem(await other({ token: 'sts_inv_x', org_id: ORG_ID }), 400, 'VALIDATION_FAILED');
+      } finally {
+        await limited.app.close();
+      }
     });
 
     it('answers an invalid token with 400 INVITE_TOKEN_INVALID', async () => {

@@ -61,6 +61,8 @@ export interface IdentityRepositories {
   /** Deletes the organization's e-mail of this id and kind; false when there was none. */
   deleteOutboundEmail(orgId: string, id: string, kind: OutboundEmailKind): Promise<boolean>;
   deleteInvite(orgId: string, inviteId: string): Promise<void>;
+  /** The live pending invite with this token hash (what an accept would take), unchanged; null if none. */
+  findPendingInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null>;
   /** Atomically moves a live pending invite with this token hash to accepted; null if none. */
   acceptInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null>;
   /** Locks and returns accepted invites for the e-mail, oldest first. */

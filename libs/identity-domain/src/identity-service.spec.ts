@@ -1071,6 +1071,43 @@ describe('IdentityService', () => {
       expect(store.state.invites.get(invite.id)?.status).toBe('pending');
     });
   });
+
+  describe('previewing invites', () => {
+    it('shows what an accept would take, changing nothing, and refuses every token an accept refuses', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(admin.org.id, 'grace@example.com', 'ANALYST', admin.memberId);
+      const late = await service.createInvite(admin.org.id, 'late@example.com', 'ANALYST', admin.memberId);
+      const token = tokenOf(invite.id);
+      const before = structuredClone(store.state.invites.get(invite.id));
+      const commits = store.commits;
+
+      const previewed = await service.previewInvite(token);
+      expect(previewed.org).toEqual(admin.org);
+      expect(previewed.invite).toMatchObject({
+        id: invite.id,
+        email: 'grace@example.com',
+        role: 'ANALYST',
+        status: 'pending',
+        expiresAt: invite.expiresAt,
+      });
+      // Read, not written: the invite as it was, and no transaction committed.
+      expect(store.state.invites.get(invite.id)).toEqual(before);
+      expect(store.commits).toBe(commits);
+
+      for (const refused of ['', token.slice('sts_inv_'.length), `sts_inv_${'A'.repeat(43)}`, `${token}x`])
+        await expectCode(service.previewInvite(refused), 'INVITE_TOKEN_INVALID');
+      clock.advance(TTL_HOURS * HOUR);
+      await expectCode(service.previewInvite(tokenOf(late.id)), 'INVITE_TOKEN_INVALID');
+    });
+
+    it('refuses an accepted token', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(admin.org.id, 'grace@example.com', 'ANALYST', admin.memberId);
+      await service.previewInvite(tokenOf(invite.id));
+      await service.acceptInvite(tokenOf(invite.id));
+      await expectCode(service.previewInvite(tokenOf(invite.id)), 'INVITE_TOKEN_INVALID');
+    });
+  });
 });
 
 describe('InMemoryIdentityStore', () => {

@@ -264,9 +264,30 @@ export class IdentityService {
 
   /** Single use: the first presentation of a live token wins; later ones are rejected. */
   async acceptInvite(token: string): Promise<{ invite: Invite; org: Organization }> {
+    return this.inviteOf(token, 'transaction', (repos, tokenHash, now) =>
+      repos.acceptInviteByTokenHash(tokenHash, now),
+    );
+  }
+
+  /**
+   * What `acceptInvite` would accept, changing nothing: the invitee sees who invites them, and as what,
+   * before they accept. The same INVITE_TOKEN_INVALID for every token an accept would refuse.
+   */
+  async previewInvite(token: string): Promise<{ invite: Invite; org: Organization }> {
+    return this.inviteOf(token, 'read', (repos, tokenHash, now) =>
+      repos.findPendingInviteByTokenHash(tokenHash, now),
+    );
+  }
+
+  /** The invite a token finds (in a transaction when `find` changes it) and its organization. */
+  private async inviteOf(
+    token: string,
+    unit: 'read' | 'transaction',
+    find: (repos: IdentityRepositories, tokenHash: string, now: Date) => Promise<Invite | null>,
+  ): Promise<{ invite: Invite; org: Organization }> {
     if (!token.startsWith(`${INVITE_TOKEN_PREFIX}_`)) throw new AppError('INVITE_TOKEN_INVALID');
-    return this.store.transaction(async (repos) => {
-      const invite = await repos.acceptInviteByTokenHash(hashSecret(token), this.clock.now());
+    return this.store[unit](async (repos) => {
+      const invite = await find(repos, hashSecret(token), this.clock.now());
       if (!invite) throw new AppError('INVITE_TOKEN_INVALID');
       const org = await repos.findOrganization(invite.orgId);
       if (!org) throw new AppError('INVITE_TOKEN_INVALID');

@@ -131,6 +131,10 @@ export function identityGrpcHandlers(service: IdentityService): AsyncHandlers<ty
       const { invite, org } = await service.acceptInvite(request.token);
       return { invite: toProtoInvite(invite), org: toProtoOrganization(org) };
     },
+    previewInvite: async (request) => {
+      const { invite, org } = await service.previewInvite(request.token);
+      return { invite: toProtoInvite(invite), org: toProtoOrganization(org) };
+    },
     reserveOutboundEmail: async (request) => {
       const orgId = requireText(request.orgId, 'org_id');
       return service.reserveOutboundEmail(orgId, requireEmail(request.email, 'email'));

@@ -5,6 +5,7 @@ import type { AppError } from '@sts/errors/app-error';
 import { eventSubject } from '@sts/events/subjects';
 import { createPromiseClient } from '@sts/grpc/grpc-client';
 import { eventually } from '@sts/testing/eventually';
+import { failureOf } from '@sts/testing/failure-of';
 import { testServiceAuth } from '@sts/testing/service-auth';
 import { createLogger } from '@sts/logger/create-logger';
 import { connectJetStream, type JetStreamConnection } from '@sts/nats/jetstream-connection';
@@ -131,10 +132,21 @@ describe('identity service over gRPC with PostgreSQL and NATS', () => {
     ).toBe(1);
     expect(await count(`select count(*) as n from identity.invites where token_hash = $1`, [token])).toBe(0);
 
+    // A preview shows the invite and its organization and takes nothing: the accepts below still find it.
+    const previewed = await client.previewInvite({ token });
+    expect([previewed.org?.id, previewed.invite?.email, previewed.invite?.role]).toEqual([
+      admin.org!.id,
+      'guest@int.test',
+      Role.ROLE_ANALYST,
+    ]);
+
     const outcomes = await Promise.allSettled(
       Array.from({ length: 10 }, () => client.acceptInvite({ token })),
     );
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    expect(((await failureOf(client.previewInvite({ token }))) as AppError).code).toBe(
+      'INVITE_TOKEN_INVALID',
+    );
     for (const failure of outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected')) {
       expect((failure.reason as AppError).code).toBe('INVITE_TOKEN_INVALID');
     }

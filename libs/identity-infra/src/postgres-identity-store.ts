@@ -295,6 +295,15 @@ class PostgresIdentityRepositories implements IdentityRepositories {
     await this.scope.em.nativeDelete(InviteEntity, { id: inviteId, orgId });
   }
 
+  async findPendingInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null> {
+    const row = await this.scope.em.findOne(
+      InviteEntity,
+      { tokenHash, status: 'pending', expiresAt: { $gt: now } },
+      { fields: INVITE_FIELDS },
+    );
+    return row ? toInvite(row) : null;
+  }
+
   async acceptInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null> {
     // Check and take in one conditional update, so a token is accepted once under concurrency.
     const [row] = await this.scope.em

@@ -88,7 +88,11 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
   );
 };
 
-/** POST /api/invites/accept needs no authentication: the token is the credential. Rate limited. */
+/**
+ * POST /api/invites/accept and /api/invites/preview need no authentication: the token is the credential.
+ * Rate limited per client address, each on its own. The token travels in a body, never in an address
+ * (addresses end up in access logs and Referer headers).
+ */
 export const acceptInviteRoute: FastifyPluginAsyncZod<{
   clients: UpstreamClients;
   limiter: RateLimiter;
@@ -129,6 +133,47 @@ export const acceptInviteRoute: FastifyPluginAsyncZod<{
         email: contract.email,
         role: contract.role,
         org: { id: org.id, name: org.name },
+      };
+    },
+  );
+
+  app.post(
+    '/api/invites/preview',
+    {
+      onRequest: limiter.perAddress({ scope: 'post-api-invites-preview', max: perMinute }),
+      schema: {
+        tags: ['Invites'],
+        summary: 'Who invites the holder of this token, and as what (our addition); changes nothing',
+        description:
+          'No authentication. For the invitation page to show before the invitee accepts; 400 INVITE_TOKEN_INVALID for every token an accept would refuse.',
+        body: z.object({ token: z.string().min(1).max(200) }).strict(),
+        response: {
+          200: z
+            .object({
+              status: z.literal('pending'),
+              email: z.string(),
+              role: roleSchema,
+              org: z.object({ id: z.string(), name: z.string() }),
+              expires_at: z.string(),
+            })
+            .meta({ id: 'InvitePreview' }),
+          ...errorResponses(400, 429),
+        },
+      },
+    },
+    async (request) => {
+      const previewed = await clients.identity.previewInvite(
+        { token: request.body.token },
+        callOptionsFor(request),
+      );
+      const org = required(previewed.org, 'organization');
+      const contract = inviteToContract(required(previewed.invite, 'invite'));
+      return {
+        status: 'pending' as const,
+        email: contract.email,
+        role: contract.role,
+        org: { id: org.id, name: org.name },
+        expires_at: contract.expires_at,
       };
     },
   );

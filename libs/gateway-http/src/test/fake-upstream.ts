@@ -133,6 +133,10 @@ export class FakeUpstream {
       this.record('acceptInvite', request, options);
       return { invite: protoInvite(), org: { id: ORG_ID, name: 'Acme' } };
     },
+    previewInvite: async (request, options) => {
+      this.record('previewInvite', request, options);
+      return { invite: protoInvite(), org: { id: ORG_ID, name: 'Acme' } };
+    },
     reserveOutboundEmail: async (request, options) => {
       this.record('reserveOutboundEmail', request, options);
       return { reservationId: 'r-1' };

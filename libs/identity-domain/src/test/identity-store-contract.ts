@@ -291,10 +291,18 @@ export function describeIdentityStoreContract(
 
         const accept = (tokenHash: string, now: Date) =>
           store.transaction((repos) => repos.acceptInviteByTokenHash(tokenHash, now));
+        // Found as an accept would take it, and left as it was; not once accepted, expired or unknown.
+        const find = (tokenHash: string, now: Date) =>
+          store.read((repos) => repos.findPendingInviteByTokenHash(tokenHash, now));
+        expect(await find(early.tokenHash, NOW)).toEqual({ ...early, status: 'pending', acceptedAt: null });
+        expect(await find(early.tokenHash, NOW)).toEqual({ ...early, status: 'pending', acceptedAt: null });
+        expect(await find(expired.tokenHash, NOW)).toBeNull();
+        expect(await find(sha256('no such token'), NOW)).toBeNull();
         expect(await accept(expired.tokenHash, NOW)).toBeNull();
         expect(await accept(sha256('no such token'), NOW)).toBeNull();
         expect(await accept(early.tokenHash, NOW)).toEqual({ ...early, status: 'accepted', acceptedAt: NOW });
         expect(await accept(early.tokenHash, NOW)).toBeNull();
+        expect(await find(early.tokenHash, NOW)).toBeNull();
         expect(await accept(late.tokenHash, LATER)).toEqual({
           ...lateElsewhere,
           status: 'accepted',

@@ -191,6 +191,11 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
     return { user: copy(user), memberships, acceptedInviteCount };
   };
 
+  const livePendingInvite = (tokenHash: string, now: Date) =>
+    [...s().invites.values()].find(
+      (i) => i.tokenHash === tokenHash && i.status === 'pending' && i.expiresAt.getTime() > now.getTime(),
+    );
+
   return {
     findUserSnapshot: async (issuer, subject) => {
       const user = [...s().users.values()].find((u) => u.issuer === issuer && u.subject === subject);
@@ -343,10 +348,12 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
       const invite = s().invites.get(inviteId);
       if (invite && invite.orgId === orgId) s().invites.delete(inviteId);
     },
+    findPendingInviteByTokenHash: async (tokenHash, now) => {
+      const invite = livePendingInvite(tokenHash, now);
+      return invite ? copy(invite) : null;
+    },
     acceptInviteByTokenHash: async (tokenHash, now) => {
-      const invite = [...s().invites.values()].find(
-        (i) => i.tokenHash === tokenHash && i.status === 'pending' && i.expiresAt.getTime() > now.getTime(),
-      );
+      const invite = livePendingInvite(tokenHash, now);
       if (!invite) return null;
       invite.status = 'accepted';
       invite.acceptedAt = new Date(now);

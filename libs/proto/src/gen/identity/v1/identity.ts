@@ -219,6 +219,15 @@ export interface AcceptInviteResponse {
   org: Organization | undefined;
 }
 
+export interface PreviewInviteRequest {
+  token: string;
+}
+
+export interface PreviewInviteResponse {
+  invite: Invite | undefined;
+  org: Organization | undefined;
+}
+
 export interface ReserveOutboundEmailRequest {
   orgId: string;
   /** The recipient's address. */
@@ -2509,6 +2518,160 @@ export const AcceptInviteResponse: MessageFns<AcceptInviteResponse> = {
   },
 };
 
+function createBasePreviewInviteRequest(): PreviewInviteRequest {
+  return { token: "" };
+}
+
+export const PreviewInviteRequest: MessageFns<PreviewInviteRequest> = {
+  encode(message: PreviewInviteRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== "") {
+      writer.uint32(10).string(message.token);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PreviewInviteRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePreviewInviteRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PreviewInviteRequest {
+    return { token: isSet(object.token) ? globalThis.String(object.token) : "" };
+  },
+
+  toJSON(message: PreviewInviteRequest): unknown {
+    const obj: any = {};
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PreviewInviteRequest>, I>>(base?: I): PreviewInviteRequest {
+    return PreviewInviteRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PreviewInviteRequest>, I>>(object: I): PreviewInviteRequest {
+    const message = createBasePreviewInviteRequest();
+    message.token = object.token ?? "";
+    return message;
+  },
+};
+
+function createBasePreviewInviteResponse(): PreviewInviteResponse {
+  return { invite: undefined, org: undefined };
+}
+
+export const PreviewInviteResponse: MessageFns<PreviewInviteResponse> = {
+  encode(message: PreviewInviteResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.invite !== undefined) {
+      Invite.encode(message.invite, writer.uint32(10).fork()).join();
+    }
+    if (message.org !== undefined) {
+      Organization.encode(message.org, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PreviewInviteResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePreviewInviteResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.invite = Invite.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.org = Organization.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PreviewInviteResponse {
+    return {
+      invite: isSet(object.invite) ? Invite.fromJSON(object.invite) : undefined,
+      org: isSet(object.org) ? Organization.fromJSON(object.org) : undefined,
+    };
+  },
+
+  toJSON(message: PreviewInviteResponse): unknown {
+    const obj: any = {};
+    if (message.invite !== undefined) {
+      obj.invite = Invite.toJSON(message.invite);
+    }
+    if (message.org !== undefined) {
+      obj.org = Organization.toJSON(message.org);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PreviewInviteResponse>, I>>(base?: I): PreviewInviteResponse {
+    return PreviewInviteResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PreviewInviteResponse>, I>>(object: I): PreviewInviteResponse {
+    const message = createBasePreviewInviteResponse();
+    message.invite = (object.invite !== undefined && object.invite !== null)
+      ? Invite.fromPartial(object.invite)
+      : undefined;
+    message.org = (object.org !== undefined && object.org !== null) ? Organization.fromPartial(object.org) : undefined;
+    return message;
+  },
+};
+
 function createBaseReserveOutboundEmailRequest(): ReserveOutboundEmailRequest {
   return { orgId: "", email: "" };
 }
@@ -2906,6 +3069,20 @@ export const IdentityServiceService = {
     responseDeserialize: (value: Buffer): AcceptInviteResponse => AcceptInviteResponse.decode(value),
   },
   /**
+   * What AcceptInvite would accept (the invite and its organization), changing nothing; the same
+   * INVALID_ARGUMENT (INVITE_TOKEN_INVALID) for a token it would refuse.
+   */
+  previewInvite: {
+    path: "/identity.v1.IdentityService/PreviewInvite" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PreviewInviteRequest): Buffer => Buffer.from(PreviewInviteRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PreviewInviteRequest => PreviewInviteRequest.decode(value),
+    responseSerialize: (value: PreviewInviteResponse): Buffer =>
+      Buffer.from(PreviewInviteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PreviewInviteResponse => PreviewInviteResponse.decode(value),
+  },
+  /**
    * Takes one e-mail to someone outside the organization (an enrollment code) from the organization's
    * daily quota, which invites share, and from the recipient's daily limit. RESOURCE_EXHAUSTED
    * (RATE_LIMITED) when either is used up; nothing is taken then.
@@ -2951,6 +3128,11 @@ export interface IdentityServiceServer extends UntypedServiceImplementation {
   createInvite: handleUnaryCall<CreateInviteRequest, CreateInviteResponse>;
   revokeInvite: handleUnaryCall<RevokeInviteRequest, RevokeInviteResponse>;
   acceptInvite: handleUnaryCall<AcceptInviteRequest, AcceptInviteResponse>;
+  /**
+   * What AcceptInvite would accept (the invite and its organization), changing nothing; the same
+   * INVALID_ARGUMENT (INVITE_TOKEN_INVALID) for a token it would refuse.
+   */
+  previewInvite: handleUnaryCall<PreviewInviteRequest, PreviewInviteResponse>;
   /**
    * Takes one e-mail to someone outside the organization (an enrollment code) from the organization's
    * daily quota, which invites share, and from the recipient's daily limit. RESOURCE_EXHAUSTED
@@ -3088,6 +3270,25 @@ export interface IdentityServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AcceptInviteResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * What AcceptInvite would accept (the invite and its organization), changing nothing; the same
+   * INVALID_ARGUMENT (INVITE_TOKEN_INVALID) for a token it would refuse.
+   */
+  previewInvite(
+    request: PreviewInviteRequest,
+    callback: (error: ServiceError | null, response: PreviewInviteResponse) => void,
+  ): ClientUnaryCall;
+  previewInvite(
+    request: PreviewInviteRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PreviewInviteResponse) => void,
+  ): ClientUnaryCall;
+  previewInvite(
+    request: PreviewInviteRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PreviewInviteResponse) => void,
   ): ClientUnaryCall;
   /**
    * Takes one e-mail to someone outside the organization (an enrollment code) from the organization's
