@@ -280,8 +280,25 @@ describe('the dashboard in a real browser', () => {
     const analyst = await openPage(browser);
     try {
       await analyst.page.goto(link!);
+      // Who invites, and as what, shows before anything is accepted.
+      await analyst.page
+        .getByText(/invites ana@dashboard\.test to join it as Analyst/)
+        .waitFor({ timeout: SHOWN_MS });
+      expect(await seriousAccessibilityViolations(analyst.page)).toEqual([]);
       await analyst.page.getByRole('button', { name: 'Accept invitation' }).click();
       await analyst.page.getByText('Invitation accepted').waitFor({ timeout: SHOWN_MS });
+      // The link, opened again, says the invitation is spent, and offers no accept.
+      const again = await openPage(browser);
+      try {
+        await again.page.goto(link!);
+        await again.page
+          .getByRole('alert')
+          .filter({ hasText: 'This invitation cannot be opened' })
+          .waitFor({ timeout: SHOWN_MS });
+        expect(await again.page.getByRole('button', { name: 'Accept invitation' }).count()).toBe(0);
+      } finally {
+        await again.context.close();
+      }
       await analyst.page.getByRole('button', { name: 'Sign in' }).click();
       await signIn(analyst.page, 'ana@dashboard.test', 'Ana Analyst');
       await overviewDrawn(analyst.page);

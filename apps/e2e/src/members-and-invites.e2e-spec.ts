@@ -13,6 +13,7 @@ interface Invite {
   email: string;
   role: string;
   created_at: string;
+  expires_at: string;
 }
 interface Session {
   user: { id: string; email: string; name: string; role: string; dashboard_access: boolean };
@@ -114,6 +115,19 @@ describe('members, invites and the session, end to end', () => {
     const pending = await system.api<Invite[]>('GET', '/api/invites', { token: alice });
     expect(pending.body.map((i) => i.id)).toContain(created.id);
 
+    // The invitation page shows who invites, as what, before anything is accepted.
+    const previewed = await system.api('POST', '/api/invites/preview', { body: { token } });
+    expect([previewed.status, previewed.body]).toEqual([
+      200,
+      {
+        status: 'pending',
+        email: 'bob@acme.test',
+        role: 'ANALYST',
+        org: { id: aliceSession.org.id, name: aliceSession.org.name },
+        expires_at: created.expires_at,
+      },
+    ]);
+
     const accepted = await system.api<{ status: string; org: { id: string } }>(
       'POST',
       '/api/invites/accept',
@@ -129,6 +143,8 @@ describe('members, invites and the session, end to end', () => {
     const replay = await system.api<{ code: string }>('POST', '/api/invites/accept', { body: { token } });
     expect(replay.status).toBe(400);
     expect(replay.body.code).toBe('INVITE_TOKEN_INVALID');
+    const spent = await system.api<{ code: string }>('POST', '/api/invites/preview', { body: { token } });
+    expect([spent.status, spent.body.code]).toEqual([400, 'INVITE_TOKEN_INVALID']);
 
     const stillPending = await system.api<Invite[]>('GET', '/api/invites', { token: alice });
     expect(stillPending.body.map((i) => i.id)).not.toContain(created.id);

@@ -1,6 +1,6 @@
 import type { ApiFetch } from './api-fetch';
 import { nextCursor } from './link-header';
-import type { AcceptedInvite, Invite, Member, Page, Role } from './types';
+import type { AcceptedInvite, Invite, InvitePreview, Member, Page, Role } from './types';
 
 export async function listMembers(
   api: ApiFetch,
@@ -39,6 +39,22 @@ export async function createInvite(api: ApiFetch, invite: { email: string; role:
 
 export async function revokeInvite(api: ApiFetch, id: string): Promise<void> {
   await api(`/api/invites/${encodeURIComponent(id)}`, { method: 'DELETE' });
+}
+
+/** Who invites the token's holder, as what, until when; changes nothing. No authentication. */
+export async function previewInvite(
+  api: ApiFetch,
+  token: string,
+  signal?: AbortSignal,
+): Promise<InvitePreview> {
+  return (
+    await api<InvitePreview>('/api/invites/preview', {
+      method: 'POST',
+      body: { token },
+      anonymous: true,
+      signal,
+    })
+  ).data;
 }
 
 /** No authentication: the token of the invitation e-mail is the credential. */

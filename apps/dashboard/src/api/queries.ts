@@ -11,6 +11,7 @@ export const keys = {
   devices: ['devices'] as const,
   members: ['members'] as const,
   invites: ['invites'] as const,
+  invitePreview: ['invite-preview'] as const,
   enrollmentKey: ['enrollment-key'] as const,
   alertEndpoints: ['alert-endpoints'] as const,
   analytics: ['analytics'] as const,

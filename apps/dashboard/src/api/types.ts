@@ -49,6 +49,15 @@ export interface AcceptedInvite {
   readonly org: { readonly id: string; readonly name: string };
 }
 
+/** What an invitation token would accept (POST /api/invites/preview). */
+export interface InvitePreview {
+  readonly status: 'pending';
+  readonly email: string;
+  readonly role: Role;
+  readonly org: { readonly id: string; readonly name: string };
+  readonly expires_at: string;
+}
+
 export type DeviceStatus = 'active' | 'disabled';
 export interface Device {
   readonly id: string;

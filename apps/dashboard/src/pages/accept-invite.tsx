@@ -1,22 +1,33 @@
-import { useMutation } from '@tanstack/react-query';
+import { useMutation, useQuery } from '@tanstack/react-query';
 import { useSearchParams } from 'react-router';
-import { acceptInvite } from '../api/members';
+import { acceptInvite, previewInvite } from '../api/members';
+import { keys } from '../api/queries';
 import { useAuth } from '../auth/auth-context';
 import { usePageTitle } from '../components/page';
-import { ProblemMessage, StatusMessage } from '../components/status';
+import { Loading, ProblemMessage, StatusMessage } from '../components/status';
+import { Time } from '../components/time';
 import { roleLabel } from '../lib/permissions';
 
 /**
- * /invites/accept?token=…: the invitation e-mail's link. Accepting needs no sign-in (the token is the
- * credential); the invitee joins the organization at their next sign-in with the invited e-mail.
+ * /invites/accept?token=…: the invitation e-mail's link. It first shows who invites, as what, and until
+ * when (POST /api/invites/preview, which changes nothing), so that nobody accepts blind. Accepting needs no
+ * sign-in (the token is the credential); the invitee joins the organization at their next sign-in with the
+ * invited e-mail.
  */
 export function AcceptInvitePage() {
   usePageTitle('Accept invitation');
   const [params] = useSearchParams();
   const token = params.get('token') ?? '';
   const { api, signIn } = useAuth();
+  const preview = useQuery({
+    queryKey: [...keys.invitePreview, token],
+    queryFn: ({ signal }) => previewInvite(api, token, signal),
+    enabled: token !== '',
+    staleTime: Infinity,
+  });
   const accept = useMutation({ mutationFn: () => acceptInvite(api, token) });
   const accepted = accept.data;
+  const invited = preview.data;
 
   return (
     <main id="main" className="standalone">
@@ -43,15 +54,25 @@ export function AcceptInvitePage() {
             Sign in
           </button>
         </>
+      ) : preview.error ? (
+        <ProblemMessage
+          prefix="This invitation cannot be opened"
+          error={preview.error}
+          onRetry={() => void preview.refetch()}
+        />
+      ) : !invited ? (
+        <Loading what="the invitation" />
       ) : (
         <>
           <p>
-            You have been invited to join an organization on Security Telemetry, the service that protects its
-            devices against harmful web addresses. Accepting makes you a member of the organization that
-            invited you, with the role it chose; you then sign in with the e-mail address the invitation was
-            sent to.
+            <strong>{invited.org.name}</strong> invites <strong>{invited.email}</strong> to join it as{' '}
+            {roleLabel(invited.role)} on Security Telemetry, the service that protects its devices against
+            harmful web addresses.
           </p>
-          <p>Each invitation can be accepted once, before it expires.</p>
+          <p>
+            Accepting makes you a member of {invited.org.name}; you then sign in with {invited.email}. The
+            invitation can be accepted once, until <Time value={invited.expires_at} />.
+          </p>
           <ProblemMessage prefix="The invitation could not be accepted" error={accept.error} />
           <button type="button" onClick={() => accept.mutate()} disabled={accept.isPending}>
             {accept.isPending ? 'Accepting…' : 'Accept invitation'}
