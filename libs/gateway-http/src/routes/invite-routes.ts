@@ -9,6 +9,10 @@ import type { RateLimiter } from '../limits/rate-limiter';
 import type { UpstreamClients } from '../upstream-clients';
 import { required } from '../contract/upstream-answer';
 import { callOptionsFor } from '../observability/http-observability';
+import type {
+  Invite as ProtoInvite,
+  Organization as ProtoOrganization,
+} from '@sts/proto/gen/identity/v1/identity';
 
 export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (app, { clients }) => {
   app.get(
@@ -93,6 +97,20 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
  * Rate limited per client address, each on its own. The token travels in a body, never in an address
  * (addresses end up in access logs and Referer headers).
  */
+const inviteTokenBody = z.object({ token: z.string().min(1).max(200) }).strict();
+const invitedFields = {
+  email: z.string(),
+  role: roleSchema,
+  org: z.object({ id: z.string(), name: z.string() }),
+};
+
+/** The invite and its organization, as the accept and the preview answer them. */
+function invitedBy(answer: { invite?: ProtoInvite; org?: ProtoOrganization }) {
+  const org = required(answer.org, 'organization');
+  const { email, role, expires_at } = inviteToContract(required(answer.invite, 'invite'));
+  return { email, role, org: { id: org.id, name: org.name }, expires_at };
+}
+
 export const acceptInviteRoute: FastifyPluginAsyncZod<{
   clients: UpstreamClients;
   limiter: RateLimiter;
@@ -107,33 +125,18 @@ export const acceptInviteRoute: FastifyPluginAsyncZod<{
         summary: 'Accept an invite with the token from the invitation e-mail',
         description:
           'No authentication. The invitee becomes a member of the inviting organization at their next login with the invited e-mail address.',
-        body: z.object({ token: z.string().min(1).max(200) }).strict(),
+        body: inviteTokenBody,
         response: {
-          200: z
-            .object({
-              status: z.literal('accepted'),
-              email: z.string(),
-              role: roleSchema,
-              org: z.object({ id: z.string(), name: z.string() }),
-            })
-            .meta({ id: 'AcceptedInvite' }),
+          200: z.object({ status: z.literal('accepted'), ...invitedFields }).meta({ id: 'AcceptedInvite' }),
           ...errorResponses(400, 429),
         },
       },
     },
     async (request) => {
-      const accepted = await clients.identity.acceptInvite(
-        { token: request.body.token },
-        callOptionsFor(request),
+      const { expires_at: _expiresAt, ...invited } = invitedBy(
+        await clients.identity.acceptInvite({ token: request.body.token }, callOptionsFor(request)),
       );
-      const org = required(accepted.org, 'organization');
-      const contract = inviteToContract(required(accepted.invite, 'invite'));
-      return {
-        status: 'accepted' as const,
-        email: contract.email,
-        role: contract.role,
-        org: { id: org.id, name: org.name },
-      };
+      return { status: 'accepted' as const, ...invited };
     },
   );
 
@@ -146,35 +149,20 @@ export const acceptInviteRoute: FastifyPluginAsyncZod<{
         summary: 'Who invites the holder of this token, and as what (our addition); changes nothing',
         description:
           'No authentication. For the invitation page to show before the invitee accepts; 400 INVITE_TOKEN_INVALID for every token an accept would refuse.',
-        body: z.object({ token: z.string().min(1).max(200) }).strict(),
+        body: inviteTokenBody,
         response: {
           200: z
-            .object({
-              status: z.literal('pending'),
-              email: z.string(),
-              role: roleSchema,
-              org: z.object({ id: z.string(), name: z.string() }),
-              expires_at: z.string(),
-            })
+            .object({ status: z.literal('pending'), ...invitedFields, expires_at: z.string() })
             .meta({ id: 'InvitePreview' }),
           ...errorResponses(400, 429),
         },
       },
     },
-    async (request) => {
-      const previewed = await clients.identity.previewInvite(
-        { token: request.body.token },
-        callOptionsFor(request),
-      );
-      const org = required(previewed.org, 'organization');
-      const contract = inviteToContract(required(previewed.invite, 'invite'));
-      return {
-        status: 'pending' as const,
-        email: contract.email,
-        role: contract.role,
-        org: { id: org.id, name: org.name },
-        expires_at: contract.expires_at,
-      };
-    },
+    async (request) => ({
+      status: 'pending' as const,
+      ...invitedBy(
+        await clients.identity.previewInvite({ token: request.body.token }, callOptionsFor(request)),
+      ),
+    }),
   );
 };
