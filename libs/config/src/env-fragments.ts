@@ -109,7 +109,8 @@ export const DEFAULT_TRACES_SAMPLER: TracesSamplerName = 'parentbased_always_on'
  * Metrics and traces (every process). `METRICS_PORT` unset: no metrics endpoint. No OTLP endpoint:
  * no tracing. The `OTEL_*` names are OpenTelemetry's own, and mean what its specification says, but
  * for one thing: a span whose parent sampling left out is never recorded, whatever the sampler
- * (trace-context.ts). The SDK also reads `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_BSP_*` itself.
+ * (trace-context.ts). The OTLP exporter also reads `OTEL_EXPORTER_OTLP_HEADERS` itself; the span batching's
+ * `OTEL_BSP_*` are read here (OpenTelemetry JS 3's span processor no longer reads them).
  */
 export const observabilityEnv = {
   METRICS_PORT: port.optional(),
@@ -120,6 +121,14 @@ export const observabilityEnv = {
   OTEL_TRACES_SAMPLER: z.enum(TRACES_SAMPLERS).default(DEFAULT_TRACES_SAMPLER),
   /** The ratio of the `traceidratio` samplers; 1 when absent. */
   OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
+  /** Milliseconds between two exports of the batched spans (the SDK's default: 5000). */
+  OTEL_BSP_SCHEDULE_DELAY: z.coerce.number().int().min(0).optional(),
+  /** Milliseconds an export may take (30000). */
+  OTEL_BSP_EXPORT_TIMEOUT: z.coerce.number().int().min(1).optional(),
+  /** Spans held for export at most; more are dropped (2048). */
+  OTEL_BSP_MAX_QUEUE_SIZE: z.coerce.number().int().min(1).optional(),
+  /** Spans in one export at most (512); not over the queue size. */
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: z.coerce.number().int().min(1).optional(),
 };
 
 /** A zod string turned into a key by `parse`, or one issue with `what` and the reason. */

@@ -2,7 +2,7 @@ import { ClickHouseError } from '@clickhouse/client';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AckPolicy, RetentionPolicy, StorageType, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import type { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
+import type { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { capturedLogger } from '@sts/logger/captured-logger';
 import { consumerMessagesEnded, consumerRedeliveries, renderMetrics } from '@sts/observability/metrics';
 import { recordSpansInMemory } from '@sts/observability/test/spans-in-memory';

@@ -1,5 +1,5 @@
 import { context } from '@opentelemetry/api';
-import { SamplingDecision, type InMemorySpanExporter, type Sampler } from '@opentelemetry/sdk-trace-base';
+import { SamplingDecision, type InMemorySpanExporter, type Sampler } from '@opentelemetry/sdk-trace';
 import { capturedLogger } from '@sts/logger/captured-logger';
 import {
   contextFromHeaders,

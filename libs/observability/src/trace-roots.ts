@@ -8,7 +8,7 @@ import {
   TraceIdRatioBasedSampler,
   type IdGenerator,
   type Sampler,
-} from '@opentelemetry/sdk-trace-base';
+} from '@opentelemetry/sdk-trace';
 import type { TracesSamplerName } from '@sts/config/env-fragments';
 import type { RootDecisions } from './trace-context';
 

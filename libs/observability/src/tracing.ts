@@ -1,6 +1,8 @@
+import { context, propagation as propagationApi, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import { BatchSpanProcessor, TracerProvider, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { Logger } from '@sts/logger/create-logger';
 import { DEFAULT_TRACES_SAMPLER, type TracesSamplerName } from '@sts/config/env-fragments';
@@ -16,6 +18,10 @@ export interface TracingConfig {
   /** DEFAULT_TRACES_SAMPLER when absent. */
   OTEL_TRACES_SAMPLER?: TracesSamplerName | undefined;
   OTEL_TRACES_SAMPLER_ARG?: number | undefined;
+  OTEL_BSP_SCHEDULE_DELAY?: number | undefined;
+  OTEL_BSP_EXPORT_TIMEOUT?: number | undefined;
+  OTEL_BSP_MAX_QUEUE_SIZE?: number | undefined;
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE?: number | undefined;
 }
 
 /**
@@ -31,7 +37,7 @@ export interface RunningTracing {
   stop(): Promise<void>;
 }
 
-let registered: NodeTracerProvider | undefined;
+let registered: TracerProvider | undefined;
 
 /**
  * Turns tracing on for this process when an OTLP endpoint is configured (off by default: no
@@ -57,11 +63,18 @@ export function startTracing(
       ? `${config.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`
       : undefined);
   if (!url || registered) return { stop: async () => undefined };
-  const processor: SpanProcessor = new BatchSpanProcessor(new WorkerThreadSpanExporter(url));
+  const processor: SpanProcessor = new BatchSpanProcessor({
+    exporter: new WorkerThreadSpanExporter(url),
+    // Absent ones keep the SDK's defaults.
+    scheduledDelayMillis: config.OTEL_BSP_SCHEDULE_DELAY,
+    exportTimeoutMillis: config.OTEL_BSP_EXPORT_TIMEOUT,
+    maxQueueSize: config.OTEL_BSP_MAX_QUEUE_SIZE,
+    maxExportBatchSize: config.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+  });
   const roots = new TraceRoots(
     samplerNamed(config.OTEL_TRACES_SAMPLER ?? DEFAULT_TRACES_SAMPLER, config.OTEL_TRACES_SAMPLER_ARG),
   );
-  const provider = new NodeTracerProvider({
+  const provider = new TracerProvider({
     sampler: roots.sampler,
     idGenerator: roots,
     resource: resourceFromAttributes({
@@ -70,8 +83,12 @@ export function startTracing(
     }),
     spanProcessors: [processor],
   });
-  // Registers the W3C trace-context propagator, and for `implicit` an AsyncLocalStorage context manager.
-  provider.register(propagation === 'explicit' ? { contextManager: null } : {});
+  // The W3C trace-context propagator, and for `implicit` an AsyncLocalStorage context manager (what
+  // NodeTracerProvider's register() did before OpenTelemetry JS 3; the SDK now leaves it to the caller).
+  trace.setGlobalTracerProvider(provider);
+  propagationApi.setGlobalPropagator(new W3CTraceContextPropagator());
+  if (propagation === 'implicit')
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   registered = provider;
   markTracingOn(roots);
   logger.info({ endpoint: url, propagation }, 'tracing on: spans exported over OTLP/HTTP');

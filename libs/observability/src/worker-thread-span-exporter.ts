@@ -1,6 +1,6 @@
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { JsonTraceSerializer } from '@opentelemetry/otlp-transformer';
-import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
+import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import { Worker, type TransferListItem } from 'node:worker_threads';
 
 /**

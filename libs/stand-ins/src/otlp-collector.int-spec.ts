@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { context, trace } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { BatchSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { WorkerThreadSpanExporter } from '@sts/observability/worker-thread-span-exporter';
 import { startOtlpCollector, type OtlpCollector } from './otlp-collector';
 
@@ -18,9 +18,9 @@ describe('our span exporter (a worker thread) and the collector stand-in', () =>
   afterAll(() => collector.close());
 
   function providerExportingTo(exporter: WorkerThreadSpanExporter, scheduledDelayMillis: number) {
-    return new BasicTracerProvider({
+    return new TracerProvider({
       resource: resourceFromAttributes({ 'service.name': 'exporter-spec' }),
-      spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis })],
+      spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis })],
     });
   }
 
@@ -62,11 +62,11 @@ describe('our span exporter (a worker thread) and the collector stand-in', () =>
   it('keeps a process whose last step is the shutdown alive until the last batch is sent', async () => {
     // A process with nothing else left to do: the worker thread alone must hold it open.
     const script = `
-      const { BasicTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
+      const { TracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace');
       const { WorkerThreadSpanExporter } = require('@sts/observability/worker-thread-span-exporter');
       const exporter = new WorkerThreadSpanExporter(process.env.COLLECTOR_URL + '/v1/traces');
-      const provider = new BasicTracerProvider({
-        spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 60000 })],
+      const provider = new TracerProvider({
+        spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: 60000 })],
       });
       const span = provider.getTracer('child').startSpan('from a process that ends');
       span.end();

@@ -1,11 +1,7 @@
 import { context, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import {
-  BasicTracerProvider,
-  InMemorySpanExporter,
-  SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { markTracingOn } from '../trace-context';
 import { samplerNamed, TraceRoots } from '../trace-roots';
 
@@ -19,10 +15,10 @@ export function recordSpansInMemory(
 ): InMemorySpanExporter {
   const exporter = new InMemorySpanExporter();
   trace.setGlobalTracerProvider(
-    new BasicTracerProvider({
+    new TracerProvider({
       sampler: roots.sampler,
       idGenerator: roots,
-      spanProcessors: [new SimpleSpanProcessor(exporter)],
+      spanProcessors: [new SimpleSpanProcessor({ exporter })],
     }),
   );
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
