@@ -110,7 +110,7 @@ export const DEFAULT_TRACES_SAMPLER: TracesSamplerName = 'parentbased_always_on'
  * no tracing. The `OTEL_*` names are OpenTelemetry's own, and mean what its specification says, but
  * for one thing: a span whose parent sampling left out is never recorded, whatever the sampler
  * (trace-context.ts). The OTLP exporter also reads `OTEL_EXPORTER_OTLP_HEADERS` itself; the span batching's
- * `OTEL_BSP_*` are read here (OpenTelemetry JS 3's span processor no longer reads them).
+ * `OTEL_BSP_*` are read here and passed to the span processor, which does not read them.
  */
 export const observabilityEnv = {
   METRICS_PORT: port.optional(),

@@ -296,11 +296,9 @@ class PostgresIdentityRepositories implements IdentityRepositories {
   }
 
   async findPendingInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null> {
-    const row = await this.scope.em.findOne(
-      InviteEntity,
-      { tokenHash, status: 'pending', expiresAt: { $gt: now } },
-      { fields: INVITE_FIELDS },
-    );
+    const row = await this.scope.em.findOne(InviteEntity, livePendingInvite(tokenHash, now), {
+      fields: INVITE_FIELDS,
+    });
     return row ? toInvite(row) : null;
   }
 
@@ -309,7 +307,7 @@ class PostgresIdentityRepositories implements IdentityRepositories {
     const [row] = await this.scope.em
       .createQueryBuilder(InviteEntity)
       .update({ status: 'accepted', acceptedAt: now })
-      .where({ tokenHash, status: 'pending', expiresAt: { $gt: now } })
+      .where(livePendingInvite(tokenHash, now))
       .returning(INVITE_FIELDS)
       .execute<Invite[]>('all');
     return row ? toInvite(row) : null;
@@ -339,6 +337,11 @@ class PostgresIdentityRepositories implements IdentityRepositories {
       .select(['m.*', 'u.email', 'u.name'])
       .join('m.userId', 'u');
   }
+}
+
+/** The invite a token names while it can still be accepted: pending and not expired. */
+function livePendingInvite(tokenHash: string, now: Date) {
+  return { tokenHash, status: 'pending' as const, expiresAt: { $gt: now } };
 }
 
 const INVITE_FIELDS: (keyof Invite)[] = [

@@ -83,8 +83,8 @@ export function startTracing(
     }),
     spanProcessors: [processor],
   });
-  // The W3C trace-context propagator, and for `implicit` an AsyncLocalStorage context manager (what
-  // NodeTracerProvider's register() did before OpenTelemetry JS 3; the SDK now leaves it to the caller).
+  // The provider, the W3C trace-context propagator and, for `implicit`, an AsyncLocalStorage context manager:
+  // the SDK registers none of them itself.
   trace.setGlobalTracerProvider(provider);
   propagationApi.setGlobalPropagator(new W3CTraceContextPropagator());
   if (propagation === 'implicit')

@@ -92,11 +92,6 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
   );
 };
 
-/**
- * POST /api/invites/accept and /api/invites/preview need no authentication: the token is the credential.
- * Rate limited per client address, each on its own. The token travels in a body, never in an address
- * (addresses end up in access logs and Referer headers).
- */
 const inviteTokenBody = z.object({ token: z.string().min(1).max(200) }).strict();
 const invitedFields = {
   email: z.string(),
@@ -111,6 +106,11 @@ function invitedBy(answer: { invite?: ProtoInvite; org?: ProtoOrganization }) {
   return { email, role, org: { id: org.id, name: org.name }, expires_at };
 }
 
+/**
+ * POST /api/invites/accept and /api/invites/preview need no authentication: the token is the credential.
+ * Rate limited per client address, each on its own. The token travels in a body, never in an address
+ * (addresses end up in access logs and Referer headers).
+ */
 export const acceptInviteRoute: FastifyPluginAsyncZod<{
   clients: UpstreamClients;
   limiter: RateLimiter;
