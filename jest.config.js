@@ -57,9 +57,12 @@ module.exports = {
       // time, after the rest (scripts/test.sh), so that no other spec meets a node they took down.
       ...common,
       displayName: 'cluster-faults',
-      testMatch: ['<rootDir>/{apps,libs}/**/*.cluster-spec.ts'],
+      testMatch: ['<rootDir>/{apps,libs,scripts}/**/*.cluster-spec.ts'],
       setupFiles: ['<rootDir>/tools/jest/cluster-topology.setup.js'],
-      setupFilesAfterEnv: ['<rootDir>/tools/jest/slow-tests.setup.js'],
+      setupFilesAfterEnv: [
+        '<rootDir>/tools/jest/slow-tests.setup.js',
+        '<rootDir>/tools/jest/cluster-health.setup.js',
+      ],
     },
     {
       ...common,

@@ -8,7 +8,9 @@
 #           stop    SIGTERM (clean shutdown), then wait until the process has gone
 #           start   start it again with the config ensure-cluster.sh wrote; returns once it answers
 #                   (ClickHouse `SELECT 1`, ZooKeeper `ruok`, NATS client port + JetStream /healthz,
-#                   which needs a majority of the NATS nodes up to elect a meta leader)
+#                   which needs a majority of the NATS nodes up to elect a meta leader). A ClickHouse
+#                   replica that refuses to start after a kill is repaired (force_restore_data), and
+#                   what was done and moved aside is printed
 #           status  prints `running` (exit 0) or `stopped` (exit 1)
 #   NODE    ch-s1-r1 ch-s1-r2 ch-s2-r1 ch-s2-r2 zookeeper nats-n1 nats-n2 nats-n3 (scripts/infra/cluster-nodes.sh)
 #
@@ -75,10 +77,19 @@ case "$action" in
   start)
     infra_require_root "cannot start $node"
     infra_lock "cluster-$kind"
-    if ! sts_node_running "$node"; then
-      sts_node_start "$node"
+    if [ "$kind" = clickhouse ]; then
+      # Repairs a replica that refuses to start after a kill, and says what it did.
+      healed=true
+      sts_ch_start_healing "$node" "$START_TIMEOUT" || healed=false
+    else
+      sts_node_running "$node" || sts_node_start "$node"
+      # The wait needs no lock, and a NATS node answers only once a majority is up: the other nodes' starts
+      # must not wait behind it.
+      exec 9>&-
+      healed=true
+      sts_node_wait_ready "$node" "$START_TIMEOUT" || healed=false
     fi
-    if ! sts_node_wait_ready "$node" "$START_TIMEOUT"; then
+    if ! $healed; then
       tail -n 20 "$(sts_node_log "$node")" >&2 2>/dev/null || true
       infra_die "$node did not answer at $(where) within ${START_TIMEOUT}s; see $(sts_node_log "$node")"
     fi

@@ -33,7 +33,8 @@ ch-s2-r2   127.0.0.1   02     8134  9134  9334
 # NATS: cluster name, one line per node (server_name is sts-<node>; store /var/lib/sts-cluster/nats/<node>).
 STS_NATS_CLUSTER=sts
 STS_NATS_DIR="$STS_CLUSTER_ROOT/nats"
-STS_NATS_DAEMON=/usr/sbin/nats-server
+# The release production runs, brought into the project (downloaded on first use): scripts/infra/ensure-nats-release.sh.
+sts_nats_daemon() { bash "$(dirname "${BASH_SOURCE[0]}")/ensure-nats-release.sh"; }
 STS_NATS_TABLE='
 # node  client  route  monitoring_http
 n1      4241    6241   8241
@@ -105,6 +106,8 @@ sts_node_config() {
 _sts_pid_runs_config() {
   local pid="$1" config="$2" exe cmdline
   exe="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
+  # A server whose binary has been replaced or removed since (a checkout's .dev/tools) still runs.
+  exe="${exe% (deleted)}"
   case "${exe##*/}" in
     clickhouse-server | clickhouse | nats-server | java) ;;
     *) return 1 ;;
@@ -209,9 +212,11 @@ sts_node_start() {
         --exec "$STS_CH_DAEMON" -- --config-file="$config"
       ;;
     nats)
+      local daemon
+      daemon="$(sts_nats_daemon)"
       start-stop-daemon --start --quiet --background --make-pidfile --pidfile "$pidfile" \
         --output "$STS_CLUSTER_LOG_DIR/$name.out" \
-        --exec "$STS_NATS_DAEMON" -- -c "$config"
+        --exec "$daemon" -- -c "$config"
       ;;
     zookeeper)
       local user=root java
@@ -245,6 +250,42 @@ sts_node_wait_ready() {
     [ "$(date +%s)" -lt "$deadline" ] || return 1
     sleep 0.5
   done
+}
+
+# What a ClickHouse replica says when it refuses to start because its parts and ZooKeeper's list of them
+# disagree too much (18.16 and current releases word it alike).
+STS_CH_PARTS_REFUSAL="doesn't look like the set of parts in ZooKeeper"
+
+# sts_ch_start_healing NODE SECONDS: starts a ClickHouse node (unless it runs) and waits until it answers. A
+# replica that refuses to start because its parts do not match ZooKeeper's (it was killed mid-insert) is started
+# once more with ClickHouse's own flag for that case, flags/force_restore_data: it then moves the parts that
+# ZooKeeper does not list aside to detached/ and fetches the ones it lacks from the other replica. Prints what it
+# repaired and every part moved aside (ClickHouse logs each too). Fails when the node still does not answer.
+sts_ch_start_healing() {
+  local node="$1" timeout="$2" home="$STS_CH_DIR/$1" marker part
+  marker="$(mktemp /tmp/sts-ch-start.XXXXXX)"
+  sts_node_running "$node" || sts_node_start "$node"
+  if ! sts_node_wait_ready "$node" "$timeout"; then
+    # Exited, with the refusal among its last errors (the error log holds errors only).
+    if sts_node_running "$node" || ! tail -n 100 "$(sts_node_log "$node")" 2>/dev/null | grep -qF "$STS_CH_PARTS_REFUSAL"; then
+      rm -f "$marker"
+      return 1
+    fi
+    echo "$node: refused to start: its parts do not match ZooKeeper's (killed mid-insert); starting it with force_restore_data"
+    mkdir -p "$home/data/flags"
+    touch "$home/data/flags/force_restore_data"
+    chown -R clickhouse:clickhouse "$home/data/flags"
+    sts_node_start "$node"
+    if ! sts_node_wait_ready "$node" "$timeout"; then
+      rm -f "$marker"
+      return 1
+    fi
+  fi
+  # Renaming a directory changes its ctime: the parts moved to detached/ since the start.
+  while IFS= read -r part; do
+    echo "$node: part moved aside by ClickHouse (not in ZooKeeper's list, or broken): ${part#"$home/data/data/"}"
+  done < <(find "$home/data/data" -mindepth 4 -maxdepth 4 -path '*/detached/*' -cnewer "$marker" 2>/dev/null | sort)
+  rm -f "$marker"
 }
 
 # sts_node_signal NAME SIGNAL SECONDS: sends SIGNAL to the node's server and waits until it has exited.
