@@ -14,23 +14,32 @@ import { runProcess } from '@sts/runtime/lifecycle';
 runProcess('nats-setup', async () => {
   const config = loadConfig(natsSetupEnvSchema);
   const logger = createLogger('nats-setup', config.LOG_LEVEL);
-  const nats = await connectJetStream({ url: config.NATS_URL, name: 'nats-setup', logger });
+  // Waits (NATS_READY_TIMEOUT_MS) for a restarted cluster's meta leader, then for each stream's: a Job that
+  // runs before the services may meet a cluster that is still electing them.
+  const nats = await connectJetStream({
+    url: config.NATS_URL,
+    name: 'nats-setup',
+    logger,
+    readyTimeoutMs: config.NATS_READY_TIMEOUT_MS,
+  });
   try {
-    await provisionNatsTopology(
-      nats.nc,
-      nats.jsm,
-      {
-        namespace: config.NATS_NAMESPACE,
-        replicas: config.NATS_STREAM_REPLICAS,
-        telemetryMaxBytes: config.TELEMETRY_STREAM_MAX_BYTES,
-        telemetryConsumers: {
-          'analytics-telemetry': {
-            ackWaitMs: config.TELEMETRY_ACK_WAIT_MS,
-            maxBatchMessages: config.TELEMETRY_BATCH_MESSAGES,
+    await nats.untilAnswers(`the streams, consumers and buckets of namespace ${config.NATS_NAMESPACE}`, () =>
+      provisionNatsTopology(
+        nats.nc,
+        nats.jsm,
+        {
+          namespace: config.NATS_NAMESPACE,
+          replicas: config.NATS_STREAM_REPLICAS,
+          telemetryMaxBytes: config.TELEMETRY_STREAM_MAX_BYTES,
+          telemetryConsumers: {
+            'analytics-telemetry': {
+              ackWaitMs: config.TELEMETRY_ACK_WAIT_MS,
+              maxBatchMessages: config.TELEMETRY_BATCH_MESSAGES,
+            },
           },
         },
-      },
-      logger,
+        logger,
+      ),
     );
   } catch (error) {
     await nats.close();

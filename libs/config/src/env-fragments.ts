@@ -52,6 +52,11 @@ export const natsEnv = {
    * three-node cluster). Whoever makes or updates a stream or bucket uses it.
    */
   NATS_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
+  /**
+   * How long a process waits at start for JetStream to answer (a restarted cluster elects its meta leader,
+   * then each stream's) before it fails, naming what it waited for.
+   */
+  NATS_READY_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(3_600_000).default(120_000),
   /** Prefix of stream names and subjects, so that test runs (or tenants of one NATS) stay apart. */
   NATS_NAMESPACE: z
     .string()

@@ -47,7 +47,12 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     lifecycle.add('grpc clients', () => clients.close());
     const verifier = new AccessTokenVerifier(accessTokenVerifierOptionsFromEnv(config));
     const caches = new GatewayCaches(config);
-    const nats = await connectJetStream({ url: config.NATS_URL, name: 'gateway', logger });
+    const nats = await connectJetStream({
+      url: config.NATS_URL,
+      name: 'gateway',
+      logger,
+      readyTimeoutMs: config.NATS_READY_TIMEOUT_MS,
+    });
     lifecycle.add('nats', () => nats.close());
     const subscriptions = subscribeToCacheEvictions(nats.nc, config.NATS_NAMESPACE, caches, logger);
     lifecycle.add('cache eviction subscriptions', () =>
@@ -59,17 +64,21 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       deviceSubscriptions.forEach((subscription) => subscription.unsubscribe()),
     );
     // The analytics service creates the stream too; whichever starts first does it.
-    await ensureTelemetry(nats.jsm, config.NATS_NAMESPACE, logger, { replicas: config.NATS_STREAM_REPLICAS });
+    await nats.untilAnswers('the telemetry stream', () =>
+      ensureTelemetry(nats.jsm, config.NATS_NAMESPACE, logger, { replicas: config.NATS_STREAM_REPLICAS }),
+    );
     const telemetry = jetStreamTelemetrySink(
       nats.js,
       config.NATS_NAMESPACE,
       config.TELEMETRY_PUBLISH_TIMEOUT_MS,
     );
     const limits = new KvWindowCounter(
-      await openLimitsBucket(nats.nc, config.NATS_NAMESPACE, {
-        timeoutMs: LIMITS_TIMEOUT_MS,
-        replicas: config.NATS_STREAM_REPLICAS,
-      }),
+      await nats.untilAnswers('the rate limits bucket', () =>
+        openLimitsBucket(nats.nc, config.NATS_NAMESPACE, {
+          timeoutMs: LIMITS_TIMEOUT_MS,
+          replicas: config.NATS_STREAM_REPLICAS,
+        }),
+      ),
       { logger },
     );
     const service = (address: string) => () => probeGrpcHealth(address, READINESS_TIMEOUT_MS, tls);

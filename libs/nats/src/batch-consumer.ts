@@ -11,6 +11,7 @@ import {
   maxAckPendingFor,
   type DurableConsumerSpec,
 } from './durable-consumer';
+import { untilJetStreamAnswers } from './jetstream-availability';
 import { natsHeaderGetter } from './trace-headers';
 import { retryDelayMs, type RetryDelayPolicy } from './retry-delay';
 
@@ -65,6 +66,11 @@ export interface BatchConsumerOptions<T> {
   /** Log fields naming a message's content (never secrets), for failure lines. */
   describe?: (value: T) => Record<string, unknown>;
   logger: Logger;
+  /**
+   * How long the start waits for a restarted cluster to elect the stream's and the consumer's leaders
+   * (default 120 s); a refusal fails it at once.
+   */
+  readyTimeoutMs?: number;
   /** Deliveries before a failing message is given up (terminated, logged). Default -1: never. */
   maxDeliver?: number;
   /** Messages per batch at most. Default 200. */
@@ -256,7 +262,10 @@ export async function startBatchConsumer<T>(options: BatchConsumerOptions<T>): P
   }
 
   // Create the consumer before returning, so that a wrong configuration fails the start.
-  await ensureConsumer(true);
+  await untilJetStreamAnswers(`consumer ${durableName} of stream ${stream}`, () => ensureConsumer(true), {
+    logger,
+    timeoutMs: options.readyTimeoutMs ?? 120_000,
+  });
   const stopReportingBacklog = consumerBacklog.add(durableName, async () => {
     const info = await jsm.consumers.info(stream, durableName);
     return { pending: info.num_pending, ackPending: info.num_ack_pending, redelivered: info.num_redelivered };

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
 import type { Logger } from '@sts/logger/create-logger';
+import { untilJetStreamAnswers } from './jetstream-availability';
 import { natsInboxPrefix } from './nats-permissions';
 
 export interface JetStreamConnection {
@@ -10,6 +11,11 @@ export interface JetStreamConnection {
   readonly jsm: JetStreamManager;
   /** Whether the server answers a round trip now (readiness checks). */
   answers(): Promise<boolean>;
+  /**
+   * Runs an idempotent JetStream API call until a restarted cluster has the leaders to answer it, for at most
+   * the connection's ready timeout; the log says what it waits for.
+   */
+  untilAnswers<T>(what: string, action: () => Promise<T>): Promise<T>;
   /** Drains subscriptions and pending publishes/acks, then closes. Safe to call twice. */
   close(): Promise<void>;
 }
@@ -24,6 +30,11 @@ export interface ConnectJetStreamOptions {
   initialConnectTimeoutMs?: number;
   /** Milliseconds between reconnect attempts once connected (default 1 s, plus up to 1 s jitter). */
   reconnectTimeWaitMs?: number;
+  /**
+   * How long to wait, once connected, for JetStream to answer (a restarted cluster elects its meta leader
+   * first; default 120 s, NATS_READY_TIMEOUT_MS).
+   */
+  readyTimeoutMs?: number;
 }
 
 /**
@@ -60,9 +71,15 @@ export async function connectJetStream(options: ConnectJetStreamOptions): Promis
     else logger.info('NATS connection closed');
   });
 
+  const wait = { logger, timeoutMs: options.readyTimeoutMs ?? 120_000 };
   let jsm: JetStreamManager;
   try {
-    jsm = await jetstreamManager(nc);
+    jsm = await jetstreamManager(nc, { checkAPI: false });
+    await untilJetStreamAnswers(
+      'the JetStream API of this account (its meta leader)',
+      () => jsm.getAccountInfo(),
+      wait,
+    );
   } catch (error) {
     await nc.close();
     throw error;
@@ -75,6 +92,7 @@ export async function connectJetStream(options: ConnectJetStreamOptions): Promis
     js,
     jsm,
     answers: async () => !nc.isClosed() && (await nc.rtt()) >= 0,
+    untilAnswers: (what, action) => untilJetStreamAnswers(what, action, wait),
     close: () => {
       closing ??= (async () => {
         if (!nc.isClosed()) {

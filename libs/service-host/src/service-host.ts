@@ -39,6 +39,8 @@ export interface ServiceHostConfig extends ObservabilityConfig {
   NATS_NAMESPACE: string;
   /** Copies of the events stream a NATS cluster keeps, should this service make it (default 1). */
   NATS_STREAM_REPLICAS?: number;
+  /** How long the start waits for a restarted NATS cluster's leaders (default 120 s). */
+  NATS_READY_TIMEOUT_MS?: number;
   GRPC_HOST: string;
   GRPC_PORT: number;
   /** The public keys of the services that call this one (SERVICE_TRUSTED_KEYS, parsed). */
@@ -164,16 +166,23 @@ export async function runServiceHost(
     const observability = await startObservability(options.name, config, logger);
     lifecycle.add('metrics and traces', () => observability.stop());
 
-    const nats = await connectJetStream({ url: config.NATS_URL, name: options.name, logger });
+    const nats = await connectJetStream({
+      url: config.NATS_URL,
+      name: options.name,
+      logger,
+      readyTimeoutMs: config.NATS_READY_TIMEOUT_MS,
+    });
     lifecycle.add('nats', () => nats.close());
 
     let relay: OutboxRelay | undefined;
     if (orm && database?.publishesEvents) {
       // Consumers ensure the stream themselves (and again when it vanishes); the relay needs it to publish.
-      await ensureEventsStream(nats.jsm, config.NATS_NAMESPACE, {
-        logger,
-        replicas: config.NATS_STREAM_REPLICAS,
-      });
+      await nats.untilAnswers('the events stream', () =>
+        ensureEventsStream(nats.jsm, config.NATS_NAMESPACE, {
+          logger,
+          replicas: config.NATS_STREAM_REPLICAS,
+        }),
+      );
       relay = new OutboxRelay(orm, createEventPublisher(nats.js, config.NATS_NAMESPACE), logger, {
         brokerAnswers: () => nats.jsm.getAccountInfo().then(() => true),
         isBrokerFailure: isBrokerUnavailable,
