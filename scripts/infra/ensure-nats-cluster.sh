@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016 # single-quoted programs get their values as arguments or environment
-# Makes the local NATS cluster `sts` answer: three nats-server processes (Debian's, as ensure-nats.sh
-# installs it) on 127.0.0.1 with JetStream, no authorization (like the standalone server on 4222; tests
+# Makes the local NATS cluster `sts` answer: three nats-server processes (the release production runs, as
+# ensure-nats-release.sh brings it) on 127.0.0.1 with JetStream, no authorization (like the standalone server on 4222; tests
 # isolate by namespace). Nodes, ports and directories: scripts/infra/cluster-nodes.sh. Ready once a
 # JetStream client connected to all three can create and delete an R3 stream (a meta leader is elected).
 # STS_NATS_CLUSTER_INCLUDE may name a file whose content is appended to each node's config (e.g. an
@@ -19,12 +19,14 @@ TIMEOUT="${NATS_START_TIMEOUT:-60}"
 INCLUDE="${STS_NATS_CLUSTER_INCLUDE:-}"
 [ -z "$INCLUDE" ] || [ -r "$INCLUDE" ] || infra_die "STS_NATS_CLUSTER_INCLUDE=$INCLUDE is not a readable file"
 
+NATS_VERSION="$("$(sts_nats_daemon)" --version)"
 URLS="$(for n in "${STS_NATS_NODES[@]}"; do echo "nats://$STS_CLUSTER_HOST:${STS_NATS_CLIENT_PORT[$n]}"; done | paste -sd,)"
 
 node_config() {
   local node="$1" n
   cat <<CONF
-# Written by scripts/infra/ensure-nats-cluster.sh: node $node of the local NATS cluster $STS_NATS_CLUSTER.
+# Written by scripts/infra/ensure-nats-cluster.sh: node $node of the local NATS cluster $STS_NATS_CLUSTER,
+# run by $NATS_VERSION (scripts/infra/ensure-nats-release.sh; another release restarts the node).
 server_name: sts-$node
 listen: $STS_CLUSTER_HOST:${STS_NATS_CLIENT_PORT[$node]}
 http: $STS_CLUSTER_HOST:${STS_NATS_MONITOR_PORT[$node]}
@@ -124,10 +126,6 @@ fi
 infra_require_root "the NATS cluster does not answer"
 infra_lock cluster-nats
 
-if [ ! -x "$STS_NATS_DAEMON" ]; then
-  # Installs the package (and starts the standalone server, which the tests use too).
-  bash "$dir/ensure-nats.sh" </dev/null | sed 's/^/  /' >&2
-fi
 sts_cluster_dirs
 
 for node in "${STS_NATS_NODES[@]}"; do

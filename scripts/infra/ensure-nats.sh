@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016 # single-quoted programs get their values as arguments or environment
 # Makes NATS with JetStream answer on ${NATS_URL:-nats://127.0.0.1:4222}: uses a server already listening
-# (and checks that JetStream is enabled for its account), otherwise installs Debian's nats-server if
-# missing and starts it in the background with JetStream. Idempotent. Prints one line on success.
+# (and checks that JetStream is enabled for its account), otherwise starts the release production runs
+# (ensure-nats-release.sh brings it into the project) in the background with JetStream. A server this script
+# started before, of another release, is restarted on the project's. Idempotent. Prints one line on success.
 set -euo pipefail
 # shellcheck source=scripts/infra/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -10,7 +11,6 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 
 URL="${NATS_URL:-nats://127.0.0.1:4222}"
 TIMEOUT="${NATS_START_TIMEOUT:-30}"
-DAEMON=/usr/sbin/nats-server
 
 first="${URL%%,*}"
 rest="${first#*://}"
@@ -58,7 +58,33 @@ jetstream() {
   fi
 }
 
-done_line() { echo "nats: ready at $host:$port (JetStream on)"; }
+# The version in the server's INFO line.
+running_version() {
+  local host_="${host#[}"
+  timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"; IFS= read -r line <&3; printf "%s\n" "$line"' "${host_%]}" "$port" 2>/dev/null |
+    sed -n 's/.*"version":"\([^"]*\)".*/\1/p'
+}
+
+done_line() { echo "nats: ready at $host:$port (JetStream on, nats-server $(running_version))"; }
+
+# A server started by this script (its pid file) of another release than the project's: stopped, to be
+# started again on the project's below. A server someone else runs is used as it is.
+if listening && [ -r "$PIDFILE" ] && infra_is_local "$host"; then
+  DAEMON="$(bash "$(dirname "$0")/ensure-nats-release.sh")"
+  wanted="$("$DAEMON" --version | sed 's/^nats-server: v//')"
+  pid="$(cat "$PIDFILE" 2>/dev/null || true)"
+  exe="$(readlink "/proc/$pid/exe" 2>/dev/null || true)"
+  exe="${exe% (deleted)}"
+  if [ "$(running_version)" != "$wanted" ] && [ "${exe##*/}" = nats-server ]; then
+    infra_require_root "NATS on $host:$port runs $(running_version), not $wanted"
+    infra_lock nats
+    infra_log "nats-server $(running_version) on $host:$port was started here; restarting it on $wanted"
+    kill -TERM "$pid" 2>/dev/null || true
+    infra_wait 30 "nats-server $(running_version) stopped" bash -c '! kill -0 "$0" 2>/dev/null' "$pid" ||
+      infra_die "nats-server (pid $pid) did not stop within 30s"
+    rm -f "$PIDFILE"
+  fi
+fi
 
 if listening; then
   jetstream || infra_die "NATS answers on $host:$port but JetStream is not enabled for this account; restart it with -js (e.g. nats-server -js -sd $STORE)"
@@ -70,12 +96,7 @@ infra_is_local "$host" || infra_die "NATS does not answer on $host:$port, and $h
 infra_require_root "NATS does not answer on $host:$port"
 infra_lock nats
 
-if ! listening; then
-  if [ ! -x "$DAEMON" ]; then
-    infra_apt_install nats-server
-  fi
-fi
-# The package may have started its own server on install.
+DAEMON="$(bash "$(dirname "$0")/ensure-nats-release.sh")"
 if ! listening; then
   mkdir -p "$STORE" "$(dirname "$LOG")"
   bind="${host#[}"

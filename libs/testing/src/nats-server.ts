@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { connect as connectTcp } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { freePort } from './free-port';
 
 export interface LocalNatsServer {
@@ -13,12 +13,16 @@ export interface LocalNatsServer {
   stop(): Promise<void>;
 }
 
-/** The nats-server binary: NATS_SERVER_BIN, Debian's package, or the PATH. */
+/**
+ * The nats-server binary: NATS_SERVER_BIN (npm test sets it), else the release the project brings
+ * (scripts/infra/ensure-nats-release.sh), brought now if missing.
+ */
 function natsServerBinary(): string {
-  const candidates = [process.env.NATS_SERVER_BIN, '/usr/sbin/nats-server', '/usr/bin/nats-server'].filter(
-    Boolean,
-  ) as string[];
-  return candidates.find((path) => existsSync(path)) ?? 'nats-server';
+  const given = process.env.NATS_SERVER_BIN;
+  if (given && existsSync(given)) return given;
+  return execFileSync('bash', [resolve(__dirname, '../../../scripts/infra/ensure-nats-release.sh')], {
+    encoding: 'utf8',
+  }).trim();
 }
 
 /**
