@@ -153,27 +153,53 @@ const client = new Client({ connectionString: url.toString() });
 })().catch((e) => { console.error('cannot prepare database: ' + e.message); process.exit(1); });
 "
 
-# --- services -----------------------------------------------------------------------------------
-PIDS=()
-NAMES=()
+# --- services ---------------------------------------------------------------------------------
+# Every process npm start runs is a child it supervises: one that exits is started again with backoff
+# (1 s, doubling to 30 s; reset after a minute up), as Kubernetes restarts a container, and the supervisor
+# says so (docs/decisions.md, "npm start supervises"). Ctrl-C stops them all.
+NAMES=()  # what each child is
+PIDS=()   # its pid, or "waiting" while its restart is due
+SPECS=()  # its command line, quoted (printf %q)
+RESTARTS=() NEXT_START=() STARTED_AT=()
 cleanup() {
   trap - EXIT INT TERM
   say "stopping"
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do
+    [ "$pid" = waiting ] || kill -TERM "$pid" 2>/dev/null || true
+  done
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
 trap 'cleanup; exit 0' INT TERM
+
+# spawn_child INDEX: (re)starts child INDEX with its command line, its output appended to its log.
+spawn_child() {
+  local i=$1
+  # exec: the pid is the process itself, which a TERM then reaches.
+  eval "exec ${SPECS[$i]}" >>"$LOG_DIR/${NAMES[$i]}.log" 2>&1 &
+  PIDS[i]=$!
+  STARTED_AT[i]=$(date +%s)
+}
+
+# supervise NAME COMMAND...: starts COMMAND as a supervised child, logging to .dev/logs/NAME.log.
+supervise() {
+  local name=$1
+  shift
+  NAMES+=("$name")
+  SPECS+=("$(printf '%q ' "$@")")
+  RESTARTS+=(0)
+  NEXT_START+=(0)
+  STARTED_AT+=(0)
+  spawn_child $((${#NAMES[@]} - 1))
+}
 
 start() {
   local name=$1 entry=$2 own_key=()
   shift 2
   # A caller's own signing key, to that process alone.
   if [ -s "$DEV_DIR/service-keys/$name" ]; then own_key=("SERVICE_SIGNING_KEY=$(cat "$DEV_DIR/service-keys/$name")"); fi
-  env "${own_key[@]}" "$@" node --import tsx "$entry" >>"$LOG_DIR/$name.log" 2>&1 &
-  PIDS+=($!)
-  NAMES+=("$name")
-  echo "started $name (pid $!, log .dev/logs/$name.log)"
+  supervise "$name" env "${own_key[@]}" "$@" node --import tsx "$entry"
+  echo "started $name (pid ${PIDS[-1]}, log .dev/logs/$name.log)"
 }
 
 wait_for_port() {
@@ -185,8 +211,8 @@ wait_for_port() {
 }
 
 if $OWN_NATS; then
-  NATS_BIN=$(command -v nats-server || echo /usr/sbin/nats-server)
-  if [ -x "$NATS_BIN" ]; then
+  # The release production runs, brought into the project (scripts/infra/ensure-nats-release.sh).
+  if NATS_BIN=$(bash scripts/infra/ensure-nats-release.sh); then
     if $CLUSTER; then
       # Three nodes of the project's own, each with the per-service users: clients on STS_NATS_PORT and the
       # two ports after it, routes 2000 higher.
@@ -195,11 +221,7 @@ if $OWN_NATS; then
       NATS_DIR="$DEV_DIR/nats-cluster"
       say "NATS cluster of $NATS_NODES nodes with a user per service (ports $STS_NATS_PORT-$((STS_NATS_PORT + NATS_NODES - 1)))"
       node --import tsx scripts/nats-config.ts "$NATS_DIR" "$STS_NATS_PORT" "$NATS_NAMESPACE" "$NATS_NODES"
-      for node in $(seq 1 "$NATS_NODES"); do
-        "$NATS_BIN" -c "$NATS_DIR/n$node.conf" >>"$LOG_DIR/nats-n$node.log" 2>&1 &
-        PIDS+=($!)
-        NAMES+=("nats-n$node")
-      done
+      for node in $(seq 1 "$NATS_NODES"); do supervise "nats-n$node" "$NATS_BIN" -c "$NATS_DIR/n$node.conf"; done
       for node in $(seq 1 "$NATS_NODES"); do wait_for_port "nats-n$node" $((STS_NATS_PORT + node - 1)); done
     else
       STS_NATS_PORT="${STS_NATS_PORT:-4223}"
@@ -207,9 +229,7 @@ if $OWN_NATS; then
       NATS_DIR="$DEV_DIR/nats"
       say "NATS with a user per service (port $STS_NATS_PORT)"
       node --import tsx scripts/nats-config.ts "$NATS_DIR" "$STS_NATS_PORT" "$NATS_NAMESPACE"
-      "$NATS_BIN" -c "$NATS_DIR/nats.conf" >>"$LOG_DIR/nats.log" 2>&1 &
-      PIDS+=($!)
-      NAMES+=(nats)
+      supervise nats "$NATS_BIN" -c "$NATS_DIR/nats.conf"
       wait_for_port nats "$STS_NATS_PORT"
     fi
   else
@@ -331,14 +351,58 @@ cat <<INFO
 
 INFO
 
-# Stay up while every service does; if one exits, say which and stop the rest.
+# The shared cluster's ClickHouse and ZooKeeper nodes are daemons of scripts/infra (not children): a node
+# that is down is started again by cluster-node.sh (which repairs a replica that refuses to start), with backoff.
+CLUSTER_NODES=()
+declare -A NODE_RESTARTS=() NODE_NEXT_CHECK=()
+if $CLUSTER; then
+  # shellcheck source=scripts/infra/cluster-nodes.sh
+  source scripts/infra/cluster-nodes.sh
+  CLUSTER_NODES=("${STS_CH_NODES[@]}" zookeeper)
+fi
+watch_cluster_nodes() {
+  local node now=$1
+  for node in "${CLUSTER_NODES[@]}"; do
+    [ "$now" -ge "${NODE_NEXT_CHECK[$node]:-0}" ] || continue
+    NODE_NEXT_CHECK[$node]=$((now + 5))
+    if sts_node_running "$node"; then
+      NODE_RESTARTS[$node]=0
+      continue
+    fi
+    local restarts=$((${NODE_RESTARTS[$node]:-0} + 1)) delay
+    NODE_RESTARTS[$node]=$restarts
+    delay=$((restarts > 5 ? 30 : 1 << restarts))
+    NODE_NEXT_CHECK[$node]=$((now + 5 + delay))
+    echo "$node is down; starting it again (attempt $restarts; log .dev/logs/cluster-nodes.log)" >&2
+    bash scripts/infra/cluster-node.sh start "$node" >>"$LOG_DIR/cluster-nodes.log" 2>&1 &
+  done
+}
+
+# Stay up; a child that exits is started again with backoff, and said so.
 while :; do
-  for i in "${!PIDS[@]}"; do
-    if ! kill -0 "${PIDS[$i]}" 2>/dev/null; then
-      echo "${NAMES[$i]} exited; last lines of .dev/logs/${NAMES[$i]}.log:" >&2
-      tail -n 20 "$LOG_DIR/${NAMES[$i]}.log" >&2
-      exit 1
+  now=$(date +%s)
+  for i in "${!NAMES[@]}"; do
+    pid=${PIDS[$i]}
+    if [ "$pid" = waiting ]; then
+      if [ "$now" -ge "${NEXT_START[$i]}" ]; then
+        spawn_child "$i"
+        echo "started ${NAMES[$i]} again (pid ${PIDS[$i]}, restart ${RESTARTS[$i]})" >&2
+      fi
+      continue
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      code=0
+      wait "$pid" 2>/dev/null || code=$?
+      RESTARTS[i]=$((RESTARTS[i] + 1))
+      delay=$((RESTARTS[i] > 5 ? 30 : 1 << (RESTARTS[i] - 1)))
+      PIDS[i]=waiting
+      NEXT_START[i]=$((now + delay))
+      echo "${NAMES[$i]} exited (status $code); starting it again in ${delay}s; last lines of .dev/logs/${NAMES[$i]}.log:" >&2
+      tail -n 10 "$LOG_DIR/${NAMES[$i]}.log" >&2
+    elif [ "${RESTARTS[$i]}" -gt 0 ] && [ $((now - STARTED_AT[i])) -ge 60 ]; then
+      RESTARTS[i]=0
     fi
   done
+  [ ${#CLUSTER_NODES[@]} -eq 0 ] || watch_cluster_nodes "$now"
   sleep 1
 done

@@ -347,7 +347,12 @@ describe('dev-stripe process', () => {
       expect(session.url).toMatch(new RegExp(`^${ready.url as string}/checkout/cs_test_`));
       expect((await post(`${session.url}/pay`)).status).toBe(303);
       expect(receiver.events().map((event) => event.type)).toEqual(['checkout.session.completed']);
-      expect(lines().find((line) => line.msg === 'webhook delivered')).toMatchObject({
+      // The child's log line comes through a pipe, after its answer: waited for, not read at once.
+      const delivered = await eventually(
+        () => lines().find((line) => line.msg === 'webhook delivered'),
+        10_000,
+      );
+      expect(delivered).toMatchObject({
         type: 'checkout.session.completed',
       });
       // The secrets stay out of the log.
