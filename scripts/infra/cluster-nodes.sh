@@ -258,29 +258,34 @@ STS_CH_PARTS_REFUSAL="doesn't look like the set of parts in ZooKeeper"
 
 # sts_ch_start_healing NODE SECONDS: starts a ClickHouse node (unless it runs) and waits until it answers. A
 # replica that refuses to start because its parts do not match ZooKeeper's (it was killed mid-insert) is started
-# once more with ClickHouse's own flag for that case, flags/force_restore_data: it then moves the parts that
-# ZooKeeper does not list aside to detached/ and fetches the ones it lacks from the other replica. Prints what it
-# repaired and every part moved aside (ClickHouse logs each too). Fails when the node still does not answer.
+# again with ClickHouse's own flag for that case, flags/force_restore_data: it then moves the parts that ZooKeeper
+# does not list aside to detached/ and fetches the ones it lacks from the other replica. A server that exits
+# otherwise while it starts (18.16 may abort instead of refusing when several tables load at once) is started
+# again; three starts at most. Prints what it repaired and every part moved aside (ClickHouse logs each too).
+# Fails when the node still does not answer, or runs without answering in time.
 sts_ch_start_healing() {
-  local node="$1" timeout="$2" home="$STS_CH_DIR/$1" marker part
+  local node="$1" timeout="$2" home="$STS_CH_DIR/$1" marker part attempt forced=false
   marker="$(mktemp /tmp/sts-ch-start.XXXXXX)"
-  sts_node_running "$node" || sts_node_start "$node"
-  if ! sts_node_wait_ready "$node" "$timeout"; then
-    # Exited, with the refusal among its last errors (the error log holds errors only).
-    if sts_node_running "$node" || ! tail -n 100 "$(sts_node_log "$node")" 2>/dev/null | grep -qF "$STS_CH_PARTS_REFUSAL"; then
+  for attempt in 1 2 3; do
+    sts_node_running "$node" || sts_node_start "$node"
+    if sts_node_wait_ready "$node" "$timeout"; then
+      break
+    fi
+    if sts_node_running "$node" || [ "$attempt" = 3 ]; then
       rm -f "$marker"
       return 1
     fi
-    echo "$node: refused to start: its parts do not match ZooKeeper's (killed mid-insert); starting it with force_restore_data"
-    mkdir -p "$home/data/flags"
-    touch "$home/data/flags/force_restore_data"
-    chown -R clickhouse:clickhouse "$home/data/flags"
-    sts_node_start "$node"
-    if ! sts_node_wait_ready "$node" "$timeout"; then
-      rm -f "$marker"
-      return 1
+    # Exited. The refusal among its last errors (the error log holds errors only) is repaired once.
+    if ! $forced && tail -n 100 "$(sts_node_log "$node")" 2>/dev/null | grep -qF "$STS_CH_PARTS_REFUSAL"; then
+      echo "$node: refused to start: its parts do not match ZooKeeper's (killed mid-insert); starting it with force_restore_data"
+      mkdir -p "$home/data/flags"
+      touch "$home/data/flags/force_restore_data"
+      chown -R clickhouse:clickhouse "$home/data/flags"
+      forced=true
+    else
+      echo "$node: exited while starting (last errors in $(sts_node_log "$node")); starting it again"
     fi
-  fi
+  done
   # Renaming a directory changes its ctime: the parts moved to detached/ since the start.
   while IFS= read -r part; do
     echo "$node: part moved aside by ClickHouse (not in ZooKeeper's list, or broken): ${part#"$home/data/data/"}"
