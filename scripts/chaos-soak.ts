@@ -14,10 +14,10 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs, promisify } from 'node:util';
+import { portOpen } from '@sts/testing/service-process';
 import { seededRandom } from '../apps/agent/src/simulated-traffic';
 
 const ROOT = resolve(__dirname, '..');
@@ -90,17 +90,6 @@ class NpmStart {
     this.child.kill('SIGINT');
     await this.exited;
   }
-}
-
-async function portOpen(port: number): Promise<boolean> {
-  return new Promise((done) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      done(true);
-    });
-    socket.once('error', () => done(false));
-  });
 }
 
 async function until(what: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<number> {
