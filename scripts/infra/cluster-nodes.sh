@@ -157,13 +157,13 @@ sts_zookeeper_4lw() {
     "$STS_CLUSTER_HOST" "$STS_ZOOKEEPER_PORT" "$1" 2>/dev/null
 }
 
-# sts_node_ready NAME: the node's server answers: ClickHouse `SELECT 1`, ZooKeeper `ruok` and serving
+# sts_node_ready NAME: the node's server answers: ClickHouse `SELECT 1` (and its DDL worker runs), ZooKeeper `ruok` and serving
 # (`srvr` reports a mode), NATS the client port and JetStream /healthz on its monitoring port (the server and
 # its meta leader only: a restarted server's streams and consumers catch up after, however long their backlog).
 sts_node_ready() {
   local node
   case "$(sts_node_kind "$1")" in
-    clickhouse) [ "$(sts_ch_query "$1" 'SELECT 1' 2>/dev/null)" = 1 ] ;;
+    clickhouse) [ "$(sts_ch_query "$1" 'SELECT 1' 2>/dev/null)" = 1 ] && ! sts_ch_ddl_worker_stopped "$1" ;;
     zookeeper)
       [ "$(sts_zookeeper_4lw ruok)" = imok ] && sts_zookeeper_4lw srvr | grep '^Mode: ' >/dev/null
       ;;
@@ -256,6 +256,18 @@ sts_node_wait_ready() {
 # disagree too much (18.16 and current releases word it alike).
 STS_CH_PARTS_REFUSAL="doesn't look like the set of parts in ZooKeeper"
 
+# sts_ch_ddl_worker_stopped NODE: the running server's DDL worker has ended, so it no longer runs ON CLUSTER
+# tasks and every such query waits for it until it times out. 18.16 ends it for good when, after its ZooKeeper
+# session was lost, it meets a task it had already done ("Server expects that DDL task ... should be processed,
+# but it was already processed according to ZK"). Read from the error log since the process started.
+sts_ch_ddl_worker_stopped() {
+  local pid started
+  pid="$(sts_node_pid "$1")" || return 1
+  started="$(date -d "@$(stat -c %Y "/proc/$pid")" '+%Y.%m.%d %H:%M:%S')"
+  tail -n 5000 "$(sts_node_log "$1")" 2>/dev/null |
+    awk -v since="$started" 'substr($0, 1, 19) >= since && /DDLWorker: Unexpected error, will terminate/ { found = 1 } END { exit !found }'
+}
+
 # sts_ch_start_healing NODE SECONDS: starts a ClickHouse node (unless it runs) and waits until it answers. A
 # replica that refuses to start because its parts do not match ZooKeeper's (it was killed mid-insert) is started
 # again with ClickHouse's own flag for that case, flags/force_restore_data: it then moves the parts that ZooKeeper
@@ -266,6 +278,10 @@ STS_CH_PARTS_REFUSAL="doesn't look like the set of parts in ZooKeeper"
 sts_ch_start_healing() {
   local node="$1" timeout="$2" home="$STS_CH_DIR/$1" marker part attempt forced=false
   marker="$(mktemp /tmp/sts-ch-start.XXXXXX)"
+  if sts_node_running "$node" && sts_ch_ddl_worker_stopped "$node"; then
+    echo "$node: its DDL worker has stopped (ON CLUSTER queries would wait for it; 18.16 ends it after a lost ZooKeeper session); restarting it"
+    sts_node_signal "$node" TERM 60 || sts_node_signal "$node" KILL 30 || true
+  fi
   for attempt in 1 2 3; do
     sts_node_running "$node" || sts_node_start "$node"
     if sts_node_wait_ready "$node" "$timeout"; then
