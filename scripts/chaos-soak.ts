@@ -238,7 +238,9 @@ async function main(): Promise<void> {
       ...system.output.slice(from).filter((line) => / exited| is down|started .* again/.test(line)),
       ...readLog('cluster-nodes.log')
         .slice(repairsLogged)
-        .filter((line) => /refused to start|moved aside/.test(line)),
+        .filter((line) =>
+          /refused to start|moved aside|DDL worker has stopped|exited while starting/.test(line),
+        ),
     ];
     results.push({ round, node, backMs: Date.now() - killedAt, repairs });
     say(
