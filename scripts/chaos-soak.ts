@@ -28,6 +28,8 @@ const DEVICES = 4;
 const BATCHES_PER_ROUND = 3;
 const EVENTS_PER_BATCH = 5;
 const run = promisify(execFile);
+/** What cluster-node.sh prints when it had to repair a ClickHouse replica (scripts/infra/cluster-nodes.sh). */
+const REPAIR = /refused to start|moved aside|DDL worker has stopped|exited while starting/;
 
 const { values } = parseArgs({
   options: {
@@ -238,9 +240,7 @@ async function main(): Promise<void> {
       ...system.output.slice(from).filter((line) => / exited| is down|started .* again/.test(line)),
       ...readLog('cluster-nodes.log')
         .slice(repairsLogged)
-        .filter((line) =>
-          /refused to start|moved aside|DDL worker has stopped|exited while starting/.test(line),
-        ),
+        .filter((line) => REPAIR.test(line)),
     ];
     results.push({ round, node, backMs: Date.now() - killedAt, repairs });
     say(
@@ -280,9 +280,7 @@ async function main(): Promise<void> {
     if (!(await answers(node))) throw new Error(`${node} does not answer at the end`);
   }
   say(`every node answers: ${nodes.join(', ')}`);
-  const repaired = results.filter((result) =>
-    result.repairs.some((line) => /refused to start|moved aside/.test(line)),
-  );
+  const repaired = results.filter((result) => result.repairs.some((line) => REPAIR.test(line)));
   say(
     `rounds needing a repair: ${repaired.length} of ${results.length}` +
       (repaired.length
