@@ -365,16 +365,21 @@ watch_cluster_nodes() {
   for node in "${CLUSTER_NODES[@]}"; do
     [ "$now" -ge "${NODE_NEXT_CHECK[$node]:-0}" ] || continue
     NODE_NEXT_CHECK[$node]=$((now + 5))
-    if sts_node_running "$node" && { [ "$node" = zookeeper ] || ! sts_ch_ddl_worker_stopped "$node"; }; then
-      NODE_RESTARTS[$node]=0
-      continue
+    local why="is down"
+    if sts_node_running "$node"; then
+      if [ "$node" = zookeeper ] || ! sts_ch_ddl_worker_stopped "$node"; then
+        NODE_RESTARTS[$node]=0
+        continue
+      fi
+      why="runs, but its DDL worker has stopped"
     fi
     local restarts=$((${NODE_RESTARTS[$node]:-0} + 1)) delay
     NODE_RESTARTS[$node]=$restarts
     delay=$((restarts > 5 ? 30 : 1 << restarts))
     NODE_NEXT_CHECK[$node]=$((now + 5 + delay))
-    echo "$node is down (or its DDL worker is); starting it again (attempt $restarts; log .dev/logs/cluster-nodes.log)" >&2
-    bash scripts/infra/cluster-node.sh start "$node" >>"$LOG_DIR/cluster-nodes.log" 2>&1 &
+    echo "$node $why; starting it again (attempt $restarts; log .dev/logs/cluster-nodes.log)" >&2
+    { date "+%F %T $node $why: cluster-node.sh start (attempt $restarts)" && bash scripts/infra/cluster-node.sh start "$node"; } \
+      >>"$LOG_DIR/cluster-nodes.log" 2>&1 &
   done
 }
 

@@ -268,15 +268,35 @@ sts_ch_ddl_worker_stopped() {
     awk -v since="$started" 'substr($0, 1, 19) >= since && /DDLWorker: Unexpected error, will terminate/ { found = 1 } END { exit !found }'
 }
 
-# sts_ch_start_healing NODE SECONDS: starts a ClickHouse node (unless it runs) and waits until it answers. A
-# replica that refuses to start because its parts do not match ZooKeeper's (it was killed mid-insert) is started
-# again with ClickHouse's own flag for that case, flags/force_restore_data: it then moves the parts that ZooKeeper
-# does not list aside to detached/ and fetches the ones it lacks from the other replica. A server that exits
-# otherwise while it starts (18.16 may abort instead of refusing when several tables load at once) is started
-# again; three starts at most. Prints what it repaired and every part moved aside (ClickHouse logs each too).
-# Fails when the node still does not answer, or runs without answering in time.
+# sts_ch_unattached_tables NODE: the tables the running server has on disk (metadata/<db>/<table>.sql) but did
+# not attach: 18.16 may skip a table that fails its parts check at start without a word.
+sts_ch_unattached_tables() {
+  local metadata="$STS_CH_DIR/$1/data/metadata" attached
+  attached="$(sts_ch_query "$1" "SELECT concat(database, '.', name) FROM system.tables")" || return 0
+  comm -23 \
+    <(cd "$metadata" 2>/dev/null && find . -mindepth 2 -maxdepth 2 -name '*.sql' | sed 's#^\./##; s#\.sql$##; s#/#.#' | sort) \
+    <(printf '%s\n' "$attached" | sort)
+}
+
+# sts_ch_force_restore NODE: sets ClickHouse's flag for a replica whose parts do not match ZooKeeper's list;
+# the server reads it (and removes it) at its next start.
+sts_ch_force_restore() {
+  local flags="$STS_CH_DIR/$1/data/flags"
+  mkdir -p "$flags"
+  touch "$flags/force_restore_data"
+  chown -R clickhouse:clickhouse "$flags"
+}
+
+# sts_ch_start_healing NODE SECONDS: starts a ClickHouse node (unless it runs) and waits until it answers with
+# every table it has on disk. A replica killed mid-insert may hold parts that ZooKeeper does not list; 18.16 then
+# refuses to start, aborts, or starts without that table, by the look of it at random. Each is repaired with
+# ClickHouse's own flag for the case, flags/force_restore_data: the server moves the parts ZooKeeper does not
+# list aside to detached/ and fetches the ones it lacks from the other replica. A server that exits otherwise
+# while it starts (ZooKeeper away) is started again; three starts at most. Prints what it repaired and every
+# part moved aside (ClickHouse logs each too). Fails when the node still does not answer, or runs without
+# answering in time.
 sts_ch_start_healing() {
-  local node="$1" timeout="$2" home="$STS_CH_DIR/$1" marker part attempt forced=false
+  local node="$1" timeout="$2" home="$STS_CH_DIR/$1" marker part attempt forced=false missing
   marker="$(mktemp /tmp/sts-ch-start.XXXXXX)"
   if sts_node_running "$node" && sts_ch_ddl_worker_stopped "$node"; then
     echo "$node: its DDL worker has stopped (ON CLUSTER queries would wait for it; 18.16 ends it after a lost ZooKeeper session); restarting it"
@@ -285,7 +305,18 @@ sts_ch_start_healing() {
   for attempt in 1 2 3; do
     sts_node_running "$node" || sts_node_start "$node"
     if sts_node_wait_ready "$node" "$timeout"; then
-      break
+      missing="$(sts_ch_unattached_tables "$node" | paste -sd' ')"
+      [ -n "$missing" ] || break
+      if $forced || [ "$attempt" = 3 ]; then
+        echo "$node: runs without tables it has on disk: $missing"
+        rm -f "$marker"
+        return 1
+      fi
+      echo "$node: started without tables it has on disk ($missing); restarting it with force_restore_data"
+      sts_ch_force_restore "$node"
+      forced=true
+      sts_node_signal "$node" TERM 60 || sts_node_signal "$node" KILL 30 || true
+      continue
     fi
     if sts_node_running "$node" || [ "$attempt" = 3 ]; then
       rm -f "$marker"
@@ -294,9 +325,7 @@ sts_ch_start_healing() {
     # Exited. The refusal among its last errors (the error log holds errors only) is repaired once.
     if ! $forced && tail -n 100 "$(sts_node_log "$node")" 2>/dev/null | grep -qF "$STS_CH_PARTS_REFUSAL"; then
       echo "$node: refused to start: its parts do not match ZooKeeper's (killed mid-insert); starting it with force_restore_data"
-      mkdir -p "$home/data/flags"
-      touch "$home/data/flags/force_restore_data"
-      chown -R clickhouse:clickhouse "$home/data/flags"
+      sts_ch_force_restore "$node"
       forced=true
     else
       echo "$node: exited while starting (last errors in $(sts_node_log "$node")); starting it again"

@@ -120,7 +120,7 @@ zookeeper_reachable() {
 all_ready() {
   local node
   for node in "${STS_CH_NODES[@]}"; do
-    if ! sts_node_ready "$node" || ! zookeeper_reachable "$node"; then
+    if ! sts_node_ready "$node" || ! zookeeper_reachable "$node" || [ -n "$(sts_ch_unattached_tables "$node")" ]; then
       return 1
     fi
   done
