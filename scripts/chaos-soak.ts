@@ -237,7 +237,9 @@ async function main(): Promise<void> {
     for (let batch = 1; batch < BATCHES_PER_ROUND; batch++) await ingest(batch);
     await until(`${node} back (round ${round})`, () => answers(node), 300_000);
     const repairs = [
-      ...system.output.slice(from).filter((line) => / exited| is down|DDL worker|started .* again/.test(line)),
+      ...system.output
+        .slice(from)
+        .filter((line) => / exited| is down|DDL worker|started .* again/.test(line)),
       ...readLog('cluster-nodes.log')
         .slice(repairsLogged)
         .filter((line) => REPAIR.test(line)),
