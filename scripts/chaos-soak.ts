@@ -221,6 +221,7 @@ async function main(): Promise<void> {
   };
 
   const nodes = await killableNodes();
+  const repairsBefore = readLog('cluster-nodes.log').length;
   const results: { round: number; node: string; backMs: number; repairs: string[] }[] = [];
   for (let round = 1; round <= rounds; round++) {
     // The first three rounds take one node of each kind; the rest are drawn.
@@ -288,6 +289,13 @@ async function main(): Promise<void> {
       (repaired.length
         ? ` (${repaired.map((result) => `round ${result.round} ${result.node}`).join(', ')})`
         : ''),
+  );
+  // A repair may come after its round (a DDL worker found stopped a few seconds later): all of the soak's.
+  const allRepairs = readLog('cluster-nodes.log')
+    .slice(repairsBefore)
+    .filter((line) => REPAIR.test(line));
+  say(
+    `repairs during the whole soak: ${allRepairs.length}${allRepairs.length ? `: ${allRepairs.join(' | ')}` : ''}`,
   );
   const back = results.map((result) => result.backMs).sort((a, b) => a - b);
   if (back.length)
