@@ -17,6 +17,7 @@ import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs, promisify } from 'node:util';
+import { clickhouseNodeUrl, localCluster } from '@sts/testing/local-cluster';
 import { portOpen } from '@sts/testing/service-process';
 import { seededRandom } from '../apps/agent/src/simulated-traffic';
 
@@ -43,10 +44,6 @@ const restarts = Number(values.restarts);
 const seed = Number(values.seed);
 const random = seededRandom(seed);
 
-interface Cluster {
-  clickhouse: { nodes: { name: string; httpPort: number }[] };
-  zookeeper: { port: number };
-}
 /** Prints a line and appends it to the soak's own log. */
 function say(line: string): void {
   console.log(line);
@@ -129,16 +126,14 @@ const clusterNode = async (action: 'kill' | 'status', node: string) =>
   );
 
 /** The nodes a round may kill: the shared cluster's ClickHouse replicas and ZooKeeper, npm start's NATS nodes. */
-async function killableNodes(): Promise<string[]> {
-  const { stdout } = await run('bash', ['scripts/infra/cluster-nodes.sh', 'json'], { cwd: ROOT });
-  const table = JSON.parse(stdout) as Cluster;
-  return [...table.clickhouse.nodes.map((node) => node.name), 'zookeeper', 'nats-n1', 'nats-n2', 'nats-n3'];
-}
-
-async function clickhousePort(node: string): Promise<number> {
-  const { stdout } = await run('bash', ['scripts/infra/cluster-nodes.sh', 'json'], { cwd: ROOT });
-  return (JSON.parse(stdout) as Cluster).clickhouse.nodes.find((candidate) => candidate.name === node)!
-    .httpPort;
+function killableNodes(): string[] {
+  return [
+    ...localCluster().clickhouse.nodes.map((node) => node.name),
+    'zookeeper',
+    'nats-n1',
+    'nats-n2',
+    'nats-n3',
+  ];
 }
 
 /** SIGKILLs one node; npm start's NATS nodes are found by their config file on the command line. */
@@ -156,8 +151,7 @@ async function kill(node: string): Promise<void> {
 async function answers(node: string): Promise<boolean> {
   if (node.startsWith('nats-')) return portOpen(NATS_PORTS[Number(node.slice('nats-n'.length)) - 1]!);
   if (node === 'zookeeper') return (await clusterNode('status', node)) === 'running';
-  const port = await clickhousePort(node);
-  const response = await fetch(`http://127.0.0.1:${port}/?query=SELECT%201`, {
+  const response = await fetch(`${clickhouseNodeUrl(node)}/?query=SELECT%201`, {
     signal: AbortSignal.timeout(3_000),
   });
   return (await response.text()).trim() === '1';
@@ -220,7 +214,7 @@ async function main(): Promise<void> {
     sent += EVENTS_PER_BATCH;
   };
 
-  const nodes = await killableNodes();
+  const nodes = killableNodes();
   const repairsBefore = readLog('cluster-nodes.log').length;
   const results: { round: number; node: string; backMs: number; repairs: string[] }[] = [];
   for (let round = 1; round <= rounds; round++) {
