@@ -282,6 +282,7 @@ export async function startSystem(
     /** Analytics processes to start (sharing one durable consumer), against `clickhouse`. */
     analytics?: { processes: number; clickhouseUrl: string; database: string; env?: Record<string, string> };
     gatewayEnv?: Record<string, string>;
+    identityEnv?: Record<string, string>;
     /** Given to every service and gateway (a cluster's NATS_URL and NATS_STREAM_REPLICAS, say). */
     sharedEnv?: Record<string, string>;
     notificationEnv?: Record<string, string>;
@@ -317,7 +318,12 @@ export async function startSystem(
   const mail = await startSmtpSink();
   lifecycle.add('smtp sink', () => mail.close());
   const audience = 'https://api.bench.test';
-  const idp = await DevOidcProvider.create({ audience, tokenTtlSeconds: 6 * 3600 });
+  // Plays a real provider: the production gateway refuses one that says it is the development one.
+  const idp = await DevOidcProvider.create({
+    audience,
+    tokenTtlSeconds: 6 * 3600,
+    announceDevelopment: false,
+  });
   const issuer = await idp.start();
   lifecycle.add('identity provider', () => idp.stop());
 
@@ -357,6 +363,8 @@ export async function startSystem(
   const serviceAuth = testServiceAuth();
   const shared = {
     NODE_ENV: 'production',
+    // The identity provider and the Stripe stand-in are this process, over http on loopback.
+    ALLOW_LOOPBACK_HTTP: 'true',
     LOG_LEVEL: 'warn',
     DATABASE_URL: database.url,
     NATS_URL: natsUrl,
@@ -379,6 +387,7 @@ export async function startSystem(
       await startService('identity', 'apps/identity/src/main.ts', {
         ...shared,
         GRPC_PORT: String(identityPort),
+        ...options.identityEnv,
       }),
       identityPort,
     ],
@@ -449,6 +458,9 @@ export async function startSystem(
     BILLING_GRPC_ADDRESS: `127.0.0.1:${billingPort}`,
     ENROLLMENT_GRPC_ADDRESS: `127.0.0.1:${enrollmentPort}`,
     ANALYTICS_GRPC_ADDRESS: `127.0.0.1:${analyticsPort || 1}`,
+    // Seeding (codes, endpoints, members) makes changes far faster than people do.
+    WRITES_PER_SUBJECT_PER_MINUTE: '1000000',
+    WRITES_PER_ORG_PER_MINUTE: '1000000',
     ...options.gatewayEnv,
   });
   const gateway = await startService('gateway', 'apps/gateway/src/main.ts', gatewayEnv(gatewayPort));

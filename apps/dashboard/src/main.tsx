@@ -12,7 +12,7 @@ import './styles.css';
 
 /** Composition: sign-in settings from the gateway's meta tag, the user manager, the query client, the router. */
 const settings = readSettings(document);
-const userManager = createUserManager(settings, window.location.origin);
+const userManager = createUserManager(settings, window.location.origin, window.sessionStorage);
 
 const queryClient: QueryClient = new QueryClient({
   queryCache: new QueryCache({

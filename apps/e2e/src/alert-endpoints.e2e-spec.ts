@@ -80,14 +80,16 @@ describe('alert endpoints, end to end', () => {
     });
     const listed = await list(analyst);
     expect(listed.status).toBe(200);
+    // The path may be the receiver's credential: an analyst reads the origin only.
     expect(listed.body).toEqual([
       {
         id: created.body.id,
-        url: created.body.url,
+        url: `${receiver.url}/…`,
         description: 'SIEM',
         created_at: created.body.created_at,
       },
     ]);
+    expect((await list(admin)).body).toEqual([expect.objectContaining({ url: created.body.url })]);
 
     expect(
       (await system.api('DELETE', `/api/org-alert-endpoints/${created.body.id}`, { token: analyst })).status,
@@ -185,6 +187,36 @@ describe('alert endpoints, end to end', () => {
       (await system.api('GET', `/api/org-alert-endpoints/${created.body.id}/deliveries`, { token: outsider }))
         .status,
     ).toBe(404);
+  });
+
+  it('shows analysts a webhook URL masked, and still delivers to the whole URL', async () => {
+    const secret = 'Zq9vS3cr3tT0k3nValue1234';
+    const path = `/services/T0ACME/B0ALERTS/${secret}?token=${secret}&channel=ops`;
+    const created = await create(admin, { url: `${receiver.url}${path}` });
+    expect(created.status).toBe(201);
+    expect(created.body.url).toBe(`${receiver.url}${path}`);
+
+    const asAnalyst = await list(analyst);
+    expect(JSON.stringify(asAnalyst.body)).not.toContain(secret);
+    expect(asAnalyst.body.find((item) => item.id === created.body.id)?.url).toBe(
+      `${receiver.url}/services/…/…/…?token=…&channel=…`,
+    );
+    expect((await list(admin)).body.find((item) => item.id === created.body.id)?.url).toBe(
+      `${receiver.url}${path}`,
+    );
+
+    await system.api('POST', `/api/org-alert-endpoints/${created.body.id}/test`, { token: admin });
+    await eventually(() => receiver.requests.find((r) => r.path === path));
+    const log = await eventually(async () => {
+      const response = await system.api<Delivery[]>(
+        'GET',
+        `/api/org-alert-endpoints/${created.body.id}/deliveries`,
+        { token: analyst },
+      );
+      return response.body[0]?.status === 'delivered' ? response : undefined;
+    });
+    expect(JSON.stringify(log.body)).not.toContain(secret);
+    await system.api('DELETE', `/api/org-alert-endpoints/${created.body.id}`, { token: admin });
   });
 
   it('rotates the secret: the next message verifies with the new secret and, for a day, the old one', async () => {

@@ -273,33 +273,59 @@ describe('the dashboard in a real browser', () => {
     expect(await seriousAccessibilityViolations(admin)).toEqual([]);
     await screenshot(admin, 'members');
 
-    // The e-mail links to the dashboard's accept page.
+    // The e-mail links to the dashboard's accept page, the token in the fragment (never sent to a server).
     const mail = await system.mail.waitFor((m) => m.to.includes('ana@dashboard.test'), 10_000);
-    const link = /https?:\/\/\S+\/invites\/accept\?token=\S+/.exec(mail.text ?? '')?.[0];
-    expect(link?.startsWith(`${system.gateway.url}/invites/accept?token=`)).toBe(true);
+    const link = /https?:\/\/\S+\/invites\/accept#token=\S+/.exec(mail.text ?? '')?.[0];
+    expect(link?.startsWith(`${system.gateway.url}/invites/accept#token=`)).toBe(true);
+    const token = new URLSearchParams(new URL(link!).hash.slice(1)).get('token')!;
     const analyst = await openPage(browser);
     try {
+      const requested: string[] = [];
+      analyst.page.on('request', (request) => requested.push(request.url()));
       await analyst.page.goto(link!);
       // Who invites, and as what, shows before anything is accepted.
       await analyst.page
         .getByText(/invites ana@dashboard\.test to join it as Analyst/)
         .waitFor({ timeout: SHOWN_MS });
+      // The page took the token out of its address (and so out of history) as soon as it had read it.
+      expect(analyst.page.url()).toBe(`${system.gateway.url}/invites/accept`);
+      expect(Number(await analyst.page.evaluate('history.length'))).toBe(1);
+      expect(requested.filter((url) => url.includes(token))).toEqual([]);
       expect(await seriousAccessibilityViolations(analyst.page)).toEqual([]);
       await analyst.page.getByRole('button', { name: 'Accept invitation' }).click();
       await analyst.page.getByText('Invitation accepted').waitFor({ timeout: SHOWN_MS });
-      // The link, opened again, says the invitation is spent, and offers no accept.
+      // Until Ana signs in, her admin sees the invite as accepted, not joined, and could still revoke it.
+      await admin.reload();
+      await admin
+        .getByRole('region', { name: 'Accepted, not joined yet' })
+        .getByRole('row')
+        .filter({ hasText: 'ana@dashboard.test' })
+        .getByRole('button', { name: 'Revoke' })
+        .waitFor({ timeout: SHOWN_MS });
+      // The link, opened again, says the invitation is spent, and offers no accept. Opened in the form
+      // of links sent before (the token in the query), so that those still work, and leave the address too.
       const again = await openPage(browser);
       try {
-        await again.page.goto(link!);
+        await again.page.goto(link!.replace('#token=', '?token='));
         await again.page
           .getByRole('alert')
           .filter({ hasText: 'This invitation cannot be opened' })
           .waitFor({ timeout: SHOWN_MS });
         expect(await again.page.getByRole('button', { name: 'Accept invitation' }).count()).toBe(0);
+        expect(again.page.url()).toBe(`${system.gateway.url}/invites/accept`);
       } finally {
         await again.context.close();
       }
       await analyst.page.getByRole('button', { name: 'Sign in' }).click();
+      // While the provider's form is open, the sign-in request's state waits in the tab's sessionStorage:
+      // the dashboard's origin has nothing in localStorage (which every tab shares, and which outlives them).
+      await analyst.page.getByLabel('E-mail', { exact: true }).waitFor({ timeout: SHOWN_MS });
+      const stored = await analyst.context.storageState();
+      expect(
+        stored.origins
+          .filter((origin) => origin.origin === new URL(system.gateway.url).origin)
+          .flatMap((origin) => origin.localStorage),
+      ).toEqual([]);
       await signIn(analyst.page, 'ana@dashboard.test', 'Ana Analyst');
       await overviewDrawn(analyst.page);
       expect(await analyst.page.getByText('Analyst', { exact: true }).count()).toBeGreaterThan(0);

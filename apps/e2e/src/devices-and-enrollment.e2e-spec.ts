@@ -431,6 +431,31 @@ describe('enrollment and devices, end to end', () => {
     expect((await devices('?q=lifecycle')).length).toBe(0);
   });
 
+  it('holds at most 10,000 unused codes per organization, and says so (issue 41)', async () => {
+    const owner = await system.tokenFor('owner@many-codes.test', { name: 'Many Codes' });
+    await system.api('GET', '/api/session', { token: owner });
+    const key = await newKey(owner);
+    const [first] = await newCodes(100, owner);
+    for (let call = 1; call < 100; call++) expect((await newCodes(100, owner)).length).toBe(100);
+    const refused = await system.api<Problem & { detail: string }>('POST', '/api/enrollment-codes', {
+      token: owner,
+      body: { count: 1 },
+    });
+    expect([refused.status, refused.body.code]).toEqual([400, 'ENROLLMENT_CODE_LIMIT']);
+    expect(refused.headers.get('content-type')).toContain('application/problem+json');
+    expect(refused.body.detail).toContain('at most 10000');
+    // Another organization is not concerned; a code used frees its place.
+    expect(await newCodes(1)).toHaveLength(1);
+    const enrolled = await enroll(key, {
+      code: first,
+      machine_id: 'm-many-codes',
+      hostname: 'h',
+      metadata: {},
+    });
+    expect(enrolled.status).toBe(200);
+    expect(await newCodes(1, owner)).toHaveLength(1);
+  });
+
   it('refuses hostile enrollment bodies with 4xx and enrolls nothing', async () => {
     /** Metadata nested `depth` objects deep (the top-level object is depth 1). */
     const nested = (depth: number): Record<string, unknown> =>
@@ -468,6 +493,12 @@ describe('enrollment and devices, end to end', () => {
       headers: { 'x-enrollment-key': key, 'content-type': 'application/json' },
     });
     expect(malformed.status).toBe(400);
+    // Nesting JSON.parse takes but JSON.stringify cannot: a 400 before any call, never a 500 (issue 41).
+    const deep = await system.api<Problem>('POST', '/api/device/enroll', {
+      rawBody: `{"code":"${code}","machine_id":"m-deep","hostname":"ok","metadata":{"a":${'['.repeat(32_000)}${']'.repeat(32_000)}}}`,
+      headers: { 'x-enrollment-key': key, 'content-type': 'application/json' },
+    });
+    expect([deep.status, deep.body.code]).toEqual([400, 'VALIDATION_FAILED']);
     expect((await devices()).length).toBe(before);
 
     const unicode = await enroll(key, {

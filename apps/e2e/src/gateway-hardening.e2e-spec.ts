@@ -298,5 +298,72 @@ describe('gateway hardening, end to end', () => {
     }
     const ui = await system.api<string>('GET', '/docs/');
     expect(ui.status).toBe(200);
+    // Swagger UI shares the dashboard's origin: its page, files and document carry the same guards.
+    for (const answer of [ui, spec, await system.api('GET', '/docs/static/swagger-ui-bundle.js')]) {
+      expect(answer.headers.get('content-security-policy')).toMatch(
+        /script-src 'self';.*frame-ancestors 'none'/,
+      );
+      expect(answer.headers.get('x-frame-options')).toBe('DENY');
+      expect(answer.headers.get('x-content-type-options')).toBe('nosniff');
+      expect(answer.headers.get('referrer-policy')).toBe('no-referrer');
+    }
+  });
+});
+
+describe('signed-in changes are limited per subject and per organization (issue 41)', () => {
+  const PER_SUBJECT = 3;
+  const PER_ORG = 5;
+  let system: SystemUnderTest;
+
+  beforeAll(async () => {
+    system = await startSystem({
+      gatewayEnv: {
+        WRITES_PER_SUBJECT_PER_MINUTE: String(PER_SUBJECT),
+        WRITES_PER_ORG_PER_MINUTE: String(PER_ORG),
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await system?.stop();
+  });
+
+  it('answers 429 with Retry-After past either limit, and never counts reads', async () => {
+    const admin = await system.tokenFor('root@writes.test', { name: 'Root' });
+    expect((await system.api('GET', '/api/session', { token: admin })).status).toBe(200);
+    const markAllRead = (token: string) =>
+      system.api<{ code: string; detail: string }>('POST', '/api/notifications/read-all', { token });
+
+    // Counted in whole clock minutes: begin early in one, so that all of this falls in it.
+    const secondsLeft = 60 - new Date().getUTCSeconds();
+    if (secondsLeft < 20) await new Promise((resolve) => setTimeout(resolve, secondsLeft * 1000 + 100));
+
+    // A second member of the organization (the invite is the admin's first change).
+    const invited = await system.api('POST', '/api/invites', {
+      token: admin,
+      body: { email: 'second@writes.test', role: 'ANALYST' },
+    });
+    expect(invited.status).toBe(201);
+    const mail = await system.mail.waitFor((m) => m.to.includes('second@writes.test'), 10_000);
+    const token = /sts_inv_[A-Za-z0-9_-]{43}/.exec(mail.text ?? '')![0];
+    expect((await system.api('POST', '/api/invites/accept', { body: { token } })).status).toBe(200);
+    const second = await system.tokenFor('second@writes.test', { name: 'Second' });
+    expect((await system.api('GET', '/api/session', { token: second })).status).toBe(200);
+
+    const bySubject = [];
+    for (let i = 1; i <= PER_SUBJECT; i++) bySubject.push((await markAllRead(admin)).status);
+    expect(bySubject).toEqual([200, 200, 429]);
+    const refused = await markAllRead(admin);
+    expect([refused.status, refused.body.code]).toEqual([429, 'RATE_LIMITED']);
+    expect(refused.body.detail).toContain('by this caller');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // Reads go on.
+    expect((await system.api('GET', '/api/notifications', { token: admin })).status).toBe(200);
+
+    // The organization counts every change offered, refused ones too (5 so far): the second member has none
+    // of its own yet, and is refused for the organization's.
+    const other = await markAllRead(second);
+    expect([other.status, other.body.code]).toEqual([429, 'RATE_LIMITED']);
+    expect(other.body.detail).toContain('in this organization');
   });
 });

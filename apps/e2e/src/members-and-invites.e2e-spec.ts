@@ -14,6 +14,8 @@ interface Invite {
   role: string;
   created_at: string;
   expires_at: string;
+  status: string;
+  accepted_at: string | null;
 }
 interface Session {
   user: { id: string; email: string; name: string; role: string; dashboard_access: boolean };
@@ -300,6 +302,35 @@ describe('members, invites and the session, end to end', () => {
     expect((await system.api('DELETE', `/api/invites/${created.id}`, { token: alice })).status).toBe(204);
     expect((await system.api('DELETE', `/api/invites/${created.id}`, { token: alice })).status).toBe(404);
     expect((await system.api('POST', '/api/invites/accept', { body: { token } })).status).toBe(400);
+  });
+
+  it('lists an accepted invite until its invitee joins, and revokes it: the sign-in then joins nothing (issue 41)', async () => {
+    const { invite: created, token } = await invite('wrong-address@acme.test', 'ORG_ADMIN');
+    expect(created).toMatchObject({ status: 'pending', accepted_at: null });
+    expect((await system.api('POST', '/api/invites/accept', { body: { token } })).status).toBe(200);
+
+    const accepted = await system.api<Invite[]>('GET', '/api/invites?status=accepted', { token: alice });
+    expect(accepted.status).toBe(200);
+    const listed = accepted.body.find((i) => i.id === created.id);
+    expect(listed).toEqual({
+      ...created,
+      status: 'accepted',
+      accepted_at: expect.stringMatching(ISO),
+    });
+    const pending = await system.api<Invite[]>('GET', '/api/invites', { token: alice });
+    expect(pending.body.map((i) => i.id)).not.toContain(created.id);
+    const bad = await system.api<{ code: string }>('GET', '/api/invites?status=joined', { token: alice });
+    expect([bad.status, bad.body.code]).toEqual([400, 'VALIDATION_FAILED']);
+
+    expect((await system.api('DELETE', `/api/invites/${created.id}`, { token: alice })).status).toBe(204);
+    const after = await system.api<Invite[]>('GET', '/api/invites?status=accepted', { token: alice });
+    expect(after.body.map((i) => i.id)).not.toContain(created.id);
+    const holder = await system.tokenFor('wrong-address@acme.test', { name: 'Wrong Address' });
+    const session = await system.api<Session>('GET', '/api/session', { token: holder });
+    expect(session.status).toBe(200);
+    expect(session.body.org.id).not.toBe(aliceSession.org.id);
+    const members = await system.api<Member[]>('GET', '/api/members', { token: alice });
+    expect(members.body.map((m) => m.email)).not.toContain('wrong-address@acme.test');
   });
 
   it('refuses duplicate invites and invites for members', async () => {

@@ -49,7 +49,8 @@ describe('production bundles, end to end', () => {
     const clickhouse = testClickHouseDatabase('bundles');
     lifecycle.add('clickhouse', () => clickhouse.drop());
     const audience = 'https://api.bundles.test';
-    idp = await DevOidcProvider.create({ audience });
+    // Plays a real provider: the production gateway refuses one that says it is the development one.
+    idp = await DevOidcProvider.create({ audience, announceDevelopment: false });
     const issuer = await idp.start();
     lifecycle.add('identity provider', () => idp.stop());
     mail = await startSmtpSink();
@@ -88,6 +89,8 @@ describe('production bundles, end to end', () => {
     const shared = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       NODE_ENV: 'production',
+      // The identity provider and the Stripe stand-in are this process, over http on loopback.
+      ALLOW_LOOPBACK_HTTP: 'true',
       LOG_LEVEL: 'warn',
       DATABASE_URL: database.url,
       NATS_URL: natsUrl,
@@ -403,6 +406,17 @@ describe('production bundles, end to end', () => {
     }, 10_000);
     // All of them of the sampled request's one trace: none of the unsampled request, in any process.
     expect(new Set(later.map((span) => span.traceId)).size).toBe(1);
+  });
+
+  it('serves no API docs with NODE_ENV=production and API_DOCS_ENABLED unset', async () => {
+    for (const path of ['/docs', '/docs/', '/docs/json']) {
+      const answer = await fetch(`${gatewayUrl}${path}`);
+      expect([path, answer.status, answer.headers.get('content-type')]).toEqual([
+        path,
+        404,
+        expect.stringContaining('application/problem+json'),
+      ]);
+    }
   });
 
   it("answers the containers' health check for every service and the gateway, and fails it for a dead port", async () => {

@@ -43,7 +43,8 @@ describe('rolling restart under load', () => {
     const { database, natsUrl, namespace } = await isolatedStores(lifecycle, 'restart');
     lifecycle.add('clickhouse', () => clickhouse.drop());
     const audience = 'https://api.restart.test';
-    idp = await DevOidcProvider.create({ audience });
+    // Plays a real provider: the production gateway refuses one that says it is the development one.
+    idp = await DevOidcProvider.create({ audience, announceDevelopment: false });
     const issuer = await idp.start();
     lifecycle.add('identity provider', () => idp.stop());
     lifecycle.add('processes', () =>
@@ -70,6 +71,8 @@ describe('rolling restart under load', () => {
     const shared = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       NODE_ENV: 'production',
+      // The identity provider is this process, over http on loopback.
+      ALLOW_LOOPBACK_HTTP: 'true',
       LOG_LEVEL: 'warn',
       DATABASE_URL: database.url,
       NATS_URL: natsUrl,

@@ -268,6 +268,10 @@ export async function startSystem(
         ANALYTICS_GRPC_ADDRESS: `127.0.0.1:${analytics.grpcPort}`,
         RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: '1000',
         ENROLL_FAILURES_PER_MINUTE: '1000',
+        STRIPE_WEBHOOK_FAILURES_PER_MINUTE: '1000',
+        // The suites make changes faster than people do; the limit itself: gateway-hardening.e2e-spec.ts.
+        WRITES_PER_SUBJECT_PER_MINUTE: '100000',
+        WRITES_PER_ORG_PER_MINUTE: '100000',
         // Invitees join at their login, in identity; the event that evicts the inviting organization's
         // member pages arrives a few milliseconds later, and these suites look at once. The eviction
         // itself is tested in cache-invalidation.e2e-spec.ts.

@@ -9,6 +9,7 @@ import {
   type HostileTokenName,
 } from '@sts/dev-oidc/hostile-tokens';
 import { AccessTokenVerifier } from './access-token-verifier';
+import { probeDevelopmentProvider } from './development-provider';
 
 // The verifier against a running development provider: JWKS fetched over HTTP, client tokens from
 // POST /oauth/token.
@@ -150,5 +151,48 @@ describe('AccessTokenVerifier against DevOidcProvider over HTTP', () => {
     const orphan = new AccessTokenVerifier({ issuer, audience: AUDIENCE, jwksTimeoutMs: 2_000 });
     const error = await rejectionOf(orphan.verify(token));
     expect(error.code).toBe('SERVICE_UNAVAILABLE');
+  });
+
+  describe('the development provider (NODE_ENV=production refuses it)', () => {
+    it('says what it is in its JWKS; the probe tells it from a provider that does not, and from none', async () => {
+      const playingReal = await DevOidcProvider.create({ audience: AUDIENCE, announceDevelopment: false });
+      await playingReal.start();
+      try {
+        expect(await probeDevelopmentProvider(provider.jwksUri, 2_000)).toBe(true);
+        expect(await probeDevelopmentProvider(playingReal.jwksUri, 2_000)).toBe(false);
+      } finally {
+        await playingReal.stop();
+      }
+      // Gone: it cannot be told (the gateway starts; the verifier refuses the key set when it comes).
+      expect(await probeDevelopmentProvider(playingReal.jwksUri, 2_000)).toBeUndefined();
+      expect(await probeDevelopmentProvider(`${provider.url}/nothing-here`, 2_000)).toBeUndefined();
+    });
+
+    it('is never trusted by a verifier that refuses it: its tokens get 503, a real-looking provider still verifies', async () => {
+      const refusing = new AccessTokenVerifier({
+        issuer: provider.issuer,
+        audience: AUDIENCE,
+        refuseDevelopmentProvider: true,
+        cache: false,
+      });
+      const token = await provider.issueUserToken({ email: 'grace@example.com' });
+      const error = await rejectionOf(refusing.verify(token));
+      expect([error.code, error.httpStatus]).toEqual(['SERVICE_UNAVAILABLE', 503]);
+
+      const playingReal = await DevOidcProvider.create({ audience: AUDIENCE, announceDevelopment: false });
+      await playingReal.start();
+      try {
+        const trusting = new AccessTokenVerifier({
+          issuer: playingReal.issuer,
+          audience: AUDIENCE,
+          refuseDevelopmentProvider: true,
+        });
+        await expect(
+          trusting.verify(await playingReal.issueUserToken({ email: 'grace@example.com' })),
+        ).resolves.toMatchObject({ email: 'grace@example.com' });
+      } finally {
+        await playingReal.stop();
+      }
+    });
   });
 });

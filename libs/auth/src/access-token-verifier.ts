@@ -73,6 +73,12 @@ export interface AccessTokenVerifierOptions {
   readonly jwksMaxStaleMs?: number;
   /** Timeout of one JWKS fetch. Default 5 s. */
   readonly jwksTimeoutMs?: number;
+  /**
+   * Never trust the development identity provider's keys (`@sts/vocabulary/development-provider`): a
+   * fetched key set that says it is theirs counts as unavailable (503). The gateway sets it with
+   * NODE_ENV=production.
+   */
+  readonly refuseDevelopmentProvider?: boolean;
   /** Cache of verified tokens; `false` turns it off. */
   readonly cache?: false | { readonly maxEntries?: number; readonly maxAgeMs?: number };
   /** Key resolver to use instead of fetching `jwksUrl` (e.g. jose `createLocalJWKSet`). */
@@ -230,6 +236,7 @@ export class AccessTokenVerifier {
         maxBackoffMs: 5 * 60_000,
         timeoutMs: options.jwksTimeoutMs ?? 5_000,
         now: this.now,
+        refuseDevelopmentKeySet: options.refuseDevelopmentProvider ?? false,
       }).getKey;
     }
   }

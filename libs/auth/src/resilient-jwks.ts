@@ -1,4 +1,5 @@
 import { createLocalJWKSet, errors as joseErrors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
+import { isDevelopmentKeySet } from '@sts/vocabulary/development-provider';
 
 export interface ResilientJwksOptions {
   /** After this age the key set is refreshed in the background while it goes on being used. */
@@ -11,6 +12,8 @@ export interface ResilientJwksOptions {
   readonly maxBackoffMs: number;
   readonly timeoutMs: number;
   readonly now: () => number;
+  /** Never trust the development provider's key set (NODE_ENV=production): fetching it fails. */
+  readonly refuseDevelopmentKeySet?: boolean;
 }
 
 /** The key set could not be had at all (never fetched, or too old): not the token's fault. */
@@ -111,6 +114,8 @@ export class ResilientJwks {
     if (response.status !== 200) throw new Error(`JWKS answered HTTP ${response.status}`);
     const body: unknown = await response.json();
     if (!isKeySet(body)) throw new Error('JWKS response is not a JSON Web Key Set');
+    if (this.options.refuseDevelopmentKeySet && isDevelopmentKeySet(body))
+      throw new Error("JWKS is the development identity provider's, refused with NODE_ENV=production");
     return body;
   }
 }

@@ -5,6 +5,7 @@ import type { PaymentProvider } from '@sts/billing-domain/billing-ports';
 import type { PaymentEvent, ProviderSubscription } from '@sts/billing-domain/payment-events';
 import { AppError } from '@sts/errors/app-error';
 import type { Logger } from '@sts/logger/create-logger';
+import { STRIPE_SIGNATURE_TOLERANCE_SECONDS } from '@sts/vocabulary/stripe-signature';
 
 export interface StripeSettings {
   STRIPE_SECRET_KEY?: string | undefined;
@@ -343,8 +344,14 @@ export class StripePaymentProvider implements PaymentProvider {
     }
     let raw: unknown;
     try {
-      // Stripe's own check: HMAC of `<timestamp>.<body>` against every v1 signature, 300 s tolerance.
-      raw = Stripe.webhooks.constructEvent(Buffer.from(payload), signature, this.webhookSecret);
+      // Stripe's own check: HMAC of `<timestamp>.<body>` against every v1 signature, within the tolerance
+      // the gateway also checks before forwarding.
+      raw = Stripe.webhooks.constructEvent(
+        Buffer.from(payload),
+        signature,
+        this.webhookSecret,
+        STRIPE_SIGNATURE_TOLERANCE_SECONDS,
+      );
     } catch (error) {
       if (error instanceof Stripe.errors.StripeSignatureVerificationError) {
         throw new AppError(

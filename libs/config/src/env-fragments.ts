@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { httpsInProduction, loopbackHttpEnv } from './https-in-production';
 import { parseSigningKey, parseTrustedKeys, reasonOf } from './service-keys';
 
 /**
@@ -203,11 +204,13 @@ export const dashboardClientEnv = {
   DASHBOARD_OIDC_CLIENT_ID: z.string().min(1).max(200).default('sts-dashboard'),
 };
 
+/** The trusted identity tenant; its issuer and keys are https with NODE_ENV=production (`httpsInProduction`). */
 export const oidcEnv = {
-  OIDC_ISSUER: url(['https:', 'http:']),
+  OIDC_ISSUER: httpsInProduction(url(['https:', 'http:'])),
   OIDC_AUDIENCE: z.string().min(1),
   /** Defaults to `${OIDC_ISSUER}/.well-known/jwks.json`. */
-  OIDC_JWKS_URL: url(['https:', 'http:']).optional(),
+  OIDC_JWKS_URL: httpsInProduction(url(['https:', 'http:'])).optional(),
+  ...loopbackHttpEnv,
   /** Claim that names the organization of a client-credentials token. */
   OIDC_ORG_CLAIM: z.string().min(1).default('org_id'),
   /** Claim that names the role of a client-credentials token (least privilege when absent). */
@@ -279,8 +282,9 @@ export const stripeEnv = {
     .string()
     .regex(/^whsec_\S+$/, 'must be a webhook signing secret (whsec_…)')
     .optional(),
-  /** Where the Stripe SDK sends its requests: another host for a local stand-in. */
-  STRIPE_API_BASE: url(['https:', 'http:']).default('https://api.stripe.com'),
+  /** Where the Stripe SDK sends its requests: a local stand-in elsewhere (https with NODE_ENV=production). */
+  STRIPE_API_BASE: httpsInProduction(url(['https:', 'http:'])).default('https://api.stripe.com'),
+  ...loopbackHttpEnv,
   /** How long one request to Stripe may take (tried at most twice, within the gateway's 15 s for billing calls). */
   STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(7_000).default(5_000),
 };

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { productionUrlIssues } from './https-in-production';
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -10,6 +11,8 @@ export class ConfigError extends Error {
 /**
  * Parses environment variables with a zod object schema. On failure it throws one error that
  * names every bad variable, so a misconfigured service stops at start with a message a person can act on.
+ * With NODE_ENV=production it also refuses http for the URLs marked `httpsInProduction` (loopback only with
+ * ALLOW_LOOPBACK_HTTP=true).
  */
 export function loadConfig<Shape extends z.ZodRawShape>(
   schema: z.ZodObject<Shape>,
@@ -27,5 +30,8 @@ export function loadConfig<Shape extends z.ZodRawShape>(
     );
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
+  const insecure = productionUrlIssues(schema.shape, result.data);
+  if (insecure.length > 0)
+    throw new ConfigError(`Invalid configuration:\n${insecure.map((line) => `  - ${line}`).join('\n')}`);
   return result.data;
 }

@@ -61,6 +61,8 @@ describe('DevOidcProvider over HTTP', () => {
       { kty: 'RSA', n: provider.publicJwk.n, e: 'AQAB', kid: provider.kid, alg: 'RS256', use: 'sig' },
     ]);
     expect(JSON.stringify(jwks)).not.toMatch(/"(d|p|q|dp|dq|qi)"/);
+    // What it is, for a production gateway to refuse it (@sts/auth/development-provider).
+    expect(jwks).toHaveProperty('sts_development_provider', true);
   });
 
   it('issues a client-credentials token per contract 5.3', async () => {

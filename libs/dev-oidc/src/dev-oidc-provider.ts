@@ -33,6 +33,7 @@ import {
 } from './client-registry';
 import { OAuthError } from './oauth-error';
 import { messagePage, signInPage, type HtmlPage } from './sign-in-page';
+import { DEVELOPMENT_PROVIDER_MARKER } from '@sts/vocabulary/development-provider';
 import type { Role } from '@sts/vocabulary/roles';
 
 export interface DevOidcProviderOptions {
@@ -66,6 +67,12 @@ export interface DevOidcProviderOptions {
   readonly sessionTtlSeconds?: number;
   /** The clock of the browser flow's expiries (codes, sign-in forms, sessions, refresh tokens). */
   readonly now?: () => number;
+  /**
+   * Whether its JWKS says it is the development provider (`sts_development_provider: true`), which makes a
+   * production gateway refuse it. Default true; dev-idp never turns it off. Only a test or benchmark that
+   * runs a production gateway against it, playing a real provider, does.
+   */
+  readonly announceDevelopment?: boolean;
 }
 
 export interface UserTokenRequest {
@@ -412,7 +419,14 @@ export class DevOidcProvider {
         sendJson(res, 200, this.discoveryDocument(), { 'Cache-Control': 'public, max-age=300' });
         return;
       case 'jwks':
-        sendJson(res, 200, this.jwks, { 'Cache-Control': 'public, max-age=300' });
+        sendJson(
+          res,
+          200,
+          this.options.announceDevelopment === false
+            ? this.jwks
+            : { ...this.jwks, [DEVELOPMENT_PROVIDER_MARKER]: true },
+          { 'Cache-Control': 'public, max-age=300' },
+        );
         return;
       case 'token':
         try {

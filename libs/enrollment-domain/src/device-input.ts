@@ -1,12 +1,9 @@
 import { AppError, invalidField, type FieldViolation } from '@sts/errors/app-error';
+import { METADATA_MAX_BYTES, METADATA_MAX_DEPTH } from '@sts/vocabulary/device-metadata';
 import type { DeviceMetadata } from './enrollment-model';
 
 export const MACHINE_ID_MAX_LENGTH = 128;
 export const HOSTNAME_MAX_LENGTH = 255;
-/** Serialized (UTF-8 JSON) size limit of a device's metadata. */
-export const METADATA_MAX_BYTES = 16 * 1024;
-/** Nesting limit of metadata: the top-level object is depth 1. */
-export const METADATA_MAX_DEPTH = 8;
 /** JSON text longer than this is not even parsed (whitespace may shrink, but not by this much). */
 const METADATA_TEXT_MAX_BYTES = 64 * 1024;
 export const DEVICE_QUERY_MAX_LENGTH = 255;

@@ -103,6 +103,11 @@ export interface EnrollmentRepositories {
   insertCodes(codes: StoredEnrollmentCode[]): Promise<void>;
   /** Deletes the organization's codes that expired before `expiredBefore`; returns how many. */
   purgeCodes(orgId: string, expiredBefore: Date): Promise<number>;
+  /**
+   * Locks the organization's issuing of codes until the transaction ends (concurrent issuers, on any replica,
+   * queue here) and counts its live codes: unused and not expired at `now`.
+   */
+  lockLiveCodeCount(orgId: string, now: Date): Promise<number>;
 
   /**
    * Null when no organization has a key with this hash. Otherwise the key's organization, the device

@@ -52,11 +52,13 @@ describe('enrollment service', () => {
   beforeEach(() => {
     store = new InMemoryEnrollmentStore();
     clock = new ManualClock();
-    service = new EnrollmentService(store, { keyring, eventSealingKey }, clock, new RecordingIds());
+    service = new EnrollmentService(store, settings, clock, new RecordingIds());
   });
 
-  const coldService = () =>
-    new EnrollmentService(store, { keyring, eventSealingKey }, clock, new RecordingIds());
+  /** ENROLLMENT_MAX_LIVE_CODES as small as these tests need to reach it. */
+  const MAX_LIVE_CODES = 250;
+  const settings = { keyring, eventSealingKey, maxLiveCodes: MAX_LIVE_CODES };
+  const coldService = () => new EnrollmentService(store, settings, clock, new RecordingIds());
 
   async function setUp(orgId = ORG_A) {
     const { key } = await service.rotateEnrollmentKey(orgId);
@@ -154,6 +156,36 @@ describe('enrollment service', () => {
         expect(error.code).toBe('VALIDATION_FAILED');
         expect(error.message).toContain('100');
       }
+    });
+
+    const emailInput = (orgId: string) => ({
+      orgId,
+      email: 'a@b.test',
+      requestedByName: 'Ann',
+      orgName: 'Acme',
+    });
+    const expectCodeLimit = async (promise: Promise<unknown>) =>
+      expect((await errorOf(promise)).code).toBe('ENROLLMENT_CODE_LIMIT');
+
+    it('are at most ENROLLMENT_MAX_LIVE_CODES unused ones per organization, used and expired ones not counted (issue 41)', async () => {
+      const { key } = await setUp(ORG_A);
+      await service.createEnrollmentCodes(ORG_A, 100);
+      const some = await service.createEnrollmentCodes(ORG_A, 100);
+      const over = await errorOf(service.createEnrollmentCodes(ORG_A, 51));
+      expect(over.code).toBe('ENROLLMENT_CODE_LIMIT');
+      expect(over.message).toContain(`at most ${MAX_LIVE_CODES}`);
+      // setUp's 5 and 200 more: 45 fit, and the refusal stored nothing.
+      expect(await service.createEnrollmentCodes(ORG_A, 45)).toHaveLength(45);
+      expect(store.state.codes.size).toBe(MAX_LIVE_CODES);
+      await expectCodeLimit(service.emailEnrollmentCode(emailInput(ORG_A)));
+      // Another organization has its own count; a used code frees its place.
+      expect(await service.createEnrollmentCodes(ORG_B, 100)).toHaveLength(100);
+      await service.enrollDevice(enrollment(key, some[0]!.code));
+      expect(await service.createEnrollmentCodes(ORG_A, 1)).toHaveLength(1);
+      await expectCodeLimit(service.createEnrollmentCodes(ORG_A, 1));
+      // Expired codes free theirs.
+      clock.advance(24 * HOUR);
+      expect(await service.createEnrollmentCodes(ORG_A, 100)).toHaveLength(100);
     });
 
     it('name the count field when the count is out of range', async () => {

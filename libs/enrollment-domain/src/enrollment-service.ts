@@ -46,6 +46,8 @@ export interface EnrollmentSettings {
   keyring: EnrollmentKeyring;
   /** SECRET_SEALING_KEY: seals the code and the key for their trip through the outbox to the mailer. */
   eventSealingKey: Buffer;
+  /** ENROLLMENT_MAX_LIVE_CODES: the most unused, unexpired codes an organization may hold at once. */
+  maxLiveCodes: number;
 }
 
 /** What the agent presents; the device part already checked by `validateDeviceInput` (in the gRPC handler). */
@@ -413,6 +415,14 @@ export class EnrollmentService {
     count: number,
     now: Date,
   ): Promise<IssuedEnrollmentCode[]> {
+    const live = await repos.lockLiveCodeCount(orgId, now);
+    if (live + count > this.settings.maxLiveCodes) {
+      throw new AppError(
+        'ENROLLMENT_CODE_LIMIT',
+        `the organization has ${live} unused codes and may hold at most ${this.settings.maxLiveCodes}; ` +
+          'use them or wait until they expire (24 hours after they were made)',
+      );
+    }
     const expiresAt = new Date(now.getTime() + ENROLLMENT_CODE_TTL_MS);
     const codes = new Set<string>();
     while (codes.size < count) codes.add(generateEnrollmentCode());

@@ -8,6 +8,11 @@ export const enrollmentEnvSchema = z.object({
   ...sealingEnv,
   ...grpcServerEnv,
   GRPC_PORT: grpcServerEnv.GRPC_PORT.default(50054),
+  /**
+   * The most unused, unexpired enrollment codes an organization may hold at once; beyond it, making codes
+   * is 400 ENROLLMENT_CODE_LIMIT. Bounds what one sign-in can store (codes are kept 7 days past expiry).
+   */
+  ENROLLMENT_MAX_LIVE_CODES: z.coerce.number().int().min(100).max(1_000_000).default(10_000),
   /** How long telemetry sightings gather before one write moves the devices' last_seen_at. */
   LAST_SEEN_FLUSH_MS: z.coerce.number().int().min(10).max(60_000).default(10_000),
   /**

@@ -226,6 +226,15 @@ class PostgresEnrollmentRepositories implements EnrollmentRepositories {
     );
   }
 
+  async lockLiveCodeCount(orgId: string, now: Date): Promise<number> {
+    if (!isUuid(orgId)) return 0;
+    // Raw: a transaction-level advisory lock per organization, which the ORM does not express.
+    await this.scope.sql.run(`select pg_advisory_xact_lock(hashtextextended(?, 0))`, [
+      `enrollment-codes:${orgId}`,
+    ]);
+    return this.scope.em.count(EnrollmentCodeEntity, { orgId, consumedAt: null, expiresAt: { $gt: now } });
+  }
+
   async purgeCodes(orgId: string, expiredBefore: Date): Promise<number> {
     if (!isUuid(orgId)) return 0;
     return this.scope.em.nativeDelete(EnrollmentCodeEntity, { orgId, expiresAt: { $lt: expiredBefore } });

@@ -39,6 +39,7 @@ export function startEnrollmentService(config: EnrollmentConfig, logger: Logger)
         {
           keyring: deriveEnrollmentKeyring(Buffer.from(config.ENROLLMENT_KEY_ENCRYPTION_KEY, 'base64')),
           eventSealingKey: Buffer.from(config.SECRET_SEALING_KEY, 'base64'),
+          maxLiveCodes: config.ENROLLMENT_MAX_LIVE_CODES,
         },
         { now: () => new Date() },
         { newId: () => randomUUID() },

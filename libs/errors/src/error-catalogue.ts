@@ -86,6 +86,11 @@ export const ERROR_CATALOGUE: Record<ErrorCode, ErrorDefinition> = {
     grpcStatus: GrpcStatus.FAILED_PRECONDITION,
     title: 'The organization has as many alert endpoints as it may have',
   },
+  ENROLLMENT_CODE_LIMIT: {
+    httpStatus: 400,
+    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
+    title: 'The organization has as many unused enrollment codes as it may have',
+  },
   ENROLLMENT_KEY_NOT_FOUND: {
     httpStatus: 404,
     grpcStatus: GrpcStatus.NOT_FOUND,

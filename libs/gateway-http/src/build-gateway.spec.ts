@@ -794,6 +794,8 @@ describe('gateway (fake upstream, real token verifier)', () => {
         role: 'APP_USER',
         created_at: '2026-03-01T12:00:00.000Z',
         expires_at: '2026-03-08T12:00:00.000Z',
+        status: 'pending',
+        accepted_at: null,
       });
       expect(gw.upstream.callsOf('createInvite')[0]?.request).toEqual({
         orgId: ORG_ID,
@@ -938,6 +940,64 @@ describe('gateway (fake upstream, real token verifier)', () => {
           expect((await enrollFrom(limited, '2001:db8:7:7::1', 'sts_ek_c', 'GOOD')).statusCode).toBe(200);
         },
       );
+    });
+
+    it('counts malformed requests and answers of a machine enrolled elsewhere as failed enrollments (issue 41)', async () => {
+      await withLimits({ ENROLL_FAILURES_PER_MINUTE: 3 }, async (limited) => {
+        const upstream = limited.upstream.enrollment.enrollDevice;
+        limited.upstream.enrollment.enrollDevice = async (request) =>
+          request.machineId === 'm-elsewhere'
+            ? Promise.reject(new AppError('MACHINE_ENROLLED_ELSEWHERE'))
+            : upstream(request);
+        const post = (payload: unknown) =>
+          limited.app.inject({
+            method: 'POST',
+            url: '/api/device/enroll',
+            remoteAddress: '10.0.0.9',
+            headers: { 'x-enrollment-key': 'sts_ek_a' },
+            payload: payload as Record<string, unknown>,
+          });
+        expectProblem(
+          await post({ code: 'GOOD', machine_id: 'm-elsewhere', hostname: 'alpha' }),
+          409,
+          'MACHINE_ENROLLED_ELSEWHERE',
+        );
+        expectProblem(await post({ code: 'GOOD', machine_id: 'm-1' }), 400, 'VALIDATION_FAILED');
+        expectProblem(
+          await post({ code: 'GOOD', machine_id: 'm-elsewhere', hostname: 'b' }),
+          409,
+          'MACHINE_ENROLLED_ELSEWHERE',
+        );
+        // Three failures: the address waits, and asking about other machine ids gets nothing more.
+        expectProblem(
+          await post({ code: 'GOOD', machine_id: 'm-elsewhere', hostname: 'c' }),
+          429,
+          'RATE_LIMITED',
+        );
+        expectProblem(
+          await post({ code: 'GOOD', machine_id: 'm-1', hostname: 'alpha' }),
+          429,
+          'RATE_LIMITED',
+        );
+        expect(limited.upstream.callsOf('enrollDevice')).toHaveLength(0);
+      });
+    });
+
+    it('answers 400 to metadata nested too deep for JSON.stringify, before any call (issue 41)', async () => {
+      await withLimits({}, async (limited) => {
+        const levels = 32_000;
+        const response = await limited.app.inject({
+          method: 'POST',
+          url: '/api/device/enroll',
+          headers: { 'x-enrollment-key': 'sts_ek_a', 'content-type': 'application/json' },
+          payload: `{"code":"GOOD","machine_id":"m-1","hostname":"alpha","metadata":{"a":${'['.repeat(levels)}${']'.repeat(levels)}}}`,
+        });
+        expectProblem(response, 400, 'VALIDATION_FAILED');
+        expect(response.json<{ errors: { path: string; message: string }[] }>().errors).toEqual([
+          { path: 'body.metadata', message: 'must not nest deeper than 8 levels' },
+        ]);
+        expect(limited.upstream.callsOf('enrollDevice')).toHaveLength(0);
+      });
     });
 
     it('passes the device token of a re-enrolling agent to the enrollment service', async () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { LogController } from 'fastify';
 import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
+import { apiDocs } from './contract/api-docs';
 import {
   jsonSchemaTransform,
   jsonSchemaTransformObject,
@@ -13,12 +13,13 @@ import { AppError } from '@sts/errors/app-error';
 import type { Logger } from '@sts/logger/create-logger';
 import { authenticate } from './auth/caller-context';
 import type { DashboardHosting } from './dashboard/dashboard-hosting';
-import type { GatewayConfig } from './gateway-config';
+import { apiDocsServed, type GatewayConfig } from './gateway-config';
 import { problemErrorHandler, sendProblem } from './contract/problem-details';
 import type { GatewayCaches } from './caching/gateway-caches';
 import { responseSerializerCompiler } from './contract/response-serializer';
 import { EnrollFailureLimiter } from './limits/enroll-failure-limiter';
 import { RateLimiter } from './limits/rate-limiter';
+import { limitWrites } from './limits/write-limiter';
 import type { WindowCounter } from './limits/window-counter';
 import { observeRequests } from './observability/http-observability';
 import type { DeviceCredentials } from './auth/device-credentials';
@@ -43,6 +44,9 @@ export interface GatewayDependencies {
     GatewayConfig,
     | 'BODY_LIMIT_BYTES'
     | 'TRUST_PROXY'
+    | 'HSTS_MAX_AGE_SECONDS'
+    | 'API_DOCS_ENABLED'
+    | 'NODE_ENV'
     | 'RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE'
     | 'ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE'
     | 'ENROLL_FAILURES_PER_MINUTE'
@@ -51,6 +55,9 @@ export interface GatewayDependencies {
     | 'TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE'
     | 'TELEMETRY_ORG_BYTES_PER_MINUTE'
     | 'DEVICE_AUTH_FAILURES_PER_MINUTE'
+    | 'STRIPE_WEBHOOK_FAILURES_PER_MINUTE'
+    | 'WRITES_PER_SUBJECT_PER_MINUTE'
+    | 'WRITES_PER_ORG_PER_MINUTE'
   >;
   caches: GatewayCaches;
   credentials: DeviceCredentials;
@@ -137,9 +144,16 @@ export async function buildGateway({
   );
   app.decorateRequest('caller', null);
   observeRequests(app);
+  const hsts = strictTransportSecurity(config.HSTS_MAX_AGE_SECONDS);
+  if (hsts && config.TRUST_PROXY === false)
+    logger.warn(
+      'HSTS_MAX_AGE_SECONDS is set but TRUST_PROXY is false: no request is seen as HTTPS, so no Strict-Transport-Security is sent',
+    );
   // Hooks every request runs take callbacks: an async hook costs a promise per request.
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
+    // Browsers take HSTS over HTTPS only (RFC 6797 8.1), and it must not be sent over HTTP (7.2).
+    if (hsts && request.protocol === 'https') reply.header('strict-transport-security', hsts);
     // Draining: the client's next request opens a connection, which the load balancer sends elsewhere.
     if (readiness.draining) reply.header('connection', 'close');
     done(null, payload);
@@ -173,7 +187,8 @@ export async function buildGateway({
     transform: jsonSchemaTransform,
     transformObject: jsonSchemaTransformObject,
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  // Swagger UI, with the dashboard's security headers; none in production unless API_DOCS_ENABLED=true.
+  if (apiDocsServed(config)) await app.register(apiDocs);
   if (dashboard) await app.register(dashboard.assets);
   // Every rate limit, through one limiter over the shared counts: 429 RATE_LIMITED with Retry-After.
   const limiter = new RateLimiter(limits);
@@ -194,7 +209,13 @@ export async function buildGateway({
       perKey: config.ENROLL_KEY_FAILURES_PER_MINUTE,
     }),
   });
-  await app.register(billingWebhookRoute, { clients, caches });
+  await app.register(billingWebhookRoute, {
+    clients,
+    caches,
+    limiter,
+    failuresPerMinute: config.STRIPE_WEBHOOK_FAILURES_PER_MINUTE,
+    now,
+  });
   const telemetryLimit = telemetryBodyLimit(config.TELEMETRY_BODY_LIMIT_BYTES, natsMaxPayloadBytes);
   if (telemetryLimit < config.TELEMETRY_BODY_LIMIT_BYTES) {
     logger.info(
@@ -220,6 +241,13 @@ export async function buildGateway({
   // Everything else needs a bearer token.
   await app.register(async (authenticated) => {
     authenticated.addHook('onRequest', authenticate(verifier, clients, caches.callers));
+    authenticated.addHook(
+      'onRequest',
+      limitWrites(limiter, {
+        perSubject: config.WRITES_PER_SUBJECT_PER_MINUTE,
+        perOrganization: config.WRITES_PER_ORG_PER_MINUTE,
+      }),
+    );
     await authenticated.register(sessionRoutes, { clients, licenses: caches.licenses });
     await authenticated.register(memberRoutes, { clients, caches });
     await authenticated.register(inviteRoutes, { clients });
@@ -232,6 +260,11 @@ export async function buildGateway({
   });
 
   return app;
+}
+
+/** The Strict-Transport-Security value for a max-age in seconds; undefined for 0 (off). */
+function strictTransportSecurity(maxAgeSeconds: number): string | undefined {
+  return maxAgeSeconds > 0 ? `max-age=${maxAgeSeconds}; includeSubDomains` : undefined;
 }
 
 function trustNearestHops(count: number): (address: string, hop: number) => boolean {

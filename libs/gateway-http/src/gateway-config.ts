@@ -23,6 +23,12 @@ export const gatewayEnvSchema = z.object({
    * beside main.js). Without a build there the gateway serves the API only, and says so at start.
    */
   DASHBOARD_DIR: z.string().min(1).optional(),
+  /**
+   * Whether `/docs` (Swagger UI, and the OpenAPI document at `/docs/json`) is served. Unset: yes, but not
+   * with NODE_ENV=production (`apiDocsServed`): it shares the dashboard's origin, so a flaw in it would be
+   * one in the dashboard, and its audience is developers, not the dashboard's users.
+   */
+  API_DOCS_ENABLED: z.stringbool().optional(),
   HOST: z.string().default('127.0.0.1'),
   /**
    * After SIGTERM, how long the gateway goes on serving with /readyz failing and every answer closing its
@@ -54,6 +60,17 @@ export const gatewayEnvSchema = z.object({
   RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: z.coerce.number().int().min(1).default(30),
   /** POST /api/device/enroll requests per minute per client address (mass roll-outs share NAT addresses). */
   ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: z.coerce.number().int().min(1).default(600),
+  /**
+   * Signed-in changes (POST, PUT, PATCH, DELETE behind a bearer token) per minute per subject, and per
+   * organization from all its callers; then 429 until the minute ends. Reads are never counted.
+   */
+  WRITES_PER_SUBJECT_PER_MINUTE: z.coerce.number().int().min(1).default(600),
+  WRITES_PER_ORG_PER_MINUTE: z.coerce.number().int().min(1).default(2400),
+  /**
+   * Failed Stripe webhooks (a malformed or stale Stripe-Signature, a signature that does not verify) per
+   * minute per client address; then the address waits until the minute ends. Verified ones never count.
+   */
+  STRIPE_WEBHOOK_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
   /** Failed enrollments (bad key or code) per minute per client address (an IPv6 client: its /64). */
   ENROLL_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(20),
   /**
@@ -123,9 +140,20 @@ export const gatewayEnvSchema = z.object({
       });
       return z.NEVER;
     }),
+  /**
+   * `Strict-Transport-Security: max-age=<this>; includeSubDomains` on every answer to a request that came
+   * over HTTPS. The gateway has no TLS listener, so it knows HTTPS only from `X-Forwarded-Proto` of a proxy
+   * that TRUST_PROXY believes. 0 (default): no header. At most two years.
+   */
+  HSTS_MAX_AGE_SECONDS: z.coerce.number().int().min(0).max(63_072_000).default(0),
 });
 
 export type GatewayConfig = z.infer<typeof gatewayEnvSchema>;
+
+/** `API_DOCS_ENABLED` as set, else on outside production. */
+export function apiDocsServed(config: Pick<GatewayConfig, 'API_DOCS_ENABLED' | 'NODE_ENV'>): boolean {
+  return config.API_DOCS_ENABLED ?? config.NODE_ENV !== 'production';
+}
 
 function isAddressOrNetwork(entry: string): boolean {
   const [address, prefix, ...rest] = entry.split('/');

@@ -1,5 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AccessTokenVerifier, accessTokenVerifierOptionsFromEnv } from '@sts/auth/access-token-verifier';
+import {
+  AccessTokenVerifier,
+  accessTokenVerifierOptionsFromEnv,
+  defaultJwksUrl,
+} from '@sts/auth/access-token-verifier';
+import { probeDevelopmentProvider } from '@sts/auth/development-provider';
+import { ConfigError } from '@sts/config/load-config';
 import type { Logger } from '@sts/logger/create-logger';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -33,6 +39,28 @@ export interface RunningGateway {
 const READINESS_TIMEOUT_MS = 1_000;
 /** How long a request waits for a shared rate-limit count before its replica counts alone. */
 const LIMITS_TIMEOUT_MS = 500;
+/** How long the start asks the identity provider's key set whether it is the development provider's. */
+const PROVIDER_PROBE_TIMEOUT_MS = 3_000;
+
+/**
+ * With NODE_ENV=production, the ConfigError a gateway refuses to start with when the key set it would trust
+ * is the development identity provider's (it signs in anyone as anyone). A provider that does not answer
+ * within `timeoutMs` does not hold the start up: the verifier refuses such a key set whenever it comes
+ * (`refuseDevelopmentProvider`).
+ */
+export async function developmentProviderRefusal(
+  config: Pick<GatewayConfig, 'NODE_ENV' | 'OIDC_ISSUER' | 'OIDC_JWKS_URL'>,
+  timeoutMs = PROVIDER_PROBE_TIMEOUT_MS,
+): Promise<ConfigError | undefined> {
+  if (config.NODE_ENV !== 'production') return undefined;
+  const jwksUrl = config.OIDC_JWKS_URL ?? defaultJwksUrl(config.OIDC_ISSUER);
+  if (!(await probeDevelopmentProvider(jwksUrl, timeoutMs))) return undefined;
+  const variable = config.OIDC_JWKS_URL ? 'OIDC_JWKS_URL' : 'OIDC_ISSUER';
+  return new ConfigError(
+    `Invalid configuration:\n  - ${variable}: ${jwksUrl} is the development identity provider's key set ` +
+      '(dev-idp signs in anyone as anyone); refused with NODE_ENV=production',
+  );
+}
 
 /** Starts the gateway; `stop()` closes everything in reverse order, and so does a failed start. */
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
@@ -45,7 +73,12 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     const tls = loadGrpcTls(config);
     const clients = createUpstreamClients(config, tls);
     lifecycle.add('grpc clients', () => clients.close());
-    const verifier = new AccessTokenVerifier(accessTokenVerifierOptionsFromEnv(config));
+    // Asked while the rest starts; answered before the gateway listens.
+    const developmentProvider = developmentProviderRefusal(config);
+    const verifier = new AccessTokenVerifier({
+      ...accessTokenVerifierOptionsFromEnv(config),
+      refuseDevelopmentProvider: config.NODE_ENV === 'production',
+    });
     const caches = new GatewayCaches(config);
     const nats = await connectJetStream({
       url: config.NATS_URL,
@@ -94,6 +127,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       ['nats'],
       READINESS_TIMEOUT_MS,
     );
+    const refusal = await developmentProvider;
+    if (refusal) throw refusal;
     const app = await buildGateway({
       config,
       logger,

@@ -1,7 +1,7 @@
 import { Metric, Window } from '@sts/proto/gen/analytics/v1/analytics';
 import { BillingCycle, LicenseStatus, Plan } from '@sts/proto/gen/billing/v1/billing';
 import { DeviceStatus } from '@sts/proto/gen/enrollment/v1/enrollment';
-import { Role as ProtoRole } from '@sts/proto/gen/identity/v1/identity';
+import { InviteState, Role as ProtoRole } from '@sts/proto/gen/identity/v1/identity';
 import type { Role } from '@sts/vocabulary/roles';
 
 /**
@@ -61,6 +61,15 @@ export const ROLE_FROM_PROTO = protoEnumTable<ProtoRole, Role>(ProtoRole, {
   [ProtoRole.UNRECOGNIZED]: null,
 });
 export const ROLE_TO_PROTO = inverseOf(ROLE_FROM_PROTO);
+
+/** The invites an admin lists and revokes, by where they stand (joined and superseded ones never are). */
+export const INVITE_STATE_FROM_PROTO = protoEnumTable(InviteState, {
+  [InviteState.INVITE_STATE_UNSPECIFIED]: null,
+  [InviteState.INVITE_STATE_PENDING]: 'pending',
+  [InviteState.INVITE_STATE_ACCEPTED]: 'accepted',
+  [InviteState.UNRECOGNIZED]: null,
+});
+export const INVITE_STATE_TO_PROTO = inverseOf(INVITE_STATE_FROM_PROTO);
 
 export const DEVICE_STATUS_FROM_PROTO = protoEnumTable(DeviceStatus, {
   [DeviceStatus.DEVICE_STATUS_UNSPECIFIED]: null,

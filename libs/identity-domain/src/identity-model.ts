@@ -35,6 +35,12 @@ export interface Member {
  */
 export type InviteStatus = 'pending' | 'accepted' | 'joined' | 'expired';
 
+/**
+ * The invites an admin can list and revoke, while they can still bring someone in: pending ones until
+ * `expiresAt` (the deadline to accept), and accepted ones until the same `expiresAt` (the deadline to join).
+ */
+export type OpenInviteStatus = Extract<InviteStatus, 'pending' | 'accepted'>;
+
 export interface Invite {
   id: string;
   orgId: string;

@@ -1,7 +1,15 @@
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import type { EventData, EventType } from '@sts/events/event-catalogue';
 import type { Role } from '@sts/vocabulary/roles';
-import type { Invite, Member, Organization, OutboundEmail, OutboundEmailKind, User } from './identity-model';
+import type {
+  Invite,
+  Member,
+  OpenInviteStatus,
+  Organization,
+  OutboundEmail,
+  OutboundEmailKind,
+  User,
+} from './identity-model';
 
 /** Everything a user's login needs, read in one round trip on the hot path. */
 export interface UserSnapshot {
@@ -13,7 +21,8 @@ export interface UserSnapshot {
 }
 
 export interface IdentityRepositories {
-  findUserSnapshot(issuer: string, subject: string): Promise<UserSnapshot | null>;
+  /** `now`: accepted invites past their deadline to join (`expiresAt`) are not counted. */
+  findUserSnapshot(issuer: string, subject: string, now: Date): Promise<UserSnapshot | null>;
   insertUser(user: User): Promise<void>;
   updateUserProfile(userId: string, email: string, name: string): Promise<void>;
 
@@ -38,7 +47,8 @@ export interface IdentityRepositories {
   lockAdminIds(orgId: string): Promise<string[]>;
 
   findInvite(orgId: string, inviteId: string): Promise<Invite | null>;
-  listPendingInvites(orgId: string, now: Date, page: PageRequest): Promise<Invite[]>;
+  /** The organization's invites of this status that are live at `now`, by creation (ties by id). */
+  listInvites(orgId: string, status: OpenInviteStatus, now: Date, page: PageRequest): Promise<Invite[]>;
   /** Returns false when another pending invite for the same e-mail and organization exists. */
   insertInvite(invite: Invite): Promise<boolean>;
   /**
@@ -65,8 +75,8 @@ export interface IdentityRepositories {
   findPendingInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null>;
   /** Atomically moves a live pending invite with this token hash to accepted; null if none. */
   acceptInviteByTokenHash(tokenHash: string, now: Date): Promise<Invite | null>;
-  /** Locks and returns accepted invites for the e-mail, oldest first. */
-  lockAcceptedInvites(email: string): Promise<Invite[]>;
+  /** Locks and returns accepted invites for the e-mail that may still be joined at `now`, oldest first. */
+  lockAcceptedInvites(email: string, now: Date): Promise<Invite[]>;
   markInviteJoined(inviteId: string): Promise<void>;
 
   /** Writes an event to the outbox of this transaction. */

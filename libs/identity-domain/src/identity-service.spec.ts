@@ -955,7 +955,9 @@ describe('IdentityService', () => {
 
       expect(store.state.invites.get(old.id)?.status).toBe('expired');
       expect(store.state.invites.get(fresh.id)?.status).toBe('pending');
-      expect((await service.listInvites(admin.org.id, firstPage)).map((i) => i.id)).toEqual([fresh.id]);
+      expect((await service.listInvites(admin.org.id, 'pending', firstPage)).map((i) => i.id)).toEqual([
+        fresh.id,
+      ]);
     });
 
     it('answers ORGANIZATION_NOT_FOUND for an unknown organization', async () => {
@@ -975,9 +977,14 @@ describe('IdentityService', () => {
       await service.acceptInvite(tokenOf(accepted.id));
       await service.createInvite(other.org.id, 'd@example.com', 'ANALYST', other.memberId);
 
-      expect((await service.listInvites(admin.org.id, firstPage)).map((i) => i.id)).toEqual([a.id, b.id]);
+      expect((await service.listInvites(admin.org.id, 'pending', firstPage)).map((i) => i.id)).toEqual([
+        a.id,
+        b.id,
+      ]);
       clock.advance(TTL_HOURS * HOUR - 500);
-      expect((await service.listInvites(admin.org.id, firstPage)).map((i) => i.id)).toEqual([b.id]);
+      expect((await service.listInvites(admin.org.id, 'pending', firstPage)).map((i) => i.id)).toEqual([
+        b.id,
+      ]);
     });
   });
 
@@ -1004,13 +1011,53 @@ describe('IdentityService', () => {
       expect(store.state.invites.get(invite.id)?.status).toBe('pending');
     });
 
-    it('cannot revoke an accepted invite', async () => {
+    it('revokes an accepted invite until its invitee joins: the next sign-in joins nothing (issue 41)', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(
+        admin.org.id,
+        'grace@example.com',
+        'ORG_ADMIN',
+        admin.memberId,
+      );
+      await service.acceptInvite(tokenOf(invite.id));
+      const listed = await service.listInvites(admin.org.id, 'accepted', firstPage);
+      expect(listed.map((i) => [i.id, i.status])).toEqual([[invite.id, 'accepted']]);
+      expect(await service.listInvites(admin.org.id, 'pending', firstPage)).toEqual([]);
+
+      await service.revokeInvite(admin.org.id, invite.id);
+
+      expect(store.state.invites.has(invite.id)).toBe(false);
+      const grace = await login(userPrincipal('grace@example.com'));
+      expect(grace.org.id).not.toBe(admin.org.id);
+      expect(await service.listInvites(admin.org.id, 'accepted', firstPage)).toEqual([]);
+    });
+
+    it('cannot revoke an invite once its invitee joined', async () => {
       const admin = await login(userPrincipal('ada@example.com'));
       const invite = await service.createInvite(admin.org.id, 'grace@example.com', 'ANALYST', admin.memberId);
       await service.acceptInvite(tokenOf(invite.id));
+      expect((await login(userPrincipal('grace@example.com'))).org.id).toBe(admin.org.id);
 
       await expectCode(service.revokeInvite(admin.org.id, invite.id), 'INVITE_NOT_FOUND');
+      expect(store.state.invites.get(invite.id)?.status).toBe('joined');
+    });
+
+    it('lets an accepted invite be joined only until its expires_at (issue 41)', async () => {
+      const admin = await login(userPrincipal('ada@example.com'));
+      const invite = await service.createInvite(
+        admin.org.id,
+        'grace@example.com',
+        'ORG_ADMIN',
+        admin.memberId,
+      );
+      await service.acceptInvite(tokenOf(invite.id));
+      clock.advance(TTL_HOURS * HOUR);
+
+      const grace = await login(userPrincipal('grace@example.com'));
+
+      expect(grace.org.id).not.toBe(admin.org.id);
       expect(store.state.invites.get(invite.id)?.status).toBe('accepted');
+      expect(await service.listInvites(admin.org.id, 'accepted', firstPage)).toEqual([]);
     });
   });
 

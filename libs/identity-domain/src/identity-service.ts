@@ -9,6 +9,7 @@ import {
   type Caller,
   type Invite,
   type Member,
+  type OpenInviteStatus,
   type Organization,
   type OutboundEmailKind,
   type Principal,
@@ -65,7 +66,7 @@ export class IdentityService {
     const principal = { ...untrusted, name: storedName(untrusted.name, untrusted.email) };
 
     const snapshot = await this.store.read((repos) =>
-      repos.findUserSnapshot(principal.issuer, principal.subject),
+      repos.findUserSnapshot(principal.issuer, principal.subject, this.clock.now()),
     );
     const needsWrite =
       !snapshot ||
@@ -127,8 +128,9 @@ export class IdentityService {
     });
   }
 
-  async listInvites(orgId: string, page: PageRequest): Promise<Invite[]> {
-    return this.store.read((repos) => repos.listPendingInvites(orgId, this.clock.now(), page));
+  /** Pending invites, or accepted ones whose invitee has not joined yet; live ones only, either way. */
+  async listInvites(orgId: string, status: OpenInviteStatus, page: PageRequest): Promise<Invite[]> {
+    return this.store.read((repos) => repos.listInvites(orgId, status, this.clock.now(), page));
   }
 
   async createInvite(
@@ -257,7 +259,9 @@ export class IdentityService {
   async revokeInvite(orgId: string, inviteId: string): Promise<void> {
     await this.store.transaction(async (repos) => {
       const invite = await repos.findInvite(orgId, inviteId);
-      if (!invite || invite.status !== 'pending') throw new AppError('INVITE_NOT_FOUND');
+      // Accepted but not joined yet can be revoked too: until the join, nobody is a member by it.
+      if (!invite || (invite.status !== 'pending' && invite.status !== 'accepted'))
+        throw new AppError('INVITE_NOT_FOUND');
       await repos.deleteInvite(orgId, inviteId);
     });
   }
@@ -322,7 +326,7 @@ export class IdentityService {
     principal: Extract<Principal, { kind: 'user' }>,
   ): Promise<UserSnapshot> {
     const now = this.clock.now();
-    let snapshot = await repos.findUserSnapshot(principal.issuer, principal.subject);
+    let snapshot = await repos.findUserSnapshot(principal.issuer, principal.subject, now);
     if (!snapshot) {
       const user = {
         id: this.ids.newId(),
@@ -342,7 +346,7 @@ export class IdentityService {
     let joined = false;
     // An unverified e-mail address must not unlock another organization's invite.
     if (principal.emailVerified) {
-      for (const invite of await repos.lockAcceptedInvites(normalizeEmail(principal.email))) {
+      for (const invite of await repos.lockAcceptedInvites(normalizeEmail(principal.email), now)) {
         const alreadyMember = await repos.findMemberByEmail(invite.orgId, invite.email);
         if (!alreadyMember) {
           const memberId = this.ids.newId();
@@ -392,7 +396,7 @@ export class IdentityService {
         created_at: now.toISOString(),
       });
     }
-    const fresh = await repos.findUserSnapshot(principal.issuer, principal.subject);
+    const fresh = await repos.findUserSnapshot(principal.issuer, principal.subject, this.clock.now());
     if (!fresh) throw new Error('user vanished during provisioning');
     return fresh;
   }

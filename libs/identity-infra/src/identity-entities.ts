@@ -126,6 +126,12 @@ export const InviteEntity = new EntitySchema<Invite>({
         `CREATE INDEX ${name} ON ${String(table)} USING btree (org_id, created_at, id) WHERE (status = 'pending'::text)`,
     },
     {
+      // Accepted invites not joined yet, listed for their admins (GET /api/invites?status=accepted).
+      name: 'invites_org_accepted_created_idx',
+      expression: (table, _columns, name) =>
+        `CREATE INDEX ${name} ON ${String(table)} USING btree (org_id, created_at, id) WHERE (status = 'accepted'::text)`,
+    },
+    {
       name: 'invites_accepted_email_idx',
       expression: (table, _columns, name) =>
         `CREATE INDEX ${name} ON ${String(table)} USING btree (email) WHERE (status = 'accepted'::text)`,

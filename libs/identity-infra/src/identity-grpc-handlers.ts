@@ -1,16 +1,22 @@
 import { invalidField } from '@sts/errors/app-error';
-import { ROLE_FROM_PROTO, ROLE_TO_PROTO } from '@sts/grpc/proto-enums';
+import {
+  INVITE_STATE_FROM_PROTO,
+  INVITE_STATE_TO_PROTO,
+  ROLE_FROM_PROTO,
+  ROLE_TO_PROTO,
+} from '@sts/grpc/proto-enums';
 import { enumFrom, requireEmail, requirePresent, requireText, requireUuid } from '@sts/grpc/request-checks';
 import type { AsyncHandlers } from '@sts/grpc/service-types';
 import type { Invite, Member, Organization, Principal } from '@sts/identity-domain/identity-model';
 import type { IdentityService } from '@sts/identity-domain/identity-service';
 import { toPage, toPageRequest } from '@sts/pagination/keyset-cursor';
-import type {
-  IdentityServiceService,
-  Invite as ProtoInvite,
-  Member as ProtoMember,
-  Organization as ProtoOrganization,
-  ResolveCallerRequest,
+import {
+  InviteState,
+  type IdentityServiceService,
+  type Invite as ProtoInvite,
+  type Member as ProtoMember,
+  type Organization as ProtoOrganization,
+  type ResolveCallerRequest,
 } from '@sts/proto/gen/identity/v1/identity';
 
 function toProtoMember(member: Member): ProtoMember {
@@ -32,6 +38,9 @@ function toProtoInvite(invite: Invite): ProtoInvite {
     role: ROLE_TO_PROTO[invite.role],
     createdAt: invite.createdAt,
     expiresAt: invite.expiresAt,
+    // Joined and superseded invites are never answered; an accepted one says so.
+    state: INVITE_STATE_TO_PROTO[invite.status === 'accepted' ? 'accepted' : 'pending'],
+    acceptedAt: invite.acceptedAt ?? undefined,
   };
 }
 
@@ -107,7 +116,11 @@ export function identityGrpcHandlers(service: IdentityService): AsyncHandlers<ty
     listInvites: async (request) => {
       const orgId = requireText(request.orgId, 'org_id');
       const page = toPageRequest(request.limit, request.cursor);
-      const rows = await service.listInvites(orgId, page);
+      const state =
+        request.state === InviteState.INVITE_STATE_UNSPECIFIED
+          ? 'pending'
+          : enumFrom(INVITE_STATE_FROM_PROTO, request.state, 'state');
+      const rows = await service.listInvites(orgId, state, page);
       const { items, nextCursor } = toPage(rows, page.limit, (i) => ({
         at: i.createdAt.toISOString(),
         id: i.id,

@@ -130,6 +130,15 @@ class DropInviteQuota extends Migration {
   }
 }
 
+/** Admins list accepted invites whose invitee has not joined yet, as they list pending ones. */
+class AcceptedInvitesByOrganization extends Migration {
+  override up(): void {
+    this.addSql(
+      `create index invites_org_accepted_created_idx on identity.invites (org_id, created_at, id) where status = 'accepted';`,
+    );
+  }
+}
+
 export const IDENTITY_MIGRATIONS: MigrationEntry[] = [
   { name: '0001_initial_identity_schema', class: InitialIdentitySchema },
   { name: '0002_outbox_dead_letter', class: OutboxDeadLetter },
@@ -138,4 +147,5 @@ export const IDENTITY_MIGRATIONS: MigrationEntry[] = [
   { name: '0005_outbound_emails', class: OutboundEmails },
   { name: '0006_outbound_emails_by_recipient', class: OutboundEmailsByRecipient },
   { name: '0007_drop_invite_quota', class: DropInviteQuota },
+  { name: '0008_accepted_invites_by_organization', class: AcceptedInvitesByOrganization },
 ];

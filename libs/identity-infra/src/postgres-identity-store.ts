@@ -4,6 +4,7 @@ import type { EventData, EventType } from '@sts/events/event-catalogue';
 import type {
   Invite,
   Member,
+  OpenInviteStatus,
   Organization,
   OutboundEmail,
   OutboundEmailKind,
@@ -70,12 +71,13 @@ export class PostgresIdentityStore implements IdentityStore {
 class PostgresIdentityRepositories implements IdentityRepositories {
   constructor(private readonly scope: WorkScope) {}
 
-  async findUserSnapshot(issuer: string, subject: string): Promise<UserSnapshot | null> {
+  async findUserSnapshot(issuer: string, subject: string, now: Date): Promise<UserSnapshot | null> {
     // Raw: user, memberships with their organizations and the count of accepted invites in one round trip
     // on every sign-in (json_agg, which the ORM does not express; bench/gateway-session.bench.ts).
     const row = await this.scope.sql.one<SnapshotRow>(
       `select u.id, u.issuer, u.subject, u.email, u.name, u.created_at,
-         (select count(*) from identity.invites i where i.status = 'accepted' and i.email = lower(u.email)) as accepted_invites,
+         (select count(*) from identity.invites i
+           where i.status = 'accepted' and i.email = lower(u.email) and i.expires_at > ?) as accepted_invites,
          coalesce(json_agg(json_build_object(
              'member_id', m.id, 'role', m.role, 'dashboard_access', m.dashboard_access, 'joined_at', m.joined_at,
              'org_id', o.id, 'org_name', o.name, 'org_domain', o.domain, 'org_created_at', o.created_at)
@@ -85,7 +87,7 @@ class PostgresIdentityRepositories implements IdentityRepositories {
        left join identity.organizations o on o.id = m.org_id
        where u.issuer = ? and u.subject = ?
        group by u.id`,
-      [issuer, subject],
+      [now, issuer, subject],
     );
     if (!row) return null;
     const user = {
@@ -196,7 +198,12 @@ class PostgresIdentityRepositories implements IdentityRepositories {
     return row ? toInvite(row) : null;
   }
 
-  async listPendingInvites(orgId: string, now: Date, page: PageRequest): Promise<Invite[]> {
+  async listInvites(
+    orgId: string,
+    status: OpenInviteStatus,
+    now: Date,
+    page: PageRequest,
+  ): Promise<Invite[]> {
     if (!isUuid(orgId)) return [];
     const after = page.after && isUuid(page.after.id) ? page.after : null;
     const rows = await this.scope.em.find(
@@ -204,14 +211,14 @@ class PostgresIdentityRepositories implements IdentityRepositories {
       after
         ? {
             orgId,
-            status: 'pending',
+            status,
             expiresAt: { $gt: now },
             $or: [
               { createdAt: { $gt: new Date(after.at) } },
               { createdAt: new Date(after.at), id: { $gt: after.id } },
             ],
           }
-        : { orgId, status: 'pending', expiresAt: { $gt: now } },
+        : { orgId, status, expiresAt: { $gt: now } },
       { orderBy: { createdAt: 'asc', id: 'asc' }, limit: page.limit + 1 },
     );
     return rows.map(toInvite);
@@ -313,10 +320,10 @@ class PostgresIdentityRepositories implements IdentityRepositories {
     return row ? toInvite(row) : null;
   }
 
-  async lockAcceptedInvites(email: string): Promise<Invite[]> {
+  async lockAcceptedInvites(email: string, now: Date): Promise<Invite[]> {
     const rows = await this.scope.em.find(
       InviteEntity,
-      { email, status: 'accepted' },
+      { email, status: 'accepted', expiresAt: { $gt: now } },
       { orderBy: { acceptedAt: 'asc' }, lockMode: LockMode.PESSIMISTIC_WRITE },
     );
     return rows.map(toInvite);

@@ -14,7 +14,7 @@ const input: InviteEmailInput = {
 
 describe('invite e-mail', () => {
   it('sends the invitee the whole e-mail: subject, text part and HTML part', () => {
-    const link = 'https://app.example.com/invites/accept?token=sts_inv_abc-DEF_123';
+    const link = 'https://app.example.com/invites/accept#token=sts_inv_abc-DEF_123';
 
     expect(renderInviteEmail(input)).toEqual({
       to: 'grace@example.com',
@@ -81,7 +81,7 @@ describe('invite e-mail', () => {
 
     expect(email.to).toBe('grace@example.com');
     expect(email.subject).toBe("You're invited to join Acme on Security Telemetry");
-    const link = 'https://app.example.com/invites/accept?token=sts_inv_abc-DEF_123';
+    const link = 'https://app.example.com/invites/accept#token=sts_inv_abc-DEF_123';
     expect(email.text).toContain(link);
     expect(email.text).toContain('Your invitation token: sts_inv_abc-DEF_123');
     expect(email.text).toContain('POST https://app.example.com/api/invites/accept');
@@ -113,7 +113,7 @@ describe('invite e-mail', () => {
     // The plain-text part is not HTML: values appear as they are.
     expect(email.text).toContain(hostile);
     // The token is URL-encoded in the link.
-    expect(email.text).toContain('token=tok%22%3E%3Cscript%3E');
+    expect(email.text).toContain('#token=tok%22%3E%3Cscript%3E');
   });
 
   it('keeps the subject on one line', () => {
@@ -122,12 +122,22 @@ describe('invite e-mail', () => {
     expect(email.subject).toBe("You're invited to join Acme Bcc: victim@example.com on Security Telemetry");
   });
 
+  it('puts the token in the fragment of the link, which no browser sends to a server', () => {
+    const link = new URL(inviteAcceptUrl('https://app.example.com', 'sts_inv_abc-DEF_123'));
+
+    expect(link.pathname).toBe('/invites/accept');
+    expect(link.search).toBe('');
+    expect(new URLSearchParams(link.hash.slice(1)).get('token')).toBe('sts_inv_abc-DEF_123');
+    // The URL a browser requests (fragment dropped) carries no token.
+    expect(`${link.origin}${link.pathname}${link.search}`).not.toContain('sts_inv_');
+  });
+
   it('builds the accept link under the app base address', () => {
     expect(inviteAcceptUrl('http://localhost:8080', 'a b+c')).toBe(
-      'http://localhost:8080/invites/accept?token=a%20b%2Bc',
+      'http://localhost:8080/invites/accept#token=a%20b%2Bc',
     );
     expect(inviteAcceptUrl('https://example.com/app//', 't')).toBe(
-      'https://example.com/app/invites/accept?token=t',
+      'https://example.com/app/invites/accept#token=t',
     );
   });
 

@@ -17,8 +17,13 @@ export interface InviteEmailInput {
   publicAppUrl: string;
 }
 
+/**
+ * The dashboard's invitation page, the token in the fragment (`#token=`): browsers never send a fragment,
+ * so it stays out of the gateway's and proxies' access logs and out of any Referer; the page drops it from
+ * the address (and so from history) as soon as it has read it. The page still reads `?token=` of older links.
+ */
 export function inviteAcceptUrl(publicAppUrl: string, token: string): string {
-  return `${trimSlashes(publicAppUrl)}/invites/accept?token=${encodeURIComponent(token)}`;
+  return `${trimSlashes(publicAppUrl)}/invites/accept#token=${encodeURIComponent(token)}`;
 }
 
 /**

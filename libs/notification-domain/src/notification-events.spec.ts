@@ -286,7 +286,7 @@ describe('notification event handling', () => {
     const [email] = mailer.sent;
     expect(email?.to).toBe('grace@example.com');
     expect(email?.subject).toBe("You're invited to join Acme <Labs> on Security Telemetry");
-    expect(email?.text).toContain(`http://localhost:8080/invites/accept?token=${TOKEN}`);
+    expect(email?.text).toContain(`http://localhost:8080/invites/accept#token=${TOKEN}`);
     expect(email?.html).toContain('Acme &lt;Labs&gt;');
     expect(store.state.emailLog).toEqual([
       {

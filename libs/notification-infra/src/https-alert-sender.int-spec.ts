@@ -259,6 +259,58 @@ describe('HTTPS alert sender', () => {
     expect(receiver.requests).toHaveLength(1);
   });
 
+  describe('with private networks listed (CIDRs)', () => {
+    const listing = (allowPrivateNetworks: readonly string[], resolve?: HttpsAlertSenderOptions['resolve']) =>
+      httpsAlertSender({
+        timeoutMs: 2_000,
+        allowPrivateNetworks,
+        extraCa: ca.certPem,
+        ...(resolve ? { resolve } : {}),
+      });
+
+    it('reaches a receiver in a listed network, by literal address and by a name that resolves there', async () => {
+      const sender = listing(['127.0.0.0/8'], async () => [{ address: '127.0.0.1', family: 4 }]);
+      for (const url of [`https://127.0.0.1:${receiver.port}/`, `https://localhost:${receiver.port}/`])
+        expect(await sender.send({ url, headers, body })).toMatchObject({ kind: 'answered', status: 200 });
+      expect(
+        await listing(['::1/128']).send({ url: `https://[::1]:${receiver.port}/`, headers, body }),
+      ).toMatchObject({ kind: 'answered', status: 200 });
+      expect(receiver.requests).toHaveLength(3);
+    });
+
+    it('refuses private addresses outside the list: by literal address, by name, and the other family', async () => {
+      for (const [networks, url] of [
+        [['10.0.0.0/8', 'fd00::/8'], `https://127.0.0.1:${receiver.port}/`],
+        [['10.0.0.0/8', 'fd00::/8'], `https://[::1]:${receiver.port}/`],
+        [['10.0.0.0/8', 'fd00::/8'], receiver.url],
+        [['::1/128'], `https://127.0.0.1:${receiver.port}/`],
+        [['127.0.0.0/8'], `https://[::1]:${receiver.port}/`],
+      ] as const) {
+        expect([networks, url, await listing(networks).send({ url, headers, body })]).toEqual([
+          networks,
+          url,
+          expect.objectContaining({ kind: 'no-answer', reason: 'not-allowed' }),
+        ]);
+      }
+      expect(receiver.requests).toHaveLength(0);
+    });
+
+    it('refuses a name that points outside the list by the time of the connection (rebinding after the check)', async () => {
+      const calls: string[] = [];
+      const sender = listing(['10.0.0.0/8'], async (hostname) => {
+        calls.push(hostname);
+        // The check sees an address of the listed network; the connection's own lookup, this machine.
+        return calls.length === 1
+          ? [{ address: '10.1.2.3', family: 4 }]
+          : [{ address: '127.0.0.1', family: 4 }];
+      });
+      const result = await sender.send({ url: `https://localhost:${receiver.port}/`, headers, body });
+      expect(result).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
+      expect(calls).toEqual(['localhost', 'localhost']);
+      expect(receiver.requests).toHaveLength(0);
+    });
+  });
+
   describe('on a receiver of its own', () => {
     let raw: Awaited<ReturnType<typeof startRawReceiver>>;
     beforeEach(async () => {
@@ -315,6 +367,25 @@ describe('HTTPS alert sender', () => {
         reason: 'not-allowed',
       });
       expect(raw.served).toEqual([0]);
+    });
+
+    it('with networks listed, checks the name again on a kept connection: once the list no longer holds its address, it is refused', async () => {
+      const options: HttpsAlertSenderOptions = {
+        timeoutMs: 2_000,
+        allowPrivateNetworks: ['127.0.0.0/8'],
+        extraCa: ca.certPem,
+        resolve: async () => [{ address: '127.0.0.1', family: 4 }],
+      };
+      const sender = httpsAlertSender(options);
+      const url = `https://localhost:${raw.port}/`;
+      for (let attempt = 0; attempt < 2; attempt++)
+        expect(await sender.send({ url, headers, body })).toMatchObject({ kind: 'answered', status: 200 });
+      options.allowPrivateNetworks = ['10.0.0.0/8'];
+      expect(await sender.send({ url, headers, body })).toMatchObject({
+        kind: 'no-answer',
+        reason: 'not-allowed',
+      });
+      expect(raw.served).toEqual([0, 0]);
     });
   });
 });

@@ -1,4 +1,5 @@
 import { httpsAlertSender, isForbiddenAddress } from './https-alert-sender';
+import { inNetworks, type PrivateNetworks } from './private-networks';
 
 /** The SSRF guard's decisions that need no network: the address classes, and names refused before any connection. */
 describe('HTTPS alert sender, without a network', () => {
@@ -67,7 +68,7 @@ describe('HTTPS alert sender, without a network', () => {
   /** A sender whose name resolution is `answers`, one per call (the last repeated), counting the calls. */
   const resolving = (
     answers: (() => Promise<{ address: string; family: number }[]>)[],
-    options: { allowPrivateNetworks?: boolean; timeoutMs?: number } = {},
+    options: { allowPrivateNetworks?: PrivateNetworks; timeoutMs?: number } = {},
   ) => {
     const calls: string[] = [];
     const sender = httpsAlertSender({
@@ -129,5 +130,90 @@ describe('HTTPS alert sender, without a network', () => {
     const result = await sender.send({ url: 'https://nothing.example.com/', headers, body });
     expect(result).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
     expect(calls).toEqual(['nothing.example.com']);
+  });
+
+  describe('with private networks listed (ALERT_ALLOW_PRIVATE_NETWORKS as CIDRs)', () => {
+    const listed = inNetworks(['10.20.0.0/16', '192.168.7.9/32', 'fd00:1::/64']);
+
+    it.each([
+      ['10.20.0.1', true],
+      ['10.20.255.255', true],
+      ['192.168.7.9', true],
+      ['fd00:1::5', true],
+      ['FD00:1:0:0::5', true],
+      // The IPv4 a mapped or NAT64 address carries is judged by the IPv4 networks.
+      ['::ffff:10.20.0.1', true],
+      ['::ffff:a14:1', true],
+      ['64:ff9b::10.20.0.1', true],
+      ['10.21.0.1', false],
+      ['10.0.0.1', false],
+      ['192.168.7.10', false],
+      ['127.0.0.1', false],
+      ['169.254.169.254', false],
+      ['fd00:2::5', false],
+      ['::1', false],
+      ['::ffff:127.0.0.1', false],
+      // IPv4-compatible and 6to4 forms are not the IPv4 they embed.
+      ['::10.20.0.1', false],
+      ['2002:a14:1::1', false],
+      // Not an address for Node, though ipaddr.js reads them as 10.20.0.1.
+      ['169082881', false],
+      ['012.20.0.1', false],
+      ['not an address', false],
+    ])('%s is in the listed networks: %s', (address, inside) => {
+      expect(listed(address)).toBe(inside);
+    });
+
+    it('refuses a name that resolves only to private addresses outside the list, without attempting a connection', async () => {
+      const { sender, calls } = resolving(
+        [
+          async () => [
+            { address: '10.0.0.5', family: 4 },
+            { address: '127.0.0.1', family: 4 },
+            { address: '169.254.169.254', family: 4 },
+            { address: '::1', family: 6 },
+            { address: 'fd00:2::1', family: 6 },
+          ],
+        ],
+        { allowPrivateNetworks: ['10.20.0.0/16', 'fd00:1::/64'] },
+      );
+      const result = await sender.send({ url: 'https://alerts.example.com/hooks', headers, body });
+      expect(result).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
+      expect(calls).toEqual(['alerts.example.com']);
+    });
+
+    it('refuses a literal private address outside the list without resolving anything', async () => {
+      const { sender, calls } = resolving([async () => [{ address: '10.20.0.1', family: 4 }]], {
+        allowPrivateNetworks: ['10.20.0.0/16'],
+      });
+      for (const url of [
+        'https://127.0.0.1/',
+        'https://10.21.0.1/',
+        'https://[::1]/',
+        'https://169.254.169.254/',
+        'https://[::ffff:10.21.0.1]/',
+      ]) {
+        expect(await sender.send({ url, headers, body })).toMatchObject({
+          kind: 'no-answer',
+          reason: 'not-allowed',
+          durationMs: 0,
+        });
+      }
+      expect(calls).toEqual([]);
+    });
+
+    it('still reports a name that does not resolve as not allowed', async () => {
+      const { sender, calls } = resolving(
+        [
+          async () => {
+            throw Object.assign(new Error('getaddrinfo ENOTFOUND'), { code: 'ENOTFOUND' });
+          },
+        ],
+        { allowPrivateNetworks: ['10.0.0.0/8'] },
+      );
+      const result = await sender.send({ url: 'https://nothing.example.com/', headers, body });
+      expect(result).toMatchObject({ kind: 'no-answer', reason: 'not-allowed' });
+      expect(calls).toEqual(['nothing.example.com']);
+    });
   });
 });

@@ -1,16 +1,20 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { Agent, request, type RequestOptions } from 'node:https';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { isIP, type LookupFunction } from 'node:net';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import ipaddr from 'ipaddr.js';
 import type { AttemptResult } from '@sts/notification-domain/alert-delivery-policy';
 import type { AlertSender } from '@sts/notification-domain/notification-ports';
+import { inNetworks, IPV4_COMPATIBLE, NAT64_WELL_KNOWN, type PrivateNetworks } from './private-networks';
 
 export interface HttpsAlertSenderOptions {
   /** The whole attempt (DNS, connection, TLS, answer) at most. */
   timeoutMs: number;
-  /** ALERT_ALLOW_PRIVATE_NETWORKS: let deliveries reach forbidden addresses (tests, on-premises receivers). */
-  allowPrivateNetworks: boolean;
+  /**
+   * ALERT_ALLOW_PRIVATE_NETWORKS: `true` lets deliveries reach forbidden addresses (tests); a list of
+   * networks (CIDRs), only the forbidden addresses in them (on-premises receivers). Read at every attempt.
+   */
+  allowPrivateNetworks: PrivateNetworks;
   /** PEM certificates trusted besides the public roots (a private CA). */
   extraCa?: string;
   /** Name resolution (every address of a name); the system resolver unless replaced. */
@@ -19,13 +23,6 @@ export interface HttpsAlertSenderOptions {
 
 /** Bytes of a receiver's answer read (and thrown away) at most: only the status matters. */
 const MAX_ANSWER_BYTES = 64 * 1024;
-
-/** IPv4-compatible IPv6 (`::a.b.c.d`, deprecated by RFC 4291), `::` and `::1`: never a receiver. */
-const IPV4_COMPATIBLE = new BlockList();
-IPV4_COMPATIBLE.addSubnet('::', 96, 'ipv6');
-
-/** The NAT64 well-known prefix (RFC 6052): a translator reaches the IPv4 address in its last 32 bits. */
-const NAT64_WELL_KNOWN: [ipaddr.IPv6, number] = [ipaddr.IPv6.parse('64:ff9b::'), 96];
 
 /**
  * Whether a delivery must never reach the address (unless private networks are allowed). Only global
@@ -64,10 +61,22 @@ const TLS_FAILURE =
   /^(ERR_SSL_|ERR_TLS_)|CERT|SELF_SIGNED|UNABLE_TO_|INVALID_CA|PATH_LENGTH_EXCEEDED|INVALID_PURPOSE|HOSTNAME_MISMATCH/;
 
 /**
+ * What a setting of ALERT_ALLOW_PRIVATE_NETWORKS lets a delivery reach: every address (`true`), or the
+ * addresses that are not forbidden and, of the forbidden ones, those in the listed networks.
+ */
+function permittedBy(setting: PrivateNetworks): 'all' | ((address: string) => boolean) {
+  if (setting === true) return 'all';
+  if (setting === false) return (address) => !isForbiddenAddress(address);
+  const listed = inNetworks(setting);
+  return (address) => !isForbiddenAddress(address) || listed(address);
+}
+
+/**
  * Sends alerts over HTTPS, one POST per attempt. The receiver's name is resolved at every attempt and
- * each address checked (unless private networks are allowed); the connection goes to an address that
- * passed, through the request's own `lookup`, so a DNS answer cannot change between the check and the
- * connection (rebinding). Redirects are never followed; certificates are always verified.
+ * each address checked (unless every private network is allowed; a list of networks lets through only
+ * the forbidden addresses in them); the connection goes to an address that passed, through the request's
+ * own `lookup`, so a DNS answer cannot change between the check and the connection (rebinding). Redirects
+ * are never followed; certificates are always verified.
  */
 export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender {
   const resolve =
@@ -81,12 +90,24 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
    */
   const agent = new Agent({ keepAlive: true, maxFreeSockets: 8, timeout: 30_000, scheduling: 'lifo' });
 
+  /** The check of the setting as it is now (kept while the setting is the same value). */
+  let policy: { setting: PrivateNetworks; permitted: ReturnType<typeof permittedBy> } | undefined;
+  const permitted = () => {
+    if (policy?.setting !== options.allowPrivateNetworks)
+      policy = {
+        setting: options.allowPrivateNetworks,
+        permitted: permittedBy(options.allowPrivateNetworks),
+      };
+    return policy.permitted;
+  };
+
   /** Whether the name resolves now to an address that may be reached. */
   const mayReach = async (host: string): Promise<boolean> => {
-    if (options.allowPrivateNetworks || isIP(host)) return true;
+    const check = permitted();
+    if (check === 'all' || isIP(host)) return true;
     try {
       const addresses = await resolve(host);
-      return addresses.some((entry) => !isForbiddenAddress(entry.address));
+      return addresses.some((entry) => check(entry.address));
     } catch {
       return false; // a name that does not resolve reads as one that resolves inside
     }
@@ -102,10 +123,9 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
   const checkedLookup: LookupFunction = (hostname, lookupOptions, callback) => {
     resolve(hostname).then(
       (addresses) => {
-        const permitted = options.allowPrivateNetworks
-          ? addresses
-          : addresses.filter((entry) => !isForbiddenAddress(entry.address));
-        const chosen = permitted[0];
+        const check = permitted();
+        const passed = check === 'all' ? addresses : addresses.filter((entry) => check(entry.address));
+        const chosen = passed[0];
         if (!chosen) {
           callback(new NotAllowed(), '', 4);
           return;
@@ -114,7 +134,7 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
         if (lookupOptions.all)
           callback(
             null,
-            permitted.map(({ address, family }) => ({ address, family })),
+            passed.map(({ address, family }) => ({ address, family })),
           );
         else callback(null, chosen.address, chosen.family);
       },
@@ -129,7 +149,8 @@ export function httpsAlertSender(options: HttpsAlertSenderOptions): AlertSender 
       const target = new URL(url);
       const host = target.hostname.replace(/^\[|\]$/g, '');
       // A literal address is never looked up: check it here.
-      if (isIP(host) && !options.allowPrivateNetworks && isForbiddenAddress(host))
+      const check = permitted();
+      if (isIP(host) && check !== 'all' && !check(host))
         return Promise.resolve({ kind: 'no-answer', reason: 'not-allowed', durationMs: 0 });
       // One deadline for the whole attempt, name resolution included.
       const signal = AbortSignal.timeout(options.timeoutMs);

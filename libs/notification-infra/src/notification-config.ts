@@ -9,6 +9,7 @@ import {
   sealingEnv,
   smtpEnv,
 } from '@sts/config/env-fragments';
+import { parsePrivateNetworks, type PrivateNetworks } from './private-networks';
 
 export const notificationEnvSchema = z.object({
   ...commonEnv,
@@ -28,8 +29,25 @@ export const notificationEnvSchema = z.object({
    * in enrollment e-mails. Same rules as PUBLIC_APP_URL (http or https).
    */
   PUBLIC_API_URL: publicUrlEnv.PUBLIC_APP_URL.unwrap().default('http://localhost:8080'),
-  /** Let alert deliveries reach private, loopback and link-local addresses (tests, on-premises receivers). */
-  ALERT_ALLOW_PRIVATE_NETWORKS: z.stringbool().default(false),
+  /**
+   * Which private, loopback and link-local addresses alert deliveries may reach besides public ones:
+   * `false` none, `true` all (tests, a receiver on this host), or the networks on-premises receivers are on,
+   * as CIDRs separated by commas (`10.20.0.0/16,fd00:1::/64`). Anything but `false` is logged at start.
+   */
+  ALERT_ALLOW_PRIVATE_NETWORKS: z
+    .string()
+    .default('false')
+    .transform((value, context): PrivateNetworks => {
+      const flag = z.stringbool().safeParse(value);
+      if (flag.success) return flag.data;
+      const parsed = parsePrivateNetworks(value);
+      if ('networks' in parsed) return parsed.networks;
+      context.addIssue({
+        code: 'custom',
+        message: `must be true, false, or networks as CIDRs separated by commas (10.0.0.0/8,fd00::/8); ${parsed.error}`,
+      });
+      return z.NEVER;
+    }),
   /** One delivery attempt (DNS, connection, TLS, answer) at most. */
   ALERT_ATTEMPT_TIMEOUT_MS: z.coerce.number().int().min(500).max(60_000).default(10_000),
   /** Delivery attempts in flight at most, per process. */

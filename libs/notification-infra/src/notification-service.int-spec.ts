@@ -273,10 +273,10 @@ describe('notification service (PostgreSQL, NATS, SMTP)', () => {
       expect(message.subject).toBe("You're invited to join Acme & <Sons> on Security Telemetry");
       expect(message.recipients.map((r) => r.address)).toEqual(['grace@example.com']);
       expect(message.from).toContain('no-reply@test.local');
-      expect(message.text).toContain(`https://app.test/invites/accept?token=${token}`);
+      expect(message.text).toContain(`https://app.test/invites/accept#token=${token}`);
       expect(message.text).toContain(`Your invitation token: ${token}`);
       expect(message.text).toContain('POST https://app.test/api/invites/accept');
-      expect(message.html).toContain(`href="https://app.test/invites/accept?token=${token}"`);
+      expect(message.html).toContain(`href="https://app.test/invites/accept#token=${token}"`);
       expect(message.html).toContain('Acme &amp; &lt;Sons&gt;');
 
       const log = await eventually(async () => {

@@ -8,6 +8,7 @@ import { NotificationServiceService } from '@sts/proto/gen/notification/v1/notif
 import { runServiceHost, type RunningService } from '@sts/service-host/service-host';
 import { startAlertDeliveryWorker } from './alert-delivery-worker';
 import { httpsAlertSender } from './https-alert-sender';
+import { privateNetworksWarning } from './private-networks';
 import { PostgresAlertDeliveryQueue, PostgresNotificationStore } from './postgres-notification-store';
 import type { NotificationConfig } from './notification-config';
 import { NOTIFICATION_ENTITIES } from './notification-entities';
@@ -56,6 +57,8 @@ export function startNotificationService(
       const store = new PostgresNotificationStore(host.orm);
       const clock = { now: () => new Date() };
       const sealingKey = Buffer.from(config.SECRET_SEALING_KEY, 'base64');
+      const privateNetworks = privateNetworksWarning(config.ALERT_ALLOW_PRIVATE_NETWORKS);
+      if (privateNetworks) logger.warn({ allowed: config.ALERT_ALLOW_PRIVATE_NETWORKS }, privateNetworks);
       const deliveries = startAlertDeliveryWorker({
         queue: new PostgresAlertDeliveryQueue(host.orm),
         sender: httpsAlertSender({

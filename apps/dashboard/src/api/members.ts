@@ -1,6 +1,6 @@
 import type { ApiFetch } from './api-fetch';
 import { nextCursor } from './link-header';
-import type { AcceptedInvite, Invite, InvitePreview, Member, Page, Role } from './types';
+import type { AcceptedInvite, Invite, InvitePreview, InviteStatus, Member, Page, Role } from './types';
 
 export async function listMembers(
   api: ApiFetch,
@@ -24,12 +24,14 @@ export async function removeMember(api: ApiFetch, id: string): Promise<void> {
   await api(`/api/members/${encodeURIComponent(id)}`, { method: 'DELETE' });
 }
 
+/** Pending invites, or accepted ones whose invitee has not joined yet. */
 export async function listInvites(
   api: ApiFetch,
+  status: InviteStatus,
   cursor?: string,
   signal?: AbortSignal,
 ): Promise<Page<Invite>> {
-  const response = await api<Invite[]>('/api/invites', { query: { limit: 200, cursor }, signal });
+  const response = await api<Invite[]>('/api/invites', { query: { status, limit: 200, cursor }, signal });
   return { items: response.data, nextCursor: nextCursor(response.headers.get('link')) };
 }
 

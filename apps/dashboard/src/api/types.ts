@@ -34,12 +34,17 @@ export interface Member {
   readonly joined_at: string;
 }
 
+/** pending: not accepted yet; accepted: the invitee joins at their next sign-in before expires_at. */
+export type InviteStatus = 'pending' | 'accepted';
+
 export interface Invite {
   readonly id: string;
   readonly email: string;
   readonly role: Role;
   readonly created_at: string;
   readonly expires_at: string;
+  readonly status: InviteStatus;
+  readonly accepted_at: string | null;
 }
 
 export interface AcceptedInvite {

@@ -7,11 +7,17 @@ export interface SignInState {
 }
 
 /**
- * Authorization code with PKCE. Tokens live in memory only (never localStorage); the PKCE state
- * between the redirect and /auth/callback uses sessionStorage (the library's default state store).
+ * Authorization code with PKCE. Tokens live in memory only (never in web storage). The sign-in request's
+ * state (PKCE verifier, nonce, returnTo) lives in `stateStorage` from the redirect to /auth/callback: the
+ * tab's sessionStorage, never localStorage (the library's default), which every tab of the origin reads
+ * and which outlives the browser session.
  * The development provider issues refresh tokens (offline_access), so tokens renew silently.
  */
-export function createUserManager(settings: SignInSettings, origin: string): UserManager {
+export function createUserManager(
+  settings: SignInSettings,
+  origin: string,
+  stateStorage: Storage,
+): UserManager {
   return new UserManager({
     authority: settings.issuer,
     client_id: settings.clientId,
@@ -21,6 +27,7 @@ export function createUserManager(settings: SignInSettings, origin: string): Use
     scope: 'openid profile email offline_access',
     extraQueryParams: { audience: settings.audience },
     userStore: new WebStorageStateStore({ store: new InMemoryWebStorage() }),
+    stateStore: new WebStorageStateStore({ store: stateStorage }),
     automaticSilentRenew: true,
     // Refresh tokens renew; no hidden iframe (the provider's frame-ancestors policy forbids it anyway).
     monitorSession: false,

@@ -1,23 +1,24 @@
+import { useLayoutEffect, useMemo, useState } from 'react';
 import { useMutation, useQuery } from '@tanstack/react-query';
-import { useSearchParams } from 'react-router';
+import { useLocation, useNavigate } from 'react-router';
 import { acceptInvite, previewInvite } from '../api/members';
 import { keys } from '../api/queries';
 import { useAuth } from '../auth/auth-context';
 import { usePageTitle } from '../components/page';
 import { Loading, ProblemMessage, StatusMessage } from '../components/status';
 import { Time } from '../components/time';
+import { inviteTokenIn } from '../lib/invite-token';
 import { roleLabel } from '../lib/permissions';
 
 /**
- * /invites/accept?token=…: the invitation e-mail's link. It first shows who invites, as what, and until
- * when (POST /api/invites/preview, which changes nothing), so that nobody accepts blind. Accepting needs no
- * sign-in (the token is the credential); the invitee joins the organization at their next sign-in with the
- * invited e-mail.
+ * /invites/accept#token=…: the invitation e-mail's link (`?token=…` in links sent before). It first shows
+ * who invites, as what, and until when (POST /api/invites/preview, which changes nothing), so that nobody
+ * accepts blind. Accepting needs no sign-in (the token is the credential); the invitee joins the
+ * organization at their next sign-in with the invited e-mail.
  */
 export function AcceptInvitePage() {
   usePageTitle('Accept invitation');
-  const [params] = useSearchParams();
-  const token = params.get('token') ?? '';
+  const token = useInviteToken();
   const { api, signIn } = useAuth();
   const preview = useQuery({
     queryKey: [...keys.invitePreview, token],
@@ -81,4 +82,23 @@ export function AcceptInvitePage() {
       )}
     </main>
   );
+}
+
+/**
+ * The token of the page's address, which leaves the address at once: before the page is painted, the
+ * address without it replaces the one with it (history.replaceState, through the router so that it knows
+ * the address too), so it stays in no history entry, and a sign-in started from here does not carry it.
+ * The page keeps it in memory.
+ */
+function useInviteToken(): string {
+  const location = useLocation();
+  const navigate = useNavigate();
+  const carried = useMemo(() => inviteTokenIn(location), [location]);
+  const [kept, setKept] = useState('');
+  useLayoutEffect(() => {
+    if (!carried) return;
+    setKept(carried.token);
+    void navigate(carried.rest, { replace: true });
+  }, [carried, navigate]);
+  return carried ? carried.token : kept;
 }

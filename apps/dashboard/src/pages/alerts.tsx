@@ -141,6 +141,7 @@ function CreateEndpoint({ onSecret }: { onSecret: (secret: ShownSecret) => void 
 
 function EndpointList({ onSecret }: { onSecret: (secret: ShownSecret) => void }) {
   const api = useApi();
+  const can = useCan();
   const endpoints = useQuery({
     queryKey: keys.alertEndpoints,
     queryFn: ({ signal }) => listAlertEndpoints(api, signal),
@@ -155,11 +156,20 @@ function EndpointList({ onSecret }: { onSecret: (secret: ShownSecret) => void })
       ) : endpoints.data.length === 0 ? (
         <Empty>No alert endpoint yet: alerts reach the notification feed only.</Empty>
       ) : (
-        <ul className="endpoints">
-          {endpoints.data.map((endpoint) => (
-            <EndpointItem key={endpoint.id} endpoint={endpoint} onSecret={onSecret} />
-          ))}
-        </ul>
+        <>
+          {!can('alerts.manage') && (
+            // The API masks them for every role but ORG_ADMIN.
+            <p className="hint">
+              Only admins see an endpoint’s whole address: its path and query (shown as …) often hold the
+              receiver’s secret.
+            </p>
+          )}
+          <ul className="endpoints">
+            {endpoints.data.map((endpoint) => (
+              <EndpointItem key={endpoint.id} endpoint={endpoint} onSecret={onSecret} />
+            ))}
+          </ul>
+        </>
       )}
     </section>
   );

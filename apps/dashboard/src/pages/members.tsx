@@ -15,7 +15,7 @@ import {
   updateMember,
 } from '../api/members';
 import { keys } from '../api/queries';
-import type { Invite, Member, Page as ListPage, Role } from '../api/types';
+import type { Invite, InviteStatus, Member, Page as ListPage, Role } from '../api/types';
 import { useApi } from '../auth/auth-context';
 import { useCan, useSession } from '../auth/session-context';
 import { ConfirmDialog } from '../components/confirm-dialog';
@@ -33,7 +33,8 @@ export function MembersPage() {
       {can('invites.manage') && (
         <>
           <InviteForm />
-          <PendingInvites />
+          <OpenInvites status="pending" />
+          <OpenInvites status="accepted" />
         </>
       )}
     </Page>
@@ -287,13 +288,33 @@ function InviteForm() {
   );
 }
 
-function PendingInvites() {
+/** What each list of open invites is called and says; both can be revoked until the invitee joins. */
+const OPEN_INVITES: Record<
+  InviteStatus,
+  { heading: string; empty: string; when: string; revokeEffect: string }
+> = {
+  pending: {
+    heading: 'Pending invites',
+    empty: 'No pending invites.',
+    when: 'Sent',
+    revokeEffect: 'The invitation link stops working.',
+  },
+  accepted: {
+    heading: 'Accepted, not joined yet',
+    empty: 'No accepted invites waiting for a sign-in.',
+    when: 'Accepted',
+    revokeEffect: 'Whoever signs in with this address does not join the organization.',
+  },
+};
+
+function OpenInvites({ status }: { status: InviteStatus }) {
   const api = useApi();
   const queryClient = useQueryClient();
   const [revoking, setRevoking] = useState<Invite | undefined>();
+  const text = OPEN_INVITES[status];
   const invites = useQuery({
-    queryKey: keys.invites,
-    queryFn: ({ signal }) => listInvites(api, undefined, signal),
+    queryKey: [...keys.invites, status],
+    queryFn: ({ signal }) => listInvites(api, status, undefined, signal),
   });
   const revoke = useMutation({
     mutationFn: (invite: Invite) => revokeInvite(api, invite.id),
@@ -302,25 +323,26 @@ function PendingInvites() {
       await queryClient.invalidateQueries({ queryKey: keys.invites });
     },
   });
+  const headingId = `${status}-invites-heading`;
   return (
-    <section aria-labelledby="pending-heading">
-      <h2 id="pending-heading">Pending invites</h2>
+    <section aria-labelledby={headingId}>
+      <h2 id={headingId}>{text.heading}</h2>
       {invites.error ? (
         <ProblemMessage error={invites.error} onRetry={() => void invites.refetch()} />
       ) : !invites.data ? (
         <Loading what="invites" />
       ) : invites.data.items.length === 0 ? (
-        <Empty>No pending invites.</Empty>
+        <Empty>{text.empty}</Empty>
       ) : (
         <div className="table-wrap" tabIndex={0}>
           <table>
-            <caption className="visually-hidden">Pending invites</caption>
+            <caption className="visually-hidden">{text.heading}</caption>
             <thead>
               <tr>
                 <th scope="col">E-mail</th>
                 <th scope="col">Role</th>
-                <th scope="col">Sent</th>
-                <th scope="col">Expires</th>
+                <th scope="col">{text.when}</th>
+                <th scope="col">{status === 'accepted' ? 'Join by' : 'Expires'}</th>
                 <th scope="col">Actions</th>
               </tr>
             </thead>
@@ -332,7 +354,7 @@ function PendingInvites() {
                   </th>
                   <td>{roleLabel(invite.role)}</td>
                   <td>
-                    <Time value={invite.created_at} />
+                    <Time value={invite.accepted_at ?? invite.created_at} />
                   </td>
                   <td>
                     <Time value={invite.expires_at} />
@@ -356,7 +378,7 @@ function PendingInvites() {
           </table>
         </div>
       )}
-      {invites.data?.nextCursor && <p className="hint">Showing the first 200 pending invites.</p>}
+      {invites.data?.nextCursor && <p className="hint">Showing the first 200.</p>}
       <ConfirmDialog
         open={revoking !== undefined}
         title={`Revoke the invite for ${revoking?.email ?? ''}?`}
@@ -365,7 +387,7 @@ function PendingInvites() {
         onCancel={() => setRevoking(undefined)}
         onConfirm={() => revoking && revoke.mutate(revoking)}
       >
-        <p>The invitation link stops working.</p>
+        <p>{text.revokeEffect}</p>
       </ConfirmDialog>
     </section>
   );

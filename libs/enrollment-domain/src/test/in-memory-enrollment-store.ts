@@ -272,6 +272,11 @@ function repositoriesOver(current: () => EnrollmentState): EnrollmentRepositorie
         s().codes.set(code.id, copy(code));
       }
     },
+    lockLiveCodeCount: async (orgId, now) =>
+      [...s().codes.values()].filter(
+        (code) =>
+          code.orgId === orgId && code.consumedAt === null && code.expiresAt.getTime() > now.getTime(),
+      ).length,
     purgeCodes: async (orgId, expiredBefore) => {
       let purged = 0;
       for (const [id, code] of s().codes) {

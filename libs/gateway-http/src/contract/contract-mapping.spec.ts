@@ -145,6 +145,8 @@ describe('contract mapping', () => {
         role: 'ANALYST',
         created_at: '2026-03-01T12:00:00.000Z',
         expires_at: '2026-03-08T12:00:00.000Z',
+        status: 'pending',
+        accepted_at: null,
       });
       expect(invitePayload.strict().safeParse(invite).success).toBe(true);
 

@@ -4,6 +4,7 @@ import {
   DEVICE_STATUS_FROM_PROTO as DEVICE_STATUS,
   LICENSE_STATUS_FROM_PROTO,
   PLAN_FROM_PROTO,
+  INVITE_STATE_FROM_PROTO,
   ROLE_FROM_PROTO,
 } from '@sts/grpc/proto-enums';
 import type { License as ProtoLicense } from '@sts/proto/gen/billing/v1/billing';
@@ -59,6 +60,8 @@ export function inviteToContract(invite: ProtoInvite): z.infer<typeof invitePayl
     role: roleFromProto(invite.role),
     created_at: isoOf(invite.createdAt),
     expires_at: isoOf(invite.expiresAt),
+    status: fromUpstreamEnum(INVITE_STATE_FROM_PROTO, invite.state, 'invite state'),
+    accepted_at: invite.acceptedAt ? isoOf(invite.acceptedAt) : null,
   };
 }
 

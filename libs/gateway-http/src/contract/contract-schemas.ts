@@ -30,7 +30,15 @@ export const invitePayload = z
     email: z.string(),
     role: roleSchema,
     created_at: timestamp,
-    expires_at: timestamp.describe('After this the token can no longer be accepted (our addition)'),
+    expires_at: timestamp.describe(
+      'After this the token can no longer be accepted, and an accepted invite can no longer be joined (our addition)',
+    ),
+    status: z
+      .enum(['pending', 'accepted'])
+      .describe(
+        'pending: waiting to be accepted; accepted: the invitee joins at their next sign-in before expires_at (our addition)',
+      ),
+    accepted_at: timestamp.nullable().describe('When it was accepted (our addition)'),
   })
   .meta({ id: 'Invite' });
 

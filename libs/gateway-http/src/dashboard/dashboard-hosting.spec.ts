@@ -77,6 +77,74 @@ describe('the dashboard on the gateway origin', () => {
     expect(DashboardHosting.fromBuild({ directory: join(directory, 'nowhere'), signIn })).toBeUndefined();
   });
 
+  describe('Strict-Transport-Security (HSTS_MAX_AGE_SECONDS)', () => {
+    const HSTS = 'max-age=31536000; includeSubDomains';
+    let behindProxy: TestGateway;
+
+    beforeAll(async () => {
+      behindProxy = await startTestGateway(
+        { HSTS_MAX_AGE_SECONDS: 31_536_000, TRUST_PROXY: 1 },
+        {},
+        { dashboard: DashboardHosting.fromBuild({ directory, signIn })! },
+      );
+    });
+
+    afterAll(async () => {
+      await behindProxy.app.close();
+    });
+
+    it.each([
+      ['GET', '/'],
+      ['GET', '/invites/accept'],
+      ['GET', '/assets/app-1a2b.js'],
+      ['GET', '/api/nothing-here'],
+      ['GET', '/livez'],
+      ['POST', '/api/invites/accept'],
+    ])('goes on every answer to %s %s that came over HTTPS', async (method, url) => {
+      const answer = await behindProxy.app.inject({
+        method: method as 'GET' | 'POST',
+        url,
+        headers: { 'x-forwarded-proto': 'https' },
+      });
+      expect(answer.headers['strict-transport-security']).toBe(HSTS);
+    });
+
+    it('is never sent over plain HTTP (RFC 6797 7.2)', async () => {
+      for (const headers of [{}, { 'x-forwarded-proto': 'http' }]) {
+        const answer = await behindProxy.app.inject({ method: 'GET', url: '/', headers });
+        expect(answer.statusCode).toBe(200);
+        expect(answer.headers['strict-transport-security']).toBeUndefined();
+      }
+    });
+
+    it('is off by default', async () => {
+      const answer = await gateway.app.inject({
+        method: 'GET',
+        url: '/',
+        headers: { 'x-forwarded-proto': 'https' },
+      });
+      expect(answer.headers['strict-transport-security']).toBeUndefined();
+    });
+
+    it('believes X-Forwarded-Proto only from a proxy TRUST_PROXY names, and says at start that it cannot', async () => {
+      const direct = await startTestGateway({ HSTS_MAX_AGE_SECONDS: 31_536_000 });
+      try {
+        const answer = await direct.app.inject({
+          method: 'GET',
+          url: '/livez',
+          headers: { 'x-forwarded-proto': 'https' },
+        });
+        expect(answer.statusCode).toBe(200);
+        expect(answer.headers['strict-transport-security']).toBeUndefined();
+        expect(direct.logs).toContainEqual(
+          expect.objectContaining({ level: 40, msg: expect.stringContaining('TRUST_PROXY is false') }),
+        );
+      } finally {
+        await direct.app.close();
+      }
+    });
+  });
+
   it('escapes the settings it writes into the page', async () => {
     const hostile = DashboardHosting.fromBuild({
       directory,

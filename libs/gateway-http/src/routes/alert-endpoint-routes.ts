@@ -1,5 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import type { Role } from '@sts/vocabulary/roles';
+import { maskedUrl } from '@sts/vocabulary/urls';
 import type {
   AlertDelivery as ProtoAlertDelivery,
   AlertEndpoint as ProtoAlertEndpoint,
@@ -13,7 +15,12 @@ import { callOptionsFor } from '../observability/http-observability';
 const alertEndpointPayload = z
   .object({
     id: z.string(),
-    url: z.string(),
+    url: z
+      .string()
+      .describe(
+        'HTTPS URL that receives alerts. Only ORG_ADMIN reads it whole: others get the origin with the path ' +
+          'and query masked (`https://hooks.slack.com/services/…/…/…`, `?token=…`), as they often hold a secret',
+      ),
     description: z.string().optional(),
     created_at: z.string(),
     disabled_at: z
@@ -52,11 +59,18 @@ const alertDeliveryPayload = z
   })
   .meta({ id: 'AlertDelivery' });
 
-function endpointToContract(endpoint: ProtoAlertEndpoint): z.infer<typeof alertEndpointPayload> {
+/**
+ * The endpoint as `viewer` may read it. Its URL is often the credential itself (Slack, Teams, `?token=`):
+ * ORG_ADMIN, who registers and replaces it, reads it whole; any other role gets it masked.
+ */
+function endpointToContract(
+  endpoint: ProtoAlertEndpoint,
+  viewer: Role,
+): z.infer<typeof alertEndpointPayload> {
   // Optional fields are left out when empty (undefined is not serialized).
   return {
     id: endpoint.id,
-    url: endpoint.url,
+    url: viewer === 'ORG_ADMIN' ? endpoint.url : maskedUrl(endpoint.url),
     description: endpoint.description || undefined,
     created_at: required(endpoint.createdAt, 'created_at').toISOString(),
     disabled_at: endpoint.disabledAt?.toISOString(),
@@ -82,7 +96,8 @@ function deliveryToContract(delivery: ProtoAlertDelivery): z.infer<typeof alertD
 
 /**
  * The organization's alert endpoints (contract section 2), and our extensions: a test message and the
- * delivery log of an endpoint. Reading: ORG_ADMIN and ANALYST; changing and test sends: ORG_ADMIN.
+ * delivery log of an endpoint. Reading: ORG_ADMIN and ANALYST (who reads URLs masked); changing and test
+ * sends: ORG_ADMIN.
  */
 export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> = async (
   app,
@@ -103,11 +118,12 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
       },
     },
     async (request) => {
+      const caller = requireCaller(request);
       const { endpoints } = await clients.notification.listAlertEndpoints(
-        { orgId: requireCaller(request).org.id },
+        { orgId: caller.org.id },
         callOptionsFor(request),
       );
-      return endpoints.map(endpointToContract);
+      return endpoints.map((endpoint) => endpointToContract(endpoint, caller.role));
     },
   );
 
@@ -132,16 +148,17 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
       },
     },
     async (request, reply) => {
+      const caller = requireCaller(request);
       const created = await clients.notification.createAlertEndpoint(
         {
-          orgId: requireCaller(request).org.id,
+          orgId: caller.org.id,
           url: request.body.url,
           description: request.body.description ?? '',
         },
         callOptionsFor(request),
       );
       return reply.code(201).send(
-        Object.assign(endpointToContract(required(created.endpoint, 'alert endpoint')), {
+        Object.assign(endpointToContract(required(created.endpoint, 'alert endpoint'), caller.role), {
           secret: created.secret,
         }),
       );
@@ -207,11 +224,12 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
       },
     },
     async (request) => {
+      const caller = requireCaller(request);
       const { endpoint } = await clients.notification.enableAlertEndpoint(
-        { orgId: requireCaller(request).org.id, endpointId: request.params.id },
+        { orgId: caller.org.id, endpointId: request.params.id },
         callOptionsFor(request),
       );
-      return endpointToContract(required(endpoint, 'alert endpoint'));
+      return endpointToContract(required(endpoint, 'alert endpoint'), caller.role);
     },
   );
 
@@ -236,11 +254,12 @@ export const alertEndpointRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClien
       },
     },
     async (request) => {
+      const caller = requireCaller(request);
       const rotated = await clients.notification.rotateAlertSecret(
-        { orgId: requireCaller(request).org.id, endpointId: request.params.id },
+        { orgId: caller.org.id, endpointId: request.params.id },
         callOptionsFor(request),
       );
-      return Object.assign(endpointToContract(required(rotated.endpoint, 'alert endpoint')), {
+      return Object.assign(endpointToContract(required(rotated.endpoint, 'alert endpoint'), caller.role), {
         secret: rotated.secret,
         previous_secret_expires_at: required(rotated.previousSecretExpiresAt, 'expiry').toISOString(),
       });

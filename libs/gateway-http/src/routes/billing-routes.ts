@@ -1,12 +1,15 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { AppError } from '@sts/errors/app-error';
+import { AppError, isAppError } from '@sts/errors/app-error';
+import { stripeSignatureHeaderProblem } from '@sts/vocabulary/stripe-signature';
 import { requireCaller, requireRoles } from '../auth/caller-context';
 import { BILLING_CYCLE_TO_PROTO, PLAN_TO_PROTO } from '@sts/grpc/proto-enums';
 import { errorResponses } from '../contract/contract-schemas';
 import type { GatewayCaches } from '../caching/gateway-caches';
 import type { UpstreamClients } from '../upstream-clients';
 import { callOptionsFor } from '../observability/http-observability';
+import { clientAddressKey } from '../limits/client-address';
+import { RateLimitExceeded, type Limit, type RateLimiter } from '../limits/rate-limiter';
 
 /**
  * Billing calls wait on Stripe: each request up to STRIPE_TIMEOUT_MS and tried twice. A webhook makes
@@ -92,10 +95,21 @@ export const billingRoutes: FastifyPluginAsyncZod<{
  * route reads JSON as a buffer in a scope of its own. The answer to the caller's own license read is
  * evicted here; other gateways evict on `billing.updated`.
  */
+/**
+ * POST /api/billing/webhook, for Stripe only: the body is forwarded to billing, which verifies it with the
+ * signing secret. Before that, the gateway refuses what cannot be a live Stripe delivery (the signature
+ * header's shape and its timestamp's tolerance), and an address whose webhooks failed `failuresPerMinute`
+ * times this minute waits, before its body is read. Only failures count: Stripe's own bursts are never
+ * slowed (docs/decisions.md, "The Stripe webhook is throttled on failures").
+ */
 export const billingWebhookRoute: FastifyPluginAsyncZod<{
   clients: UpstreamClients;
   caches: GatewayCaches;
-}> = async (app, { clients, caches }) => {
+  limiter: RateLimiter;
+  failuresPerMinute: number;
+  now: () => number;
+}> = async (app, { clients, caches, limiter, failuresPerMinute, now }) => {
+  const failures: Limit = { scope: 'billing-webhook-failures', max: failuresPerMinute };
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) =>
     done(null, body),
@@ -105,29 +119,51 @@ export const billingWebhookRoute: FastifyPluginAsyncZod<{
     '/api/billing/webhook',
     {
       bodyLimit: WEBHOOK_BODY_LIMIT_BYTES,
+      onRequest: async (request) => {
+        const verdict = await limiter.check(failures, clientAddressKey(request.ip));
+        if (verdict.over) {
+          throw new RateLimitExceeded(
+            verdict.resetInMs,
+            'Too many failed webhooks; wait before trying again',
+          );
+        }
+      },
       schema: {
         tags: ['Billing'],
         summary: "Stripe's payment events (for Stripe only)",
         description:
           'Verified with the Stripe-Signature header and the endpoint signing secret; each event id is applied once. ' +
           '400 for a missing, wrong or stale signature or a malformed event; 503 when Stripe itself could not be ' +
-          'reached to read the subscription (Stripe sends the event again). Event types billing does not act on are acknowledged.',
+          'reached to read the subscription (Stripe sends the event again). Event types billing does not act on are acknowledged. ' +
+          '429 for an address whose webhooks failed too often this minute.',
         headers: z.object({ 'stripe-signature': z.string().optional() }),
-        response: { 200: z.object({ received: z.boolean() }), ...errorResponses(400, 413, 415, 503) },
+        response: { 200: z.object({ received: z.boolean() }), ...errorResponses(400, 413, 415, 429, 503) },
       },
     },
     async (request) => {
-      const signature = request.headers['stripe-signature'];
-      if (!signature)
-        throw new AppError('WEBHOOK_SIGNATURE_INVALID', 'The Stripe-Signature header is missing');
-      if (!Buffer.isBuffer(request.body))
-        throw new AppError('MALFORMED_REQUEST', 'The body is not a JSON event');
-      const { orgId } = await clients.billing.handlePaymentEvent(
-        { payload: request.body, signature },
-        callOptionsFor(request, WEBHOOK_DEADLINE_MS),
-      );
-      if (orgId) caches.licenseChanged(orgId);
-      return { received: true };
+      const address = clientAddressKey(request.ip);
+      try {
+        const signature = request.headers['stripe-signature'];
+        if (!signature)
+          throw new AppError('WEBHOOK_SIGNATURE_INVALID', 'The Stripe-Signature header is missing');
+        const problem = stripeSignatureHeaderProblem(signature, Math.floor(now() / 1000));
+        if (problem) throw new AppError('WEBHOOK_SIGNATURE_INVALID', problem);
+        if (!Buffer.isBuffer(request.body))
+          throw new AppError('MALFORMED_REQUEST', 'The body is not a JSON event');
+        const { orgId } = await clients.billing.handlePaymentEvent(
+          { payload: request.body, signature },
+          callOptionsFor(request, WEBHOOK_DEADLINE_MS),
+        );
+        if (orgId) caches.licenseChanged(orgId);
+        return { received: true };
+      } catch (error) {
+        if (
+          isAppError(error) &&
+          (error.code === 'WEBHOOK_SIGNATURE_INVALID' || error.code === 'MALFORMED_REQUEST')
+        )
+          await limiter.record(failures, address);
+        throw error;
+      }
     },
   );
 };

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError, isAppError } from '@sts/errors/app-error';
 import type { ErrorCode } from '@sts/errors/error-code';
+import { METADATA_MAX_BYTES, METADATA_MAX_DEPTH, nestsDeeperThan } from '@sts/vocabulary/device-metadata';
 import { clientAddressKey, clientNetworkKey } from '../limits/client-address';
 import { errorResponses } from '../contract/contract-schemas';
 import type { EnrollFailureLimiter } from '../limits/enroll-failure-limiter';
@@ -9,14 +10,17 @@ import { RateLimitExceeded, type RateLimiter } from '../limits/rate-limiter';
 import type { UpstreamClients } from '../upstream-clients';
 import { callOptionsFor } from '../observability/http-observability';
 
-/** Largest metadata object an agent may report, serialized. */
-const MAX_METADATA_BYTES = 16 * 1024;
-
+/**
+ * Answers that count as a failed enrollment: a wrong key or code, and a machine enrolled in another
+ * organization (that answer tells its holder a machine id is in use elsewhere, so asking it is throttled
+ * like guessing; docs/decisions.md, "What a failed enrollment is"). Malformed requests count too (below).
+ */
 const GUESSING_FAILURES: ReadonlySet<ErrorCode> = new Set([
   'ENROLLMENT_KEY_INVALID',
   'ENROLLMENT_CODE_INVALID',
   'ENROLLMENT_CODE_EXPIRED',
   'ENROLLMENT_CODE_USED',
+  'MACHINE_ENROLLED_ELSEWHERE',
 ]);
 
 /** C0 and C1 control characters and DEL, as the enrollment service's own check. */
@@ -51,6 +55,8 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
   app.post(
     '/api/device/enroll',
     {
+      // A malformed request is a failed enrollment too: the handler counts it, then answers its 400.
+      attachValidation: true,
       onRequest: limiter.perAddress({ scope: 'post-api-device-enroll', max: perAddressPerMinute }),
       schema: {
         tags: ['Enrollment'],
@@ -74,14 +80,19 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
             code: z.string().min(1).max(64),
             machine_id: printable(128),
             hostname: printable(255),
-            // Serialized once: the size check measures the very text sent to the enrollment service.
+            // Depth first: JSON.stringify recurses, and hostile nesting would exhaust its stack (a 500).
+            // Then serialized once: the size check measures the very text sent to the enrollment service.
             metadata: z
               .record(z.string(), z.unknown())
               .default({})
+              .refine(
+                (value) => !nestsDeeperThan(value, METADATA_MAX_DEPTH),
+                `must not nest deeper than ${METADATA_MAX_DEPTH} levels`,
+              )
               .transform((value) => JSON.stringify(value))
               .refine(
-                (json) => Buffer.byteLength(json) <= MAX_METADATA_BYTES,
-                `must be at most ${MAX_METADATA_BYTES} bytes as JSON`,
+                (json) => Buffer.byteLength(json) <= METADATA_MAX_BYTES,
+                `must be at most ${METADATA_MAX_BYTES} bytes as JSON`,
               ),
           })
           .strict(),
@@ -112,6 +123,10 @@ export const deviceEnrollRoute: FastifyPluginAsyncZod<{
           blocked.resetInMs,
           'Too many failed enrollments; wait before trying again',
         );
+      }
+      if (request.validationError) {
+        await failures.recordFailure(source);
+        throw request.validationError;
       }
       if (!key) {
         await failures.recordFailure(source);

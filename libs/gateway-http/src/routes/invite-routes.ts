@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireCaller, requireRoles } from '../auth/caller-context';
-import { ROLE_TO_PROTO } from '@sts/grpc/proto-enums';
+import { INVITE_STATE_TO_PROTO, ROLE_TO_PROTO } from '@sts/grpc/proto-enums';
 import { inviteToContract } from '../contract/contract-mapping';
 import { errorResponses, idParam, invitePayload, pageQuery, roleSchema } from '../contract/contract-schemas';
 import { setNextLink } from '../contract/link-header';
@@ -22,15 +22,28 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
       schema: {
         tags: ['Invites'],
         summary: 'Pending invites of the organization',
+        description:
+          'Pending invites (the contract). With status=accepted (our addition): invites accepted whose invitee has ' +
+          'not joined yet; they join at their next sign-in before expires_at, unless the invite is revoked first.',
         security: [{ bearerAuth: [] }],
-        querystring: pageQuery,
+        querystring: pageQuery.extend({
+          status: z
+            .enum(['pending', 'accepted'])
+            .default('pending')
+            .describe('pending (default) or accepted, not yet joined'),
+        }),
         response: { 200: z.array(invitePayload), ...errorResponses(400, 401, 403) },
       },
     },
     async (request, reply) => {
       const caller = requireCaller(request);
       const { invites, nextCursor } = await clients.identity.listInvites(
-        { orgId: caller.org.id, limit: request.query.limit ?? 0, cursor: request.query.cursor ?? '' },
+        {
+          orgId: caller.org.id,
+          limit: request.query.limit ?? 0,
+          cursor: request.query.cursor ?? '',
+          state: INVITE_STATE_TO_PROTO[request.query.status],
+        },
         callOptionsFor(request),
       );
       setNextLink(request, reply, nextCursor, request.query.limit);
@@ -75,7 +88,7 @@ export const inviteRoutes: FastifyPluginAsyncZod<{ clients: UpstreamClients }> =
       onRequest: [requireRoles('ORG_ADMIN')],
       schema: {
         tags: ['Invites'],
-        summary: 'Revoke a pending invite',
+        summary: 'Revoke a pending invite, or an accepted one whose invitee has not joined yet',
         security: [{ bearerAuth: [] }],
         params: z.object({ id: idParam }),
         response: { 204: z.null().describe('No content'), ...errorResponses(401, 403, 404) },

@@ -1,6 +1,7 @@
 import type { CallOptions } from '@sts/grpc/service-types';
 import { BillingCycle, LicenseStatus, Plan } from '@sts/proto/gen/billing/v1/billing';
 import {
+  InviteState,
   Role as ProtoRole,
   type Invite,
   type Member,
@@ -42,6 +43,8 @@ export const protoMember = (overrides: Partial<Member> = {}): Member => ({
 
 export const protoInvite = (overrides: Partial<Invite> = {}): Invite => ({
   id: 'i-1',
+  state: InviteState.INVITE_STATE_PENDING,
+  acceptedAt: undefined,
   email: 'grace@example.com',
   role: ProtoRole.ROLE_ANALYST,
   createdAt: AT,

@@ -47,8 +47,10 @@ export async function startTestGateway(
   const now = () => clock.nowMs;
   const app = await buildGateway({
     config: {
+      NODE_ENV: 'test',
       BODY_LIMIT_BYTES: 64 * 1024,
       TRUST_PROXY: false,
+      HSTS_MAX_AGE_SECONDS: 0,
       RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: 30,
       ENROLL_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 600,
       ENROLL_FAILURES_PER_MINUTE: 20,
@@ -57,6 +59,9 @@ export async function startTestGateway(
       TELEMETRY_BATCHES_PER_DEVICE_PER_MINUTE: 600,
       TELEMETRY_ORG_BYTES_PER_MINUTE: 64 * 1024 * 1024,
       DEVICE_AUTH_FAILURES_PER_MINUTE: 20,
+      STRIPE_WEBHOOK_FAILURES_PER_MINUTE: 30,
+      WRITES_PER_SUBJECT_PER_MINUTE: 600,
+      WRITES_PER_ORG_PER_MINUTE: 2400,
       ...config,
     },
     // Most tests change what upstream answers between requests; caching has its own tests.

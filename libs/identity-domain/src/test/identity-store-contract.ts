@@ -126,10 +126,12 @@ export function describeIdentityStoreContract(
         expect(await failureOf(store.transaction((repos) => repos.insertUser(twin)))).toBeInstanceOf(
           UniqueConflict,
         );
-        const snapshot = await store.read((repos) => repos.findUserSnapshot(first.issuer, first.subject));
+        const snapshot = await store.read((repos) =>
+          repos.findUserSnapshot(first.issuer, first.subject, NOW),
+        );
         expect(snapshot).toEqual({ user: first, memberships: [], acceptedInviteCount: 0 });
         expect(
-          await store.read((repos) => repos.findUserSnapshot(first.issuer, `sub|${randomUUID()}`)),
+          await store.read((repos) => repos.findUserSnapshot(first.issuer, `sub|${randomUUID()}`, NOW)),
         ).toBeNull();
       });
 
@@ -141,7 +143,9 @@ export function describeIdentityStoreContract(
         const email = uniqueEmail('after');
         await store.transaction((repos) => repos.updateUserProfile(someone.id, email, 'After'));
 
-        const snapshot = await store.read((repos) => repos.findUserSnapshot(someone.issuer, someone.subject));
+        const snapshot = await store.read((repos) =>
+          repos.findUserSnapshot(someone.issuer, someone.subject, NOW),
+        );
         expect(snapshot).toEqual({
           user: { ...someone, email, name: 'After' },
           memberships: [
@@ -309,23 +313,32 @@ export function describeIdentityStoreContract(
           acceptedAt: LATER,
         });
 
-        const snapshot = await store.read((repos) => repos.findUserSnapshot(invitee.issuer, invitee.subject));
+        const snapshot = await store.read((repos) =>
+          repos.findUserSnapshot(invitee.issuer, invitee.subject, NOW),
+        );
         expect(snapshot?.acceptedInviteCount).toBe(2);
-        const locked = await store.transaction((repos) => repos.lockAcceptedInvites(email));
+        const locked = await store.transaction((repos) => repos.lockAcceptedInvites(email, NOW));
         expect(locked.map((i) => i.id)).toEqual([early.id, late.id]);
+        // Past their deadline to join (the invites' expires_at), accepted invites are neither counted nor taken.
+        const deadline = early.expiresAt;
+        expect(
+          (await store.read((repos) => repos.findUserSnapshot(invitee.issuer, invitee.subject, deadline)))
+            ?.acceptedInviteCount,
+        ).toBe(0);
+        expect(await store.transaction((repos) => repos.lockAcceptedInvites(email, deadline))).toEqual([]);
 
         await store.transaction((repos) => repos.markInviteJoined(early.id));
         expect(await findInvite(org.id, early.id)).toMatchObject({ status: 'joined' });
         expect(
-          (await store.transaction((repos) => repos.lockAcceptedInvites(email))).map((i) => i.id),
+          (await store.transaction((repos) => repos.lockAcceptedInvites(email, NOW))).map((i) => i.id),
         ).toEqual([late.id]);
         expect(
-          (await store.read((repos) => repos.findUserSnapshot(invitee.issuer, invitee.subject)))
+          (await store.read((repos) => repos.findUserSnapshot(invitee.issuer, invitee.subject, NOW)))
             ?.acceptedInviteCount,
         ).toBe(1);
       });
 
-      it('are listed while pending and live, in creation order (ties by id), paged; a revoked one is gone', async () => {
+      it('are listed while pending and live, in creation order (ties by id), paged, and accepted ones apart; a revoked one is gone', async () => {
         const [org, other] = [await organization(), await organization('Other')];
         const rows = [
           invite(org, uniqueEmail(), { createdAt: minutes(2) }),
@@ -349,7 +362,7 @@ export function describeIdentityStoreContract(
         const expected = [tieA!, tieB!, rows[0]!, rows[3]!].map((i) => i.id);
         const list = (limit: number, after: Invite | null) =>
           store.read((repos) =>
-            repos.listPendingInvites(org.id, LATER, {
+            repos.listInvites(org.id, 'pending', LATER, {
               limit,
               after: after && { at: after.createdAt.toISOString(), id: after.id },
             }),
@@ -359,9 +372,14 @@ export function describeIdentityStoreContract(
         expect((await list(2, tieA!)).map((i) => i.id)).toEqual(expected.slice(1));
         // Before its lifetime ran out, the lapsed invite was listed first.
         const earlier = await store.read((repos) =>
-          repos.listPendingInvites(org.id, NOW, { limit: 10, after: null }),
+          repos.listInvites(org.id, 'pending', NOW, { limit: 10, after: null }),
         );
         expect(earlier.map((i) => i.id)).toEqual([lapsed.id, ...expected]);
+        // Accepted ones are listed apart, until their deadline to join.
+        const acceptedList = (now: Date) =>
+          store.read((repos) => repos.listInvites(org.id, 'accepted', now, { limit: 10, after: null }));
+        expect(await acceptedList(LATER)).toEqual([{ ...accepted, status: 'accepted', acceptedAt: NOW }]);
+        expect(await acceptedList(accepted.expiresAt)).toEqual([]);
       });
 
       it('retire, for one e-mail and organization, the accepted ones and the lapsed pending one, making room for a new invite', async () => {
@@ -460,7 +478,8 @@ export function describeIdentityStoreContract(
         expect(((await failureOf(work(true))) as Error).message).toBe('changed my mind');
         expect(await store.read((repos) => repos.findOrganization(org.id))).toBeNull();
         expect(
-          (await store.read((repos) => repos.findUserSnapshot(someone.issuer, someone.subject)))?.memberships,
+          (await store.read((repos) => repos.findUserSnapshot(someone.issuer, someone.subject, NOW)))
+            ?.memberships,
         ).toEqual([]);
         expect(await subject.outboxEvents(org.id)).toBe(0);
 

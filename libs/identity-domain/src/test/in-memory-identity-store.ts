@@ -2,7 +2,7 @@ import { UniqueConflict } from '@sts/errors/unique-conflict';
 import { parseEventData, type EventData, type EventType } from '@sts/events/event-catalogue';
 import type { PageRequest } from '@sts/pagination/keyset-cursor';
 import type { Role } from '@sts/vocabulary/roles';
-import type { Invite, Member, Organization, OutboundEmail, User } from '../identity-model';
+import type { Invite, Member, OpenInviteStatus, Organization, OutboundEmail, User } from '../identity-model';
 import type { IdentityRepositories, IdentityStore, UserSnapshot } from '../identity-ports';
 
 /** A member row as stored: e-mail and name come from the user, as in the SQL view. */
@@ -174,7 +174,7 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
     return { ...copy(row), email: user.email, name: user.name };
   };
 
-  const snapshotOf = (user: User): UserSnapshot => {
+  const snapshotOf = (user: User, now: Date): UserSnapshot => {
     const memberships = [...s().members.values()]
       .filter((m) => m.userId === user.id)
       // Newest first, ties by id (as `order by m.joined_at desc, m.id`).
@@ -186,7 +186,7 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
       });
     const email = user.email.toLowerCase();
     const acceptedInviteCount = [...s().invites.values()].filter(
-      (i) => i.status === 'accepted' && i.email === email,
+      (i) => i.status === 'accepted' && i.email === email && i.expiresAt.getTime() > now.getTime(),
     ).length;
     return { user: copy(user), memberships, acceptedInviteCount };
   };
@@ -197,9 +197,9 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
     );
 
   return {
-    findUserSnapshot: async (issuer, subject) => {
+    findUserSnapshot: async (issuer, subject, now) => {
       const user = [...s().users.values()].find((u) => u.issuer === issuer && u.subject === subject);
-      return user ? snapshotOf(user) : null;
+      return user ? snapshotOf(user, now) : null;
     },
     insertUser: async (user) => {
       if (s().users.has(user.id)) throw new UniqueConflict(new Error('users_pkey'));
@@ -273,9 +273,9 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
       const invite = s().invites.get(inviteId);
       return invite && invite.orgId === orgId ? copy(invite) : null;
     },
-    listPendingInvites: async (orgId, now, page) =>
+    listInvites: async (orgId, status: OpenInviteStatus, now, page) =>
       [...s().invites.values()]
-        .filter((i) => i.orgId === orgId && i.status === 'pending' && i.expiresAt.getTime() > now.getTime())
+        .filter((i) => i.orgId === orgId && i.status === status && i.expiresAt.getTime() > now.getTime())
         .sort(byCreatedThenId)
         .filter(
           after<Invite>(
@@ -359,9 +359,9 @@ function repositoriesOver(current: () => IdentityState): IdentityRepositories {
       invite.acceptedAt = new Date(now);
       return copy(invite);
     },
-    lockAcceptedInvites: async (email) =>
+    lockAcceptedInvites: async (email, now) =>
       [...s().invites.values()]
-        .filter((i) => i.email === email && i.status === 'accepted')
+        .filter((i) => i.email === email && i.status === 'accepted' && i.expiresAt.getTime() > now.getTime())
         .sort((a, b) => (a.acceptedAt?.getTime() ?? 0) - (b.acceptedAt?.getTime() ?? 0))
         .map(copy),
     markInviteJoined: async (inviteId) => {

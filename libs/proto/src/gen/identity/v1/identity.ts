@@ -81,6 +81,65 @@ export function roleToNumber(object: Role): number {
   }
 }
 
+/**
+ * Where an invite stands while it can still bring someone in. Joined and superseded invites are never
+ * listed.
+ */
+export enum InviteState {
+  INVITE_STATE_UNSPECIFIED = "INVITE_STATE_UNSPECIFIED",
+  /** INVITE_STATE_PENDING - Waiting for the invitee to accept it. */
+  INVITE_STATE_PENDING = "INVITE_STATE_PENDING",
+  /** INVITE_STATE_ACCEPTED - Accepted; the invitee becomes a member at their next sign-in before expires_at. */
+  INVITE_STATE_ACCEPTED = "INVITE_STATE_ACCEPTED",
+  UNRECOGNIZED = "UNRECOGNIZED",
+}
+
+export function inviteStateFromJSON(object: any): InviteState {
+  switch (object) {
+    case 0:
+    case "INVITE_STATE_UNSPECIFIED":
+      return InviteState.INVITE_STATE_UNSPECIFIED;
+    case 1:
+    case "INVITE_STATE_PENDING":
+      return InviteState.INVITE_STATE_PENDING;
+    case 2:
+    case "INVITE_STATE_ACCEPTED":
+      return InviteState.INVITE_STATE_ACCEPTED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return InviteState.UNRECOGNIZED;
+  }
+}
+
+export function inviteStateToJSON(object: InviteState): string {
+  switch (object) {
+    case InviteState.INVITE_STATE_UNSPECIFIED:
+      return "INVITE_STATE_UNSPECIFIED";
+    case InviteState.INVITE_STATE_PENDING:
+      return "INVITE_STATE_PENDING";
+    case InviteState.INVITE_STATE_ACCEPTED:
+      return "INVITE_STATE_ACCEPTED";
+    case InviteState.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+export function inviteStateToNumber(object: InviteState): number {
+  switch (object) {
+    case InviteState.INVITE_STATE_UNSPECIFIED:
+      return 0;
+    case InviteState.INVITE_STATE_PENDING:
+      return 1;
+    case InviteState.INVITE_STATE_ACCEPTED:
+      return 2;
+    case InviteState.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
 /** A person, as asserted by a verified user access token. */
 export interface UserPrincipal {
   issuer: string;
@@ -175,14 +234,22 @@ export interface Invite {
   id: string;
   email: string;
   role: Role;
-  createdAt: Date | undefined;
+  createdAt:
+    | Date
+    | undefined;
+  /** The deadline to accept it, and for an accepted invite the deadline to join. */
   expiresAt: Date | undefined;
+  state: InviteState;
+  /** Set once accepted. */
+  acceptedAt: Date | undefined;
 }
 
 export interface ListInvitesRequest {
   orgId: string;
   limit: number;
   cursor: string;
+  /** Which invites: pending ones when unspecified. */
+  state: InviteState;
 }
 
 export interface ListInvitesResponse {
@@ -1691,7 +1758,15 @@ export const RemoveMemberResponse: MessageFns<RemoveMemberResponse> = {
 };
 
 function createBaseInvite(): Invite {
-  return { id: "", email: "", role: Role.ROLE_UNSPECIFIED, createdAt: undefined, expiresAt: undefined };
+  return {
+    id: "",
+    email: "",
+    role: Role.ROLE_UNSPECIFIED,
+    createdAt: undefined,
+    expiresAt: undefined,
+    state: InviteState.INVITE_STATE_UNSPECIFIED,
+    acceptedAt: undefined,
+  };
 }
 
 export const Invite: MessageFns<Invite> = {
@@ -1710,6 +1785,12 @@ export const Invite: MessageFns<Invite> = {
     }
     if (message.expiresAt !== undefined) {
       Timestamp.encode(toTimestamp(message.expiresAt), writer.uint32(42).fork()).join();
+    }
+    if (message.state !== InviteState.INVITE_STATE_UNSPECIFIED) {
+      writer.uint32(48).int32(inviteStateToNumber(message.state));
+    }
+    if (message.acceptedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.acceptedAt), writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -1767,6 +1848,22 @@ export const Invite: MessageFns<Invite> = {
             message.expiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.state = inviteStateFromJSON(reader.int32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.acceptedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1794,6 +1891,12 @@ export const Invite: MessageFns<Invite> = {
         : isSet(object.expires_at)
         ? fromJsonTimestamp(object.expires_at)
         : undefined,
+      state: isSet(object.state) ? inviteStateFromJSON(object.state) : InviteState.INVITE_STATE_UNSPECIFIED,
+      acceptedAt: isSet(object.acceptedAt)
+        ? fromJsonTimestamp(object.acceptedAt)
+        : isSet(object.accepted_at)
+        ? fromJsonTimestamp(object.accepted_at)
+        : undefined,
     };
   },
 
@@ -1814,6 +1917,12 @@ export const Invite: MessageFns<Invite> = {
     if (message.expiresAt !== undefined) {
       obj.expiresAt = message.expiresAt.toISOString();
     }
+    if (message.state !== InviteState.INVITE_STATE_UNSPECIFIED) {
+      obj.state = inviteStateToJSON(message.state);
+    }
+    if (message.acceptedAt !== undefined) {
+      obj.acceptedAt = message.acceptedAt.toISOString();
+    }
     return obj;
   },
 
@@ -1827,12 +1936,14 @@ export const Invite: MessageFns<Invite> = {
     message.role = object.role ?? Role.ROLE_UNSPECIFIED;
     message.createdAt = object.createdAt ?? undefined;
     message.expiresAt = object.expiresAt ?? undefined;
+    message.state = object.state ?? InviteState.INVITE_STATE_UNSPECIFIED;
+    message.acceptedAt = object.acceptedAt ?? undefined;
     return message;
   },
 };
 
 function createBaseListInvitesRequest(): ListInvitesRequest {
-  return { orgId: "", limit: 0, cursor: "" };
+  return { orgId: "", limit: 0, cursor: "", state: InviteState.INVITE_STATE_UNSPECIFIED };
 }
 
 export const ListInvitesRequest: MessageFns<ListInvitesRequest> = {
@@ -1845,6 +1956,9 @@ export const ListInvitesRequest: MessageFns<ListInvitesRequest> = {
     }
     if (message.cursor !== "") {
       writer.uint32(26).string(message.cursor);
+    }
+    if (message.state !== InviteState.INVITE_STATE_UNSPECIFIED) {
+      writer.uint32(32).int32(inviteStateToNumber(message.state));
     }
     return writer;
   },
@@ -1886,6 +2000,14 @@ export const ListInvitesRequest: MessageFns<ListInvitesRequest> = {
             message.cursor = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.state = inviteStateFromJSON(reader.int32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1907,6 +2029,7 @@ export const ListInvitesRequest: MessageFns<ListInvitesRequest> = {
         : "",
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
       cursor: isSet(object.cursor) ? globalThis.String(object.cursor) : "",
+      state: isSet(object.state) ? inviteStateFromJSON(object.state) : InviteState.INVITE_STATE_UNSPECIFIED,
     };
   },
 
@@ -1921,6 +2044,9 @@ export const ListInvitesRequest: MessageFns<ListInvitesRequest> = {
     if (message.cursor !== "") {
       obj.cursor = message.cursor;
     }
+    if (message.state !== InviteState.INVITE_STATE_UNSPECIFIED) {
+      obj.state = inviteStateToJSON(message.state);
+    }
     return obj;
   },
 
@@ -1932,6 +2058,7 @@ export const ListInvitesRequest: MessageFns<ListInvitesRequest> = {
     message.orgId = object.orgId ?? "";
     message.limit = object.limit ?? 0;
     message.cursor = object.cursor ?? "";
+    message.state = object.state ?? InviteState.INVITE_STATE_UNSPECIFIED;
     return message;
   },
 };
