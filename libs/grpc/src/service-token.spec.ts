@@ -1,6 +1,7 @@
 import { generateKeyPairSync, randomBytes, createSecretKey } from 'node:crypto';
 import type { TrustedServiceKeys } from '@sts/config/service-keys';
-import { ServiceTokenIssuer, ServiceTokenVerifier } from './service-token';
+import { decodeJwt } from 'jose';
+import { ServiceTokenIssuer, ServiceTokenVerifier, TOKEN_LIFETIME_SECONDS } from './service-token';
 
 describe('service tokens', () => {
   const gateway = generateKeyPairSync('ed25519');
@@ -16,11 +17,23 @@ describe('service tokens', () => {
     const issuer = new ServiceTokenIssuer(gateway.privateKey, 'gateway', now);
     const first = await issuer.tokenFor('identity');
     expect(issuer.tokenFor('identity')).toBe(first);
-    nowMs += 6 * 60_000;
+    nowMs += 79_000;
     expect(issuer.tokenFor('identity')).toBe(first);
-    nowMs += 60_000;
+    nowMs += 2_000;
     const second = await issuer.tokenFor('identity');
     expect(second).not.toBe(first);
+  });
+
+  it('mints tokens of 120 s, each with an id of its own (issue 41)', async () => {
+    const issuer = new ServiceTokenIssuer(gateway.privateKey, 'gateway', now);
+    const claims = [
+      decodeJwt((await issuer.tokenFor('identity')).slice('Bearer '.length)),
+      decodeJwt((await issuer.tokenFor('billing')).slice('Bearer '.length)),
+    ];
+    expect(TOKEN_LIFETIME_SECONDS).toBe(120);
+    for (const claim of claims) expect((claim.exp ?? 0) - (claim.iat ?? 0)).toBe(120);
+    expect(claims[0]!.jti).toMatch(/^[0-9a-f-]{36}$/);
+    expect(claims[1]!.jti).not.toBe(claims[0]!.jti);
   });
 
   it('answers from memory for a token it verified, and stops accepting it when it expires', async () => {
@@ -29,7 +42,8 @@ describe('service tokens', () => {
     const token = await issuer.tokenFor('identity');
     await expect(verifier.check(token)).resolves.toEqual({ ok: true, caller: 'gateway' });
     expect(verifier.check(token)).toEqual({ ok: true, caller: 'gateway' });
-    nowMs += 11 * 60_000;
+    // Past its 120 s and the 30 s clock tolerance, a token taken from a call no longer works.
+    nowMs += 151_000;
     await expect(verifier.check(token)).resolves.toMatchObject({ ok: false });
   });
 

@@ -1,4 +1,4 @@
-import type { KeyObject } from 'node:crypto';
+import { randomUUID, type KeyObject } from 'node:crypto';
 import { decodeJwt, errors, jwtVerify, SignJWT } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { TrustedServiceKeys } from '@sts/config/service-keys';
@@ -19,8 +19,17 @@ export const SERVICE_TOKEN_METADATA_KEY = 'authorization';
 
 const ISSUER = 'sts-service';
 const ALGORITHM = 'EdDSA';
-/** Lifetime of a token; a client mints a new one when less than a third of it is left. */
-const TOKEN_LIFETIME_SECONDS = 600;
+/**
+ * Lifetime of a token; a client mints a new one when less than a third of it is left (every 80 s per
+ * audience). Short, because a token is a bearer credential: one taken from a call works for the rest of its
+ * life (and the clock tolerance), wherever it is presented (docs/decisions.md, "Trust between services").
+ */
+export const TOKEN_LIFETIME_SECONDS = 120;
+/**
+ * The oldest token accepted (`iat`), above the lifetime: callers of the release before this one minted
+ * tokens of 600 s, and during a rolling update they still call. Their `exp` bounds them anyway.
+ */
+const MAX_TOKEN_AGE_SECONDS = 600;
 const REFRESH_WHEN_LEFT_MS = (TOKEN_LIFETIME_SECONDS * 1000) / 3;
 /** Clock difference tolerated between services' hosts. */
 const CLOCK_TOLERANCE_SECONDS = 30;
@@ -73,6 +82,8 @@ export class ServiceTokenIssuer {
       .setAudience(audience)
       .setIssuedAt(issuedAt)
       .setExpirationTime(issuedAt + TOKEN_LIFETIME_SECONDS)
+      // Names this one token in logs and traces of the calls it made.
+      .setJti(randomUUID())
       .sign(this.signingKey);
     const value = `Bearer ${token}`;
     this.minted.set(audience, value);
@@ -82,7 +93,7 @@ export class ServiceTokenIssuer {
 
 export type CallerCheck = { ok: true; caller: ServiceName } | { ok: false; reason: string };
 
-/** How many distinct verified tokens a server remembers (a caller mints one per audience per ~7 min). */
+/** How many distinct verified tokens a server remembers (a caller mints one per audience per 80 s). */
 const VERIFIED_CACHE_LIMIT = 1_000;
 
 /**
@@ -146,7 +157,7 @@ export class ServiceTokenVerifier {
           requiredClaims: ['sub', 'exp', 'iat'],
           clockTolerance: CLOCK_TOLERANCE_SECONDS,
           currentDate: new Date(this.now()),
-          maxTokenAge: TOKEN_LIFETIME_SECONDS + CLOCK_TOLERANCE_SECONDS,
+          maxTokenAge: MAX_TOKEN_AGE_SECONDS + CLOCK_TOLERANCE_SECONDS,
         }));
       } catch (error) {
         // Another key of the caller's may have signed it (a rotation); any other fault is final.
