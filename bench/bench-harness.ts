@@ -387,6 +387,8 @@ export async function startSystem(
       await startService('identity', 'apps/identity/src/main.ts', {
         ...shared,
         GRPC_PORT: String(identityPort),
+        // Seeding invites tens of users into one organization, past the daily quota of invitation e-mails.
+        OUTBOUND_EMAILS_PER_ORG_PER_DAY: '1000000',
         ...options.identityEnv,
       }),
       identityPort,

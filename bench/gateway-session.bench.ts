@@ -130,8 +130,6 @@ async function main(lifecycle: Lifecycle, interrupted: () => boolean): Promise<v
   const system = await startSystem(lifecycle, {
     // Seeding accepts one invite per user on this unauthenticated route.
     gatewayEnv: { RATE_LIMIT_UNAUTHENTICATED_PER_MINUTE: '100000' },
-    // And sends one invitation e-mail per user, past the daily quota of invites an organization may send.
-    identityEnv: { OUTBOUND_EMAILS_PER_ORG_PER_DAY: '100000' },
   });
   const { gatewayUrl, baselineUrl } = system;
   console.log(`started: ${services.map((service) => `${service.name} (pid ${service.pid})`).join(', ')}`);

@@ -1,4 +1,4 @@
-import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import type { FastifyRequest, onRequestHookHandler } from 'fastify';
 import { requireCaller } from '../auth/caller-context';
 import { RateLimitExceeded, type Limit, type RateLimiter } from './rate-limiter';
 
@@ -19,11 +19,10 @@ const READS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
  * every change, so neither a member's script nor many members together can flood one organization's writes
  * (docs/decisions.md, "Signed-in changes are limited").
  */
-export function limitWrites(limiter: RateLimiter, limits: WriteLimits): onRequestAsyncHookHandler {
+export function limitWrites(limiter: RateLimiter, limits: WriteLimits): onRequestHookHandler {
   const perSubject: Limit = { scope: 'writes-subject', max: limits.perSubject };
   const perOrganization: Limit = { scope: 'writes-org', max: limits.perOrganization };
-  return async (request: FastifyRequest) => {
-    if (READS.has(request.method)) return;
+  const charge = async (request: FastifyRequest): Promise<void> => {
     const caller = requireCaller(request);
     const [bySubject, byOrganization] = await Promise.all([
       limiter.charge(perSubject, `${caller.kind}:${caller.userId}`),
@@ -37,5 +36,13 @@ export function limitWrites(limiter: RateLimiter, limits: WriteLimits): onReques
         ? `Too many changes by this caller (${limits.perSubject} a minute); retry in ${seconds} s`
         : `Too many changes in this organization (${limits.perOrganization} a minute); retry in ${seconds} s`,
     );
+  };
+  // A callback hook: every signed-in request runs it, and a read must not pay for a promise.
+  return (request, _reply, done) => {
+    if (READS.has(request.method)) {
+      done();
+      return;
+    }
+    charge(request).then(() => done(), done);
   };
 }
